@@ -1,0 +1,5 @@
+//! Agent profiles and the agent store (bundles that install as profiles).
+
+pub mod bundle;
+pub mod profiles;
+pub mod store;

@@ -1,0 +1,366 @@
+//! Agent profiles: the persona, model and tool allowance an agent runs with.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+use crate::db;
+use crate::error::{Error, Result};
+
+/// Name of the profile that always exists.
+pub const DEFAULT_PROFILE: &str = "default";
+
+const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful, concise assistant. Use the tools you are \
+    given when they help, and say plainly when you do not know something.";
+
+const MAX_NAME: usize = 64;
+const MAX_PROMPT: usize = 32 * 1024;
+const MAX_DESCRIPTION: usize = 500;
+const MAX_MODEL: usize = 200;
+const MAX_TOOL_NAME: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Profile {
+    pub name: String,
+    pub system_prompt: String,
+    pub description: String,
+    pub color: Option<String>,
+    /// `None` inherits the configured model.
+    pub default_model: Option<String>,
+    /// `None` means not set (every ungated tool); `Some(vec![])` means no tools at all.
+    pub tools: Option<Vec<String>>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The create payload as it arrives; [`ProfileInput::validate`] turns it into a [`NewProfile`].
+#[derive(Debug, Default, Deserialize)]
+pub struct ProfileInput {
+    pub name: Option<String>,
+    pub system_prompt: Option<String>,
+    pub description: Option<String>,
+    pub color: Option<String>,
+    pub default_model: Option<String>,
+    pub tools: Option<ToolsInput>,
+}
+
+/// Tools arrive as a JSON list or, from forms, as one comma-separated string.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ToolsInput {
+    List(Vec<String>),
+    Csv(String),
+}
+
+/// A profile that passed validation and is ready to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewProfile {
+    pub name: String,
+    pub system_prompt: String,
+    pub description: String,
+    pub color: Option<String>,
+    pub default_model: Option<String>,
+    pub tools: Option<Vec<String>>,
+}
+
+impl ProfileInput {
+    pub fn validate(self) -> Result<NewProfile> {
+        Ok(NewProfile {
+            name: validate_name(self.name)?,
+            system_prompt: validate_prompt(self.system_prompt)?,
+            description: validate_description(self.description)?,
+            color: validate_color(self.color)?,
+            default_model: validate_model(self.default_model)?,
+            tools: self.tools.map(validate_tools).transpose()?,
+        })
+    }
+}
+
+fn validate_name(name: Option<String>) -> Result<String> {
+    let name = name.unwrap_or_default();
+    if name.trim().is_empty() {
+        return Err(Error::field("name", "name is required"));
+    }
+    if name.trim() != name {
+        return Err(Error::field(
+            "name",
+            "name must not start or end with whitespace",
+        ));
+    }
+    if name.chars().count() > MAX_NAME {
+        return Err(Error::field(
+            "name",
+            format!("name must be at most {MAX_NAME} characters"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::field(
+            "name",
+            "name must not contain control characters",
+        ));
+    }
+    Ok(name)
+}
+
+fn validate_prompt(prompt: Option<String>) -> Result<String> {
+    let prompt = prompt.unwrap_or_default();
+    if prompt.trim().is_empty() {
+        return Err(Error::field("system_prompt", "system_prompt is required"));
+    }
+    if prompt.chars().count() > MAX_PROMPT {
+        return Err(Error::field(
+            "system_prompt",
+            format!("system_prompt must be at most {MAX_PROMPT} characters"),
+        ));
+    }
+    Ok(prompt)
+}
+
+fn validate_description(description: Option<String>) -> Result<String> {
+    let description = description.unwrap_or_default().trim().to_owned();
+    if description.chars().count() > MAX_DESCRIPTION {
+        return Err(Error::field(
+            "description",
+            format!("description must be at most {MAX_DESCRIPTION} characters"),
+        ));
+    }
+    Ok(description)
+}
+
+/// Accepts `#rgb` or `#rrggbb`; stores lower case. Blank means no color.
+fn validate_color(color: Option<String>) -> Result<Option<String>> {
+    let Some(color) = non_blank(color) else {
+        return Ok(None);
+    };
+    let hex = color.strip_prefix('#').unwrap_or("");
+    if !matches!(hex.len(), 3 | 6) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Error::field(
+            "color",
+            format!("color must be a hex color like #4f8cff, got {color:?}"),
+        ));
+    }
+    Ok(Some(color.to_ascii_lowercase()))
+}
+
+fn validate_model(model: Option<String>) -> Result<Option<String>> {
+    let model = non_blank(model);
+    if model
+        .as_ref()
+        .is_some_and(|m| m.chars().count() > MAX_MODEL)
+    {
+        return Err(Error::field(
+            "default_model",
+            format!("default_model must be at most {MAX_MODEL} characters"),
+        ));
+    }
+    Ok(model)
+}
+
+/// Trims each name, drops empty entries and duplicates (first occurrence wins).
+fn validate_tools(tools: ToolsInput) -> Result<Vec<String>> {
+    let names: Vec<String> = match tools {
+        ToolsInput::List(list) => list,
+        ToolsInput::Csv(csv) => csv.split(',').map(str::to_owned).collect(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let valid = name.len() <= MAX_TOOL_NAME
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            return Err(Error::field(
+                "tools",
+                format!(
+                    "tool name {name:?} is not valid: use letters, digits, '_', '-' or '.' \
+                     (at most {MAX_TOOL_NAME})"
+                ),
+            ));
+        }
+        if !out.iter().any(|seen| seen == name) {
+            out.push(name.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+fn non_blank(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+const COLUMNS: &str =
+    "name, system_prompt, description, color, default_model, tools, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Profile> {
+    let tools: Option<String> = row.get(5)?;
+    Ok(Profile {
+        name: row.get(0)?,
+        system_prompt: row.get(1)?,
+        description: row.get(2)?,
+        color: row.get(3)?,
+        default_model: row.get(4)?,
+        tools: tools
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, e.into())
+            })?,
+        created_at: row.get(6)?,
+        updated_at: row.get(7)?,
+    })
+}
+
+/// Inserts a profile; an existing name is a conflict and leaves that profile untouched.
+pub fn insert(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
+    let now = db::now();
+    let tools = profile
+        .tools
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(anyhow::Error::from)?;
+    let inserted = conn.execute(
+        &format!(
+            "INSERT INTO agent_profiles ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) \
+             ON CONFLICT (name) DO NOTHING"
+        ),
+        params![
+            profile.name,
+            profile.system_prompt,
+            profile.description,
+            profile.color,
+            profile.default_model,
+            tools,
+            now
+        ],
+    )?;
+    if inserted == 0 {
+        return Err(Error::conflict(format!(
+            "an agent named {:?} already exists",
+            profile.name
+        )));
+    }
+    get(conn, &profile.name)?
+        .ok_or_else(|| Error::Internal(anyhow::anyhow!("profile vanished after insert")))
+}
+
+/// Looks a profile up by its exact, case-sensitive name.
+pub fn get(conn: &Connection, name: &str) -> Result<Option<Profile>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM agent_profiles WHERE name = ?1"),
+            [name],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// Every profile, oldest first (so `default` leads).
+pub fn list(conn: &Connection) -> Result<Vec<Profile>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM agent_profiles ORDER BY created_at, rowid"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Creates the `default` profile when it is missing.
+pub fn ensure_default(conn: &Connection) -> Result<()> {
+    let default = NewProfile {
+        name: DEFAULT_PROFILE.to_owned(),
+        system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
+        description: "General-purpose assistant".to_owned(),
+        color: None,
+        default_model: None,
+        tools: None,
+    };
+    match insert(conn, &default) {
+        Ok(_) | Err(Error::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(name: &str) -> ProfileInput {
+        ProfileInput {
+            name: Some(name.to_owned()),
+            system_prompt: Some("Be brief.".to_owned()),
+            ..ProfileInput::default()
+        }
+    }
+
+    fn field_of(err: Error) -> &'static str {
+        match err {
+            Error::InvalidField { field, .. } => field,
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_from_csv_are_trimmed_and_deduplicated() {
+        let mut i = input("a");
+        i.tools = Some(ToolsInput::Csv(
+            " web_search, create_note,,web_search ".into(),
+        ));
+        assert_eq!(
+            i.validate().unwrap().tools,
+            Some(vec!["web_search".to_owned(), "create_note".to_owned()])
+        );
+    }
+
+    #[test]
+    fn empty_tool_list_is_kept_apart_from_unset() {
+        let mut i = input("a");
+        i.tools = Some(ToolsInput::Csv(String::new()));
+        assert_eq!(i.validate().unwrap().tools, Some(vec![]));
+        assert_eq!(input("a").validate().unwrap().tools, None);
+    }
+
+    #[test]
+    fn rejects_bad_fields_by_name() {
+        assert_eq!(field_of(input(" ").validate().unwrap_err()), "name");
+        assert_eq!(field_of(input(" x").validate().unwrap_err()), "name");
+        let mut i = input("a");
+        i.system_prompt = Some("  ".into());
+        assert_eq!(field_of(i.validate().unwrap_err()), "system_prompt");
+        for bad in ["red", "#12", "#gggggg", "123456"] {
+            let mut i = input("a");
+            i.color = Some(bad.into());
+            assert_eq!(field_of(i.validate().unwrap_err()), "color", "{bad}");
+        }
+        let mut i = input("a");
+        i.tools = Some(ToolsInput::List(vec!["rm -rf".into()]));
+        assert_eq!(field_of(i.validate().unwrap_err()), "tools");
+    }
+
+    #[test]
+    fn color_is_normalised_and_blank_model_inherits() {
+        let mut i = input("a");
+        i.color = Some("#ABCDEF".into());
+        i.default_model = Some("  ".into());
+        let p = i.validate().unwrap();
+        assert_eq!(p.color.as_deref(), Some("#abcdef"));
+        assert_eq!(p.default_model, None);
+    }
+
+    #[test]
+    fn insert_conflicts_on_existing_name_and_keeps_the_original() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        db::migrations::migrate(&mut conn).unwrap();
+        let first = insert(&conn, &input("Atlas").validate().unwrap()).unwrap();
+        let mut other = input("Atlas");
+        other.system_prompt = Some("different".into());
+        assert!(matches!(
+            insert(&conn, &other.validate().unwrap()),
+            Err(Error::Conflict(_))
+        ));
+        assert_eq!(get(&conn, "Atlas").unwrap(), Some(first));
+        assert_eq!(
+            get(&conn, "atlas").unwrap(),
+            None,
+            "names match case-sensitively"
+        );
+    }
+}

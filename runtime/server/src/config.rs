@@ -1,0 +1,78 @@
+//! Where the service keeps its state and what `config.toml` may say. Secrets never come from
+//! here: see [`crate::environment`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 8765;
+const APP_DIR: &str = "service-runtime";
+
+/// The parsed `<data_dir>/config.toml`. Unknown keys are errors, so a typo (or a secret
+/// pasted where it does not belong) is reported instead of silently ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+}
+
+impl FileConfig {
+    /// Reads `config.toml` from the data directory; a missing file is an empty config.
+    pub fn load(data_dir: &Path) -> anyhow::Result<Self> {
+        let path = data_dir.join("config.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))
+    }
+}
+
+/// `$XDG_DATA_HOME/service-runtime`, else `~/.local/share/service-runtime`.
+pub fn default_data_dir() -> anyhow::Result<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from)
+        && xdg.is_absolute()
+    {
+        return Ok(xdg.join(APP_DIR));
+    }
+    match std::env::var_os("HOME") {
+        Some(home) if !home.is_empty() => {
+            Ok(PathBuf::from(home).join(".local/share").join(APP_DIR))
+        }
+        _ => bail!("cannot find a data directory: set --data-dir, SERVICE_DATA_DIR or HOME"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_server_section_and_rejects_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(FileConfig::load(dir.path()).unwrap().server.port.is_none());
+        std::fs::write(dir.path().join("config.toml"), "[server]\nport = 9000\n").unwrap();
+        assert_eq!(
+            FileConfig::load(dir.path()).unwrap().server.port,
+            Some(9000)
+        );
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "[server]\napi_key = \"sk\"\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", FileConfig::load(dir.path()).unwrap_err());
+        assert!(err.contains("unknown field `api_key`"), "{err}");
+    }
+}

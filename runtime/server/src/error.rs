@@ -1,0 +1,55 @@
+//! The one error type of the service's domain layer. The HTTP layer maps each kind to a
+//! status code; the CLI prints the message.
+
+use std::fmt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The caller's input is wrong (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// One named input field is wrong (HTTP 400); forms show the message beside the field.
+    #[error("{message}")]
+    InvalidField {
+        field: &'static str,
+        message: String,
+    },
+    /// The addressed thing does not exist (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request conflicts with existing state (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// Anything else: a bug or an I/O failure (HTTP 500, details only in the log).
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl Error {
+    pub fn invalid(message: impl fmt::Display) -> Self {
+        Self::Invalid(message.to_string())
+    }
+
+    pub fn field(field: &'static str, message: impl fmt::Display) -> Self {
+        Self::InvalidField {
+            field,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn not_found(message: impl fmt::Display) -> Self {
+        Self::NotFound(message.to_string())
+    }
+
+    pub fn conflict(message: impl fmt::Display) -> Self {
+        Self::Conflict(message.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,109 @@
+//! The JSON conventions every endpoint shares: errors are `{"error": "..."}` with the status
+//! their kind implies, and request bodies and queries that fail to parse are 400s in the same
+//! shape.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::Error;
+
+/// An error answered to an API client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
+            Error::InvalidField { field, message } => Self {
+                status: StatusCode::BAD_REQUEST,
+                message,
+                field: Some(field),
+            },
+            Error::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
+            Error::Conflict(message) => Self::new(StatusCode::CONFLICT, message),
+            Error::Internal(e) => {
+                tracing::error!("internal error: {e:#}");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error; see the server log",
+                )
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match self.field {
+            Some(field) => json!({ "error": self.message, "field": field }),
+            None => json!({ "error": self.message }),
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// `axum::Json` whose rejections answer in the API's error shape.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct JsonBody<T>(pub T);
+
+/// `axum::extract::Query` whose rejections answer in the API's error shape.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct QueryParams<T>(pub T);
+
+/// `axum::extract::Path` whose rejections answer in the API's error shape.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct PathParam<T>(pub T);
+
+/// Unknown routes.
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}
+
+/// Known routes called with the wrong method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this endpoint",
+    )
+}

@@ -1,0 +1,29 @@
+//! `GET /api/health`: liveness plus a few numbers that show the database is reachable.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::ApiResult;
+use crate::db::{self, SCHEMA_VERSION};
+
+pub async fn show(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    let counts = app
+        .db
+        .call(|conn| {
+            Ok(json!({
+                "agents": db::count(conn, "agent_profiles")?,
+                "tasks": db::count(conn, "tasks")?,
+                "traces": db::count(conn, "traces")?,
+                "notes": db::count(conn, "notes")?,
+            }))
+        })
+        .await?;
+    Ok(Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "schema_version": SCHEMA_VERSION,
+        "counts": counts,
+    })))
+}

@@ -1,0 +1,56 @@
+//! The JSON API under `/api`, one module per resource.
+
+mod agents;
+pub mod api;
+pub mod guards;
+mod health;
+mod integrations;
+mod store;
+mod tasks;
+mod traces;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::middleware;
+use axum::routing::{delete, get, post};
+
+use crate::db::Db;
+use crate::environment::Environment;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub env: Arc<Environment>,
+    /// Shared outbound client (connection pool) for probes.
+    pub http: reqwest::Client,
+}
+
+pub fn router(state: AppState, binding: guards::Binding) -> Router {
+    let api = Router::new()
+        .route("/health", get(health::show))
+        .route("/agents", get(agents::list).post(agents::create))
+        .route("/agents/{name}", get(agents::show))
+        .route("/agents/{name}/export", get(agents::export))
+        .route("/store", get(store::list))
+        .route("/store/import", post(store::import))
+        .route("/store/{slug}", get(store::show))
+        .route("/store/{slug}/install", post(store::install))
+        .route("/tasks", get(tasks::list))
+        .route("/tasks/{task_id}", delete(tasks::remove))
+        .route("/traces", get(traces::list))
+        .route("/traces/{id}", get(traces::show))
+        .route("/integrations", get(integrations::list))
+        .route("/integrations/{id}/keys", post(integrations::write_key))
+        .route("/integrations/{id}/verify", post(integrations::verify))
+        .method_not_allowed_fallback(api::method_not_allowed);
+    Router::new()
+        .nest("/api", api)
+        .fallback(api::not_found)
+        .layer(middleware::from_fn_with_state(
+            binding,
+            guards::browser_guard,
+        ))
+        .with_state(state)
+}

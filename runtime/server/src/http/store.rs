@@ -1,0 +1,79 @@
+//! `/api/store`: the featured bundles, installing them, and importing an exported bundle.
+
+use std::collections::HashSet;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::{ApiResult, JsonBody, PathParam};
+use crate::agents::bundle::Bundle;
+use crate::agents::profiles::{self, Profile};
+use crate::agents::store;
+use crate::error::Error;
+
+async fn installed_names(app: &AppState) -> Result<HashSet<String>, Error> {
+    app.db
+        .call(|conn| Ok(profiles::list(conn)?.into_iter().map(|p| p.name).collect()))
+        .await
+}
+
+/// A bundle as JSON plus its installed flag.
+fn with_installed(bundle: &Bundle, installed: &HashSet<String>) -> Value {
+    let mut value = json!(bundle);
+    value["installed"] = json!(installed.contains(&bundle.name));
+    value
+}
+
+fn find(slug: &str) -> Result<&'static Bundle, Error> {
+    store::find(slug).ok_or_else(|| Error::not_found(format!("no bundle with slug {slug:?}")))
+}
+
+/// Every bundle without its persona (that is in the detail view).
+pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    let installed = installed_names(&app).await?;
+    let bundles: Vec<Value> = store::bundles()
+        .iter()
+        .map(|bundle| {
+            let mut value = with_installed(bundle, &installed);
+            value.as_object_mut().map(|o| o.remove("system_prompt"));
+            value
+        })
+        .collect();
+    Ok(Json(json!({ "bundles": bundles })))
+}
+
+pub async fn show(
+    State(app): State<AppState>,
+    PathParam(slug): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let bundle = find(&slug)?;
+    Ok(Json(with_installed(bundle, &installed_names(&app).await?)))
+}
+
+/// Installs a bundle as a profile; never overwrites one of the same name.
+async fn install_bundle(app: &AppState, bundle: &Bundle) -> ApiResult<(StatusCode, Json<Profile>)> {
+    let profile = bundle.profile_input().validate()?;
+    let created = app
+        .db
+        .call(move |conn| profiles::insert(conn, &profile))
+        .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+pub async fn install(
+    State(app): State<AppState>,
+    PathParam(slug): PathParam<String>,
+) -> ApiResult<(StatusCode, Json<Profile>)> {
+    install_bundle(&app, find(&slug)?).await
+}
+
+/// Installs a bundle produced by `GET /api/agents/{name}/export`.
+pub async fn import(
+    State(app): State<AppState>,
+    JsonBody(bundle): JsonBody<Bundle>,
+) -> ApiResult<(StatusCode, Json<Profile>)> {
+    install_bundle(&app, &bundle).await
+}

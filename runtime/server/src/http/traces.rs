@@ -1,0 +1,61 @@
+//! `/api/traces`: recorded agent runs.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::{ApiResult, PathParam, QueryParams};
+use crate::db;
+use crate::error::Error;
+use crate::traces;
+
+const MAX_LIMIT: u32 = 500;
+
+#[derive(Deserialize)]
+pub struct Page {
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    QueryParams(page): QueryParams<Page>,
+) -> ApiResult<Json<Value>> {
+    let limit = page.limit.unwrap_or(50);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(Error::invalid(format!("limit must be between 1 and {MAX_LIMIT}")).into());
+    }
+    let offset = page.offset.unwrap_or(0);
+    let (traces, total) = app
+        .db
+        .call(move |conn| {
+            Ok((
+                traces::list(conn, limit, offset)?,
+                db::count(conn, "traces")?,
+            ))
+        })
+        .await?;
+    Ok(Json(
+        json!({ "traces": traces, "limit": limit, "offset": offset, "total": total }),
+    ))
+}
+
+/// One trace with its LLM calls and tool invocations in order.
+pub async fn show(
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let (trace, steps) = app
+        .db
+        .call(move |conn| {
+            let trace = traces::get(conn, &id)?
+                .ok_or_else(|| Error::not_found(format!("no trace {id:?}")))?;
+            Ok((trace, traces::steps(conn, &id)?))
+        })
+        .await?;
+    let mut body = json!(trace);
+    body["steps"] = json!(steps);
+    Ok(Json(body))
+}

@@ -1,0 +1,15 @@
+//! service-runtime: a local agent runtime whose inbound adapters are WebAssembly components.
+//!
+//! The binary (`src/main.rs`) is only the command line; everything else lives here so the
+//! tests can reach it.
+
+pub mod agents;
+pub mod config;
+pub mod db;
+pub mod environment;
+pub mod error;
+pub mod http;
+pub mod integrations;
+pub mod server;
+pub mod tasks;
+pub mod traces;

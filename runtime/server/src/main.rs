@@ -1,0 +1,70 @@
+//! The `service-runtime` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use service_runtime::config;
+use service_runtime::server::{self, ServeOptions};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Local agent runtime whose inbound adapters are WebAssembly components"
+)]
+struct Cli {
+    /// Where the database, config.toml, .env and adapters live
+    /// [default: $XDG_DATA_HOME/service-runtime or ~/.local/share/service-runtime]
+    #[arg(long, global = true, env = "SERVICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server: dashboard and JSON API
+    Serve {
+        /// Address to listen on [default: 127.0.0.1, or [server] host in config.toml]
+        #[arg(long, env = "SERVICE_HOST")]
+        host: Option<String>,
+        /// Port to listen on; 0 picks a free one [default: 8765, or [server] port in config.toml]
+        #[arg(long, env = "SERVICE_PORT")]
+        port: Option<u16>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let data_dir = match cli.data_dir {
+        Some(dir) => dir,
+        None => config::default_data_dir()?,
+    };
+    match cli.command {
+        Command::Serve { host, port } => {
+            tokio::runtime::Runtime::new()?.block_on(server::serve(ServeOptions {
+                data_dir,
+                host,
+                port,
+            }))
+        }
+    }
+}

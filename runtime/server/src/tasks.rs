@@ -1,0 +1,274 @@
+//! Tasks: records of units of work with a status. Adapters, jobs and the scheduler create
+//! them through this module; the dashboard reads them and may cancel or delete one.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+use crate::db;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    Completed,
+    Error,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Running,
+        Self::Completed,
+        Self::Error,
+        Self::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Error => "error",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Pending and running tasks still have work attached; the rest are history.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Pending | Self::Running)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TaskStatus {
+    type Err = Error;
+
+    /// Exact, case-sensitive match on one of the five names.
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown task status {s:?}; expected one of pending, running, completed, \
+                     error, cancelled"
+                ))
+            })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Task {
+    pub task_id: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub agent_profile_name: Option<String>,
+    pub trace_id: Option<String>,
+    pub status: TaskStatus,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Default)]
+pub struct NewTask<'a> {
+    pub title: &'a str,
+    pub description: Option<&'a str>,
+    pub agent_profile_name: Option<&'a str>,
+    pub trace_id: Option<&'a str>,
+}
+
+/// What [`cancel_or_delete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Removal {
+    Cancelled,
+    Deleted,
+}
+
+const COLUMNS: &str =
+    "task_id, title, description, agent_profile_name, trace_id, status, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    let status: String = row.get(5)?;
+    Ok(Task {
+        task_id: row.get(0)?,
+        title: row.get(1)?,
+        description: row.get(2)?,
+        agent_profile_name: row.get(3)?,
+        trace_id: row.get(4)?,
+        // The CHECK constraint guarantees one of the five names.
+        status: status.parse().map_err(|e: Error| {
+            rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, e.into())
+        })?,
+        created_at: row.get(6)?,
+        updated_at: row.get(7)?,
+    })
+}
+
+/// Creates a pending task with a fresh id.
+pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
+    let task_id = uuid::Uuid::new_v4().to_string();
+    let now = db::now();
+    conn.execute(
+        &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)"),
+        params![
+            task_id,
+            task.title,
+            task.description,
+            task.agent_profile_name,
+            task.trace_id,
+            now
+        ],
+    )?;
+    get(conn, &task_id)?
+        .ok_or_else(|| Error::Internal(anyhow::anyhow!("task vanished after insert")))
+}
+
+pub fn get(conn: &Connection, task_id: &str) -> Result<Option<Task>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?1"),
+            [task_id],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// Every task, or those of one status, newest first.
+pub fn list(conn: &Connection, status: Option<TaskStatus>) -> Result<Vec<Task>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR status = ?1 \
+         ORDER BY created_at DESC, rowid DESC"
+    ))?;
+    let rows = stmt.query_map([status.map(TaskStatus::as_str)], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
+/// its cancellation cannot revive it. Returns whether the task changed.
+pub fn set_status(conn: &Connection, task_id: &str, status: TaskStatus) -> Result<bool> {
+    let changed = conn.execute(
+        "UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1 AND status != 'cancelled'",
+        params![task_id, status.as_str(), db::now()],
+    )?;
+    Ok(changed > 0)
+}
+
+/// Links the run that produced (or is producing) the task.
+pub fn attach_trace(conn: &Connection, task_id: &str, trace_id: &str) -> Result<()> {
+    let changed = conn.execute(
+        "UPDATE tasks SET trace_id = ?2, updated_at = ?3 WHERE task_id = ?1",
+        params![task_id, trace_id, db::now()],
+    )?;
+    if changed == 0 {
+        return Err(Error::not_found(format!("no task {task_id:?}")));
+    }
+    Ok(())
+}
+
+/// Cancels a pending or running task; deletes a finished one.
+pub fn cancel_or_delete(conn: &mut Connection, task_id: &str) -> Result<Removal> {
+    let tx = conn.transaction()?;
+    let task =
+        get(&tx, task_id)?.ok_or_else(|| Error::not_found(format!("no task {task_id:?}")))?;
+    let removal = if task.status.is_active() {
+        tx.execute(
+            "UPDATE tasks SET status = 'cancelled', updated_at = ?2 WHERE task_id = ?1",
+            params![task_id, db::now()],
+        )?;
+        Removal::Cancelled
+    } else {
+        tx.execute("DELETE FROM tasks WHERE task_id = ?1", [task_id])?;
+        Removal::Deleted
+    };
+    tx.commit()?;
+    Ok(removal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        db::migrations::migrate(&mut conn).unwrap();
+        conn
+    }
+
+    fn task(conn: &Connection, title: &str) -> Task {
+        create(
+            conn,
+            &NewTask {
+                title,
+                ..NewTask::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn status_parsing_is_exact() {
+        assert_eq!(
+            "running".parse::<TaskStatus>().unwrap(),
+            TaskStatus::Running
+        );
+        assert!("Running".parse::<TaskStatus>().is_err());
+        assert!("done".parse::<TaskStatus>().is_err());
+    }
+
+    #[test]
+    fn lists_newest_first_and_filters() {
+        let conn = conn();
+        let a = task(&conn, "a");
+        let b = task(&conn, "b");
+        set_status(&conn, &a.task_id, TaskStatus::Running).unwrap();
+        let all: Vec<_> = list(&conn, None)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.title)
+            .collect();
+        assert_eq!(all, ["b", "a"]);
+        let running = list(&conn, Some(TaskStatus::Running)).unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].task_id, a.task_id);
+        assert_eq!(
+            list(&conn, Some(TaskStatus::Pending)).unwrap()[0].task_id,
+            b.task_id
+        );
+    }
+
+    #[test]
+    fn cancel_then_delete_and_cancelled_stays_cancelled() {
+        let mut conn = conn();
+        let t = task(&conn, "work");
+        attach_trace(&conn, &t.task_id, "trace-1").unwrap();
+        assert_eq!(
+            cancel_or_delete(&mut conn, &t.task_id).unwrap(),
+            Removal::Cancelled
+        );
+        assert!(!set_status(&conn, &t.task_id, TaskStatus::Completed).unwrap());
+        let stored = get(&conn, &t.task_id).unwrap().unwrap();
+        assert_eq!(stored.status, TaskStatus::Cancelled);
+        assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));
+        assert_eq!(
+            cancel_or_delete(&mut conn, &t.task_id).unwrap(),
+            Removal::Deleted
+        );
+        assert!(get(&conn, &t.task_id).unwrap().is_none());
+        assert!(matches!(
+            cancel_or_delete(&mut conn, &t.task_id),
+            Err(Error::NotFound(_))
+        ));
+    }
+}
