@@ -1,1 +1,11 @@
-fn main() {}
+//! Black-box tests: each starts the real `service-runtime` binary on a free port with its own
+//! data directory and talks to it over HTTP, like a user or the dashboard would.
+
+mod agents;
+mod guards;
+mod integrations;
+mod server;
+mod store;
+mod support;
+mod tasks;
+mod traces;

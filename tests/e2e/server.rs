@@ -1,0 +1,130 @@
+//! Start-up, health, configuration and shutdown of the binary.
+
+use reqwest::StatusCode;
+use rusqlite::Connection;
+
+use crate::support::{Server, command};
+
+#[tokio::test]
+async fn health_reports_version_schema_and_counts() {
+    let server = Server::start();
+    let (status, body) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["schema_version"], 13);
+    assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
+    // The bootstrapped `default` profile is the only agent of a fresh install.
+    assert_eq!(body["counts"]["agents"], 1);
+    assert_eq!(body["counts"]["tasks"], 0);
+
+    let conn = Connection::open(server.data_dir.join("service.sqlite")).unwrap();
+    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    let journal: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+    assert_eq!((version, journal.as_str()), (13, "wal"));
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json_errors() {
+    let server = Server::start();
+    crate::support::assert_error(&server.get("/api/nope").await, StatusCode::NOT_FOUND, "no such endpoint");
+    crate::support::assert_error(
+        &server.delete("/api/agents").await,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed",
+    );
+}
+
+#[tokio::test]
+async fn state_survives_a_restart() {
+    let server = Server::start();
+    let (status, _) = server.post("/api/store/sol/install", serde_json::json!({})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let server = server.restart();
+    let (_, body) = server.get("/api/agents/Sol").await;
+    assert_eq!(body["name"], "Sol");
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let server = Server::start();
+    let status = server.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("service.sqlite");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE from_the_future (x); PRAGMA user_version = 20;").unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let out = command(tmp.path())
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("schema version 20"), "{stderr}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the newer database was modified");
+}
+
+#[test]
+fn invalid_config_file_is_a_clear_startup_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("config.toml"), "[server]\nport = \"eighty\"\n").unwrap();
+    let out = command(tmp.path())
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("config.toml"), "{stderr}");
+    assert!(!tmp.path().join("service.sqlite").exists(), "nothing is created on a bad config");
+}
+
+#[tokio::test]
+async fn data_dir_and_port_come_from_the_environment_and_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("from-env");
+    std::fs::create_dir_all(&data).unwrap();
+    // A free port, learned by binding it once; config.toml names it, SERVICE_DATA_DIR the dir.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(data.join("config.toml"), format!("[server]\nport = {port}\n")).unwrap();
+    let mut child = command(tmp.path())
+        .arg("serve")
+        .env("SERVICE_DATA_DIR", &data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), format!("service-runtime listening on http://127.0.0.1:{port}"));
+    assert!(data.join("service.sqlite").exists());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn default_data_dir_follows_xdg() {
+    let tmp = tempfile::tempdir().unwrap();
+    let xdg = tmp.path().join("xdg");
+    // A port that is taken makes `serve` fail after the data directory was prepared.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = command(tmp.path())
+        .args(["serve", "--port", &busy.local_addr().unwrap().port().to_string()])
+        .env("XDG_DATA_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+    assert!(xdg.join("service-runtime/service.sqlite").exists());
+}

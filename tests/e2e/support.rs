@@ -1,0 +1,166 @@
+//! Starting the binary, and small HTTP helpers.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use service_runtime::db::{self, Db};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
+
+/// A running server with its own data directory; killed when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    env: Vec<(String, String)>,
+    // Keeps the directory alive; `None` when it belongs to someone else.
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// A command for the binary with a clean environment: nothing leaks in from the developer's
+/// shell (real keys, a real data directory).
+pub fn command(home: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("RUST_LOG", "info");
+    cmd
+}
+
+impl Server {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(env: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let data_dir = tmp.path().join("data");
+        let mut server = Self::spawn(data_dir, env);
+        server._tmp = Some(tmp);
+        server
+    }
+
+    fn spawn(data_dir: PathBuf, env: Vec<(String, String)>) -> Self {
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.join("server.log"))
+            .unwrap();
+        let mut child = command(data_dir.parent().unwrap())
+            .args(["serve", "--port", "0", "--data-dir"])
+            .arg(&data_dir)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("service-runtime listening on ")
+            .unwrap_or_else(|| {
+                let log = std::fs::read_to_string(data_dir.join("server.log")).unwrap_or_default();
+                panic!("server did not start: {line:?}\n{log}")
+            })
+            .to_owned();
+        Self {
+            child,
+            url,
+            data_dir,
+            env,
+            _tmp: None,
+        }
+    }
+
+    /// Stops the server and starts it again on the same data directory.
+    pub fn restart(mut self) -> Self {
+        self.stop();
+        let tmp = self._tmp.take();
+        let mut server = Self::spawn(self.data_dir.clone(), std::mem::take(&mut self.env));
+        server._tmp = tmp;
+        server
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// The server's database, opened by a second connection as the CLI or a test would.
+    pub fn db(&self) -> Db {
+        Db::open(&self.data_dir.join(db::FILE_NAME)).unwrap()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::DELETE, path, None).await
+    }
+
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = reqwest::Client::new().request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        json_of(response).await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Status and JSON body; every API answer, errors included, is JSON.
+pub async fn json_of(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{status}: body is not JSON ({e}): {text:?}"));
+    (status, body)
+}
+
+/// Asserts an error answer: the status and an `error` message containing `needle`.
+#[track_caller]
+pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, needle: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    let message = answer.1["error"].as_str().unwrap_or_else(|| panic!("no error field: {}", answer.1));
+    assert!(message.contains(needle), "{message:?} does not mention {needle:?}");
+}
+
+/// Serves `router` on a free loopback port for the rest of the test; returns its base URL.
+/// Fakes of outside platforms are built this way, speaking their real wire protocol.
+pub async fn spawn_fake(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{addr}")
+}
