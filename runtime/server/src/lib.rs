@@ -10,6 +10,7 @@ pub mod environment;
 pub mod error;
 pub mod http;
 pub mod integrations;
+pub mod scheduler;
 pub mod server;
 pub mod tasks;
 pub mod traces;
