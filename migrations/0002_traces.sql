@@ -1,4 +1,5 @@
--- v0.1.0 foundation: one row per agent run, written when the run starts.
+-- v0.1.0 foundation: one row per agent run, written when the run starts. `warnings` is a
+-- JSON array of notes about the run that did not stop it (e.g. a listed tool that is missing).
 CREATE TABLE IF NOT EXISTS traces (
     id                 TEXT PRIMARY KEY NOT NULL,
     parent_trace_id    TEXT REFERENCES traces (id) ON DELETE SET NULL,
@@ -10,6 +11,7 @@ CREATE TABLE IF NOT EXISTS traces (
     response           TEXT,
     status             TEXT NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'ok', 'error')),
     error_message      TEXT,
+    warnings           TEXT,
     latency_ms         INTEGER,
     input_tokens       INTEGER,
     output_tokens      INTEGER,

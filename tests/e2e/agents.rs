@@ -31,16 +31,29 @@ async fn create_list_show() {
 
     let (status, list) = server.get("/api/agents").await;
     assert_eq!(status, StatusCode::OK);
-    let names: Vec<&str> = list["agents"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["default", "Night Owl"]);
 
     let (status, shown) = server.get("/api/agents/Night%20Owl").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(shown, created);
-    assert_error(&server.get("/api/agents/night%20owl").await, StatusCode::NOT_FOUND, "no agent");
+    assert_error(
+        &server.get("/api/agents/night%20owl").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
 
     let (_, default) = server.get("/api/agents/default").await;
-    assert_eq!(default["tools"], json!(null), "the default profile leaves tools unset");
+    assert_eq!(
+        default["tools"],
+        json!(null),
+        "the default profile leaves tools unset"
+    );
 }
 
 #[tokio::test]
@@ -48,11 +61,31 @@ async fn create_rejects_bad_input_without_writing() {
     let server = Server::start();
     let cases = [
         (json!({"system_prompt": "x"}), "name is required", "name"),
-        (json!({"name": "  ", "system_prompt": "x"}), "name is required", "name"),
-        (json!({"name": "a"}), "system_prompt is required", "system_prompt"),
-        (json!({"name": "a", "system_prompt": " "}), "system_prompt is required", "system_prompt"),
-        (json!({"name": "a", "system_prompt": "x", "color": "blue"}), "hex color", "color"),
-        (json!({"name": "a", "system_prompt": "x", "tools": ["ok", "not ok"]}), "not valid", "tools"),
+        (
+            json!({"name": "  ", "system_prompt": "x"}),
+            "name is required",
+            "name",
+        ),
+        (
+            json!({"name": "a"}),
+            "system_prompt is required",
+            "system_prompt",
+        ),
+        (
+            json!({"name": "a", "system_prompt": " "}),
+            "system_prompt is required",
+            "system_prompt",
+        ),
+        (
+            json!({"name": "a", "system_prompt": "x", "color": "blue"}),
+            "hex color",
+            "color",
+        ),
+        (
+            json!({"name": "a", "system_prompt": "x", "tools": ["ok", "not ok"]}),
+            "not valid",
+            "tools",
+        ),
     ];
     for (body, message, field) in cases {
         let answer = server.post("/api/agents", body.clone()).await;
@@ -60,7 +93,9 @@ async fn create_rejects_bad_input_without_writing() {
         assert_eq!(answer.1["field"], field, "{body}");
     }
     assert_error(
-        &server.post("/api/agents", json!({"name": 5, "system_prompt": "x"})).await,
+        &server
+            .post("/api/agents", json!({"name": 5, "system_prompt": "x"}))
+            .await,
         StatusCode::BAD_REQUEST,
         "invalid type",
     );
@@ -71,19 +106,35 @@ async fn create_rejects_bad_input_without_writing() {
         .send()
         .await
         .unwrap();
-    assert_error(&crate::support::json_of(raw).await, StatusCode::BAD_REQUEST, "");
+    assert_error(
+        &crate::support::json_of(raw).await,
+        StatusCode::BAD_REQUEST,
+        "",
+    );
 
     let (_, list) = server.get("/api/agents").await;
-    assert_eq!(list["agents"].as_array().unwrap().len(), 1, "nothing was written");
+    assert_eq!(
+        list["agents"].as_array().unwrap().len(),
+        1,
+        "nothing was written"
+    );
 }
 
 #[tokio::test]
 async fn duplicate_name_is_a_conflict_and_keeps_the_original() {
     let server = Server::start();
     let body = json!({"name": "Echo", "system_prompt": "first"});
-    assert_eq!(server.post("/api/agents", body).await.0, StatusCode::CREATED);
+    assert_eq!(
+        server.post("/api/agents", body).await.0,
+        StatusCode::CREATED
+    );
     assert_error(
-        &server.post("/api/agents", json!({"name": "Echo", "system_prompt": "second"})).await,
+        &server
+            .post(
+                "/api/agents",
+                json!({"name": "Echo", "system_prompt": "second"}),
+            )
+            .await,
         StatusCode::CONFLICT,
         "already exists",
     );
@@ -91,7 +142,10 @@ async fn duplicate_name_is_a_conflict_and_keeps_the_original() {
     assert_eq!(echo["system_prompt"], "first");
     // Exact, case-sensitive names: a different case is a different agent.
     let lower = json!({"name": "echo", "system_prompt": "third"});
-    assert_eq!(server.post("/api/agents", lower).await.0, StatusCode::CREATED);
+    assert_eq!(
+        server.post("/api/agents", lower).await.0,
+        StatusCode::CREATED
+    );
 }
 
 #[tokio::test]
@@ -105,7 +159,9 @@ async fn export_is_a_bundle_that_imports_back_to_an_equal_profile() {
         )
         .await
         .1;
-    let response = reqwest::get(server.url("/api/agents/Quill/export")).await.unwrap();
+    let response = reqwest::get(server.url("/api/agents/Quill/export"))
+        .await
+        .unwrap();
     assert_eq!(
         response.headers()["content-disposition"],
         "attachment; filename=\"quill.agent.json\""
@@ -116,19 +172,39 @@ async fn export_is_a_bundle_that_imports_back_to_an_equal_profile() {
     assert_eq!(bundle["system_prompt"], "You edit prose.");
     assert_eq!(bundle["recommended_tools"], json!([]));
     assert_eq!(bundle["recommended_model"], "gpt-4o-mini");
-    assert_eq!((bundle["role"].as_str(), bundle["description"].as_str()), (Some("editor"), Some("editor")));
-    assert_error(&server.get("/api/agents/Nobody/export").await, StatusCode::NOT_FOUND, "no agent");
+    assert_eq!(
+        (bundle["role"].as_str(), bundle["description"].as_str()),
+        (Some("editor"), Some("editor"))
+    );
+    assert_error(
+        &server.get("/api/agents/Nobody/export").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
 
     // Another installation imports the shared file.
     let other = Server::start();
     let (status, imported) = other.post("/api/store/import", bundle.clone()).await;
     assert_eq!(status, StatusCode::CREATED, "{imported}");
-    for field in ["name", "system_prompt", "description", "color", "default_model", "tools"] {
+    for field in [
+        "name",
+        "system_prompt",
+        "description",
+        "color",
+        "default_model",
+        "tools",
+    ] {
         assert_eq!(imported[field], created[field], "{field}");
     }
-    assert_error(&other.post("/api/store/import", bundle).await, StatusCode::CONFLICT, "already exists");
     assert_error(
-        &other.post("/api/store/import", json!({"name": "NoPersona"})).await,
+        &other.post("/api/store/import", bundle).await,
+        StatusCode::CONFLICT,
+        "already exists",
+    );
+    assert_error(
+        &other
+            .post("/api/store/import", json!({"name": "NoPersona"}))
+            .await,
         StatusCode::BAD_REQUEST,
         "system_prompt is required",
     );

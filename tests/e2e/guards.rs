@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use service_runtime::app::App;
 use service_runtime::http::guards::Binding;
 use service_runtime::http::{AppState, router};
 use service_runtime::tasks::{self, NewTask};
@@ -25,8 +26,16 @@ async fn foreign_origin_cannot_change_state() {
         .send()
         .await
         .unwrap();
-    assert_error(&crate::support::json_of(response).await, StatusCode::FORBIDDEN, "cross-origin");
-    assert_error(&server.get("/api/agents/Injected").await, StatusCode::NOT_FOUND, "no agent");
+    assert_error(
+        &crate::support::json_of(response).await,
+        StatusCode::FORBIDDEN,
+        "cross-origin",
+    );
+    assert_error(
+        &server.get("/api/agents/Injected").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
 
     // The dashboard itself sends its own origin.
     let response = client
@@ -48,9 +57,15 @@ async fn rebound_host_names_are_refused() {
         .send()
         .await
         .unwrap();
-    assert_error(&crate::support::json_of(response).await, StatusCode::FORBIDDEN, "Host header");
+    assert_error(
+        &crate::support::json_of(response).await,
+        StatusCode::FORBIDDEN,
+        "Host header",
+    );
     let port = server.url.rsplit(':').next().unwrap();
-    let response = reqwest::get(format!("http://localhost:{port}/api/health")).await.unwrap();
+    let response = reqwest::get(format!("http://localhost:{port}/api/health"))
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
 
@@ -60,14 +75,23 @@ async fn rebound_host_names_are_refused() {
 #[tokio::test]
 async fn loopback_only_endpoints_refuse_remote_peers() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = service_runtime::db::Db::open(&tmp.path().join("service.sqlite")).unwrap();
-    let task_id = db.blocking(|conn| tasks::create(conn, &NewTask { title: "keep me", ..NewTask::default() }).unwrap().task_id);
-    let state = AppState {
-        db: db.clone(),
-        env: std::sync::Arc::new(service_runtime::environment::Environment::load(tmp.path()).unwrap()),
-        http: reqwest::Client::new(),
-    };
-    let app = router(state, Binding { loopback: false });
+    let service = App::open(tmp.path()).unwrap();
+    let db = service.db.clone();
+    let task_id = db.blocking(|conn| {
+        tasks::create(
+            conn,
+            &NewTask {
+                title: "keep me",
+                ..NewTask::default()
+            },
+        )
+        .unwrap()
+        .task_id
+    });
+    let app = router(
+        AppState::new(&service).unwrap(),
+        Binding { loopback: false },
+    );
 
     let call = |method: Method, uri: String, body: Value, peer: [u8; 4]| {
         let request = Request::builder()
@@ -83,19 +107,53 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
     let remote = [10, 0, 0, 9];
     let key = json!({"env_var": "ANTHROPIC_API_KEY", "value": "x"});
 
-    let answer = call(Method::DELETE, format!("/api/tasks/{task_id}"), json!(null), remote).await.unwrap();
+    let answer = call(
+        Method::DELETE,
+        format!("/api/tasks/{task_id}"),
+        json!(null),
+        remote,
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), StatusCode::FORBIDDEN);
-    let answer = call(Method::POST, "/api/integrations/anthropic/keys".into(), key.clone(), remote).await.unwrap();
+    let answer = call(
+        Method::POST,
+        "/api/integrations/anthropic/keys".into(),
+        key.clone(),
+        remote,
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), StatusCode::FORBIDDEN);
-    let body = axum::body::to_bytes(answer.into_body(), 1 << 16).await.unwrap();
+    let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+        .await
+        .unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert!(body["error"].as_str().unwrap().contains("local machine"));
-    assert!(db.blocking(|conn| tasks::get(conn, &task_id).unwrap()).is_some(), "task untouched");
+    assert!(
+        db.blocking(|conn| tasks::get(conn, &task_id).unwrap())
+            .is_some(),
+        "task untouched"
+    );
     assert!(!tmp.path().join(".env").exists(), "no key written");
 
     // The same requests from a loopback peer go through.
-    let answer = call(Method::DELETE, format!("/api/tasks/{task_id}"), json!(null), [127, 0, 0, 1]).await.unwrap();
+    let answer = call(
+        Method::DELETE,
+        format!("/api/tasks/{task_id}"),
+        json!(null),
+        [127, 0, 0, 1],
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), StatusCode::OK);
-    let answer = call(Method::POST, "/api/integrations/anthropic/keys".into(), key, [127, 0, 0, 1]).await.unwrap();
+    let answer = call(
+        Method::POST,
+        "/api/integrations/anthropic/keys".into(),
+        key,
+        [127, 0, 0, 1],
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), StatusCode::OK);
 }

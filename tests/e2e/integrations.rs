@@ -11,7 +11,12 @@ use serde_json::{Value, json};
 use crate::support::{Server, assert_error, spawn_fake};
 
 fn entry<'a>(body: &'a Value, id: &str) -> &'a Value {
-    body["integrations"].as_array().unwrap().iter().find(|i| i["id"] == id).unwrap()
+    body["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap()
 }
 
 const OPENAI_KEY: &str = "sk-test-zq9xk7w4";
@@ -29,15 +34,39 @@ async fn listing_says_what_is_configured_and_never_shows_a_value() {
         assert!(!text.contains(fragment), "{fragment} leaked: {text}");
     }
     let body: Value = serde_json::from_str(&text).unwrap();
-    let ids: Vec<&str> = body["integrations"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
-    for id in ["openai", "anthropic", "ollama", "teamchat", "guildchat", "webhook", "github", "web_search"] {
+    let ids: Vec<&str> = body["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "openai",
+        "anthropic",
+        "ollama",
+        "teamchat",
+        "guildchat",
+        "webhook",
+        "github",
+        "web_search",
+    ] {
         assert!(ids.contains(&id), "missing {id}");
     }
     let openai = entry(&body, "openai");
-    assert_eq!((openai["configured"].as_bool(), openai["verified"].as_null()), (Some(true), Some(())));
-    assert_eq!(openai["env_vars"], json!(["OPENAI_API_KEY", "SERVICE_OPENAI_BASE_URL"]));
+    assert_eq!(
+        (openai["configured"].as_bool(), openai["verified"].as_null()),
+        (Some(true), Some(()))
+    );
+    assert_eq!(
+        openai["env_vars"],
+        json!(["OPENAI_API_KEY", "SERVICE_OPENAI_BASE_URL"])
+    );
     assert_eq!(entry(&body, "anthropic")["configured"], false);
-    assert_eq!(entry(&body, "teamchat")["configured"], false, "the bot token is still missing");
+    assert_eq!(
+        entry(&body, "teamchat")["configured"],
+        false,
+        "the bot token is still missing"
+    );
     let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
     assert!(!log.contains("zq9x") && !log.contains(&SIGNING_SECRET[..8]));
 }
@@ -47,37 +76,87 @@ async fn key_write_stores_a_private_env_file_and_survives_restart() {
     let server = Server::start();
     let path = "/api/integrations/anthropic/keys";
     let (status, body) = server
-        .post(path, json!({"env_var": "ANTHROPIC_API_KEY", "value": "sk-ant-zq9x-1"}))
+        .post(
+            path,
+            json!({"env_var": "ANTHROPIC_API_KEY", "value": "sk-ant-zq9x-1"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(!body.to_string().contains("zq9x"), "the value is never echoed: {body}");
+    assert!(
+        !body.to_string().contains("zq9x"),
+        "the value is never echoed: {body}"
+    );
     assert_eq!(body["configured"], true);
 
     let dotenv = server.data_dir.join(".env");
     let mode = std::fs::metadata(&dotenv).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    assert!(std::fs::read_to_string(&dotenv).unwrap().contains("ANTHROPIC_API_KEY=\"sk-ant-zq9x-1\""));
+    assert!(
+        std::fs::read_to_string(&dotenv)
+            .unwrap()
+            .contains("ANTHROPIC_API_KEY=\"sk-ant-zq9x-1\"")
+    );
 
     let (_, list) = server.get("/api/integrations").await;
     assert_eq!(entry(&list, "anthropic")["configured"], true);
     let server = server.restart();
     let (_, list) = server.get("/api/integrations").await;
-    assert_eq!(entry(&list, "anthropic")["configured"], true, ".env is loaded at start");
+    assert_eq!(
+        entry(&list, "anthropic")["configured"],
+        true,
+        ".env is loaded at start"
+    );
 }
 
 #[tokio::test]
 async fn key_write_rejects_bad_input_without_writing() {
     let server = Server::start();
     let cases = [
-        ("anthropic", json!({"env_var": "OPENAI_API_KEY", "value": "x"}), StatusCode::BAD_REQUEST, "not a variable of anthropic"),
-        ("anthropic", json!({"env_var": "PATH", "value": "x"}), StatusCode::BAD_REQUEST, "not a variable"),
-        ("anthropic", json!({"env_var": "ANTHROPIC_API_KEY", "value": "  "}), StatusCode::BAD_REQUEST, "must not be empty"),
-        ("anthropic", json!({"env_var": "ANTHROPIC_API_KEY", "value": "a\nB=c"}), StatusCode::BAD_REQUEST, "single line"),
-        ("anthropic", json!({"env_var": "ANTHROPIC_API_KEY"}), StatusCode::BAD_REQUEST, "value"),
-        ("nope", json!({"env_var": "X", "value": "x"}), StatusCode::NOT_FOUND, "no integration"),
+        (
+            "anthropic",
+            json!({"env_var": "OPENAI_API_KEY", "value": "x"}),
+            StatusCode::BAD_REQUEST,
+            "not a variable of anthropic",
+        ),
+        (
+            "anthropic",
+            json!({"env_var": "PATH", "value": "x"}),
+            StatusCode::BAD_REQUEST,
+            "not a variable",
+        ),
+        (
+            "anthropic",
+            json!({"env_var": "ANTHROPIC_API_KEY", "value": "  "}),
+            StatusCode::BAD_REQUEST,
+            "must not be empty",
+        ),
+        (
+            "anthropic",
+            json!({"env_var": "ANTHROPIC_API_KEY", "value": "a\nB=c"}),
+            StatusCode::BAD_REQUEST,
+            "single line",
+        ),
+        (
+            "anthropic",
+            json!({"env_var": "ANTHROPIC_API_KEY"}),
+            StatusCode::BAD_REQUEST,
+            "value",
+        ),
+        (
+            "nope",
+            json!({"env_var": "X", "value": "x"}),
+            StatusCode::NOT_FOUND,
+            "no integration",
+        ),
     ];
     for (id, body, status, needle) in cases {
-        assert_error(&server.post(&format!("/api/integrations/{id}/keys"), body).await, status, needle);
+        assert_error(
+            &server
+                .post(&format!("/api/integrations/{id}/keys"), body)
+                .await,
+            status,
+            needle,
+        );
     }
     assert!(!server.data_dir.join(".env").exists());
 }
@@ -88,11 +167,18 @@ async fn fake_openai() -> String {
     let router = Router::new().route(
         "/v1/models",
         get(|headers: HeaderMap| async move {
-            let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             if auth == "Bearer sk-good" {
-                (StatusCode::OK, axum::Json(json!({"object": "list", "data": [{"id": "m", "object": "model"}]})))
+                (
+                    StatusCode::OK,
+                    axum::Json(json!({"object": "list", "data": [{"id": "m", "object": "model"}]})),
+                )
             } else {
-                let error = json!({"error": {"message": format!("Incorrect API key provided: {auth}")}});
+                let error =
+                    json!({"error": {"message": format!("Incorrect API key provided: {auth}")}});
                 (StatusCode::UNAUTHORIZED, axum::Json(error))
             }
         }),
@@ -103,8 +189,13 @@ async fn fake_openai() -> String {
 #[tokio::test]
 async fn verify_probes_the_provider_and_remembers_the_outcome() {
     let base = fake_openai().await;
-    let server = Server::start_with(&[("SERVICE_OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-good")]);
-    let (status, body) = server.post("/api/integrations/openai/verify", json!(null)).await;
+    let server = Server::start_with(&[
+        ("SERVICE_OPENAI_BASE_URL", &base),
+        ("OPENAI_API_KEY", "sk-good"),
+    ]);
+    let (status, body) = server
+        .post("/api/integrations/openai/verify", json!(null))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["ok"], true, "{body}");
     let (_, list) = server.get("/api/integrations").await;
@@ -112,10 +203,15 @@ async fn verify_probes_the_provider_and_remembers_the_outcome() {
 
     // A new key makes the old verdict meaningless; the next probe fails without leaking it.
     let write = json!({"env_var": "OPENAI_API_KEY", "value": "sk-bad-zq9x"});
-    assert_eq!(server.post("/api/integrations/openai/keys", write).await.0, StatusCode::OK);
+    assert_eq!(
+        server.post("/api/integrations/openai/keys", write).await.0,
+        StatusCode::OK
+    );
     let (_, list) = server.get("/api/integrations").await;
     assert_eq!(entry(&list, "openai")["verified"], json!(null));
-    let (_, body) = server.post("/api/integrations/openai/verify", json!(null)).await;
+    let (_, body) = server
+        .post("/api/integrations/openai/verify", json!(null))
+        .await;
     assert_eq!(body["ok"], false);
     assert_eq!(body["error"], "HTTP 401 Unauthorized");
     assert!(!body.to_string().contains("zq9x"));
@@ -133,23 +229,44 @@ async fn verify_reads_the_team_chat_ok_field() {
     let server = Server::start_with(&[
         ("SERVICE_TEAMCHAT_API_BASE", &base),
         ("SERVICE_TEAMCHAT_BOT_TOKEN", "xoxb-1"),
-        ("SERVICE_TEAMCHAT_SIGNING_SECRET", "0123456789abcdef0123456789abcdef"),
+        (
+            "SERVICE_TEAMCHAT_SIGNING_SECRET",
+            "0123456789abcdef0123456789abcdef",
+        ),
     ]);
-    let (status, body) = server.post("/api/integrations/teamchat/verify", json!(null)).await;
+    let (status, body) = server
+        .post("/api/integrations/teamchat/verify", json!(null))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["ok"], false);
-    assert!(body["error"].as_str().unwrap().contains("invalid_auth"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("invalid_auth"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
 async fn verify_without_probe_or_settings_says_so() {
     let server = Server::start();
-    let (_, body) = server.post("/api/integrations/webhook/verify", json!(null)).await;
-    assert_eq!((body["ok"].as_bool(), body["error"].as_str()), (Some(false), Some("no probe")));
-    let (_, body) = server.post("/api/integrations/anthropic/verify", json!(null)).await;
+    let (_, body) = server
+        .post("/api/integrations/webhook/verify", json!(null))
+        .await;
+    assert_eq!(
+        (body["ok"].as_bool(), body["error"].as_str()),
+        (Some(false), Some("no probe"))
+    );
+    let (_, body) = server
+        .post("/api/integrations/anthropic/verify", json!(null))
+        .await;
     assert_eq!(body["ok"], false);
     assert!(body["error"].as_str().unwrap().contains("not configured"));
     let (_, list) = server.get("/api/integrations").await;
     assert_eq!(entry(&list, "webhook")["verified"], json!(null));
-    assert_error(&server.post("/api/integrations/nope/verify", json!(null)).await, StatusCode::NOT_FOUND, "no integration");
+    assert_error(
+        &server
+            .post("/api/integrations/nope/verify", json!(null))
+            .await,
+        StatusCode::NOT_FOUND,
+        "no integration",
+    );
 }

@@ -18,15 +18,23 @@ async fn health_reports_version_schema_and_counts() {
     assert_eq!(body["counts"]["tasks"], 0);
 
     let conn = Connection::open(server.data_dir.join("service.sqlite")).unwrap();
-    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    let journal: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    let journal: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
     assert_eq!((version, journal.as_str()), (13, "wal"));
 }
 
 #[tokio::test]
 async fn unknown_routes_and_methods_answer_json_errors() {
     let server = Server::start();
-    crate::support::assert_error(&server.get("/api/nope").await, StatusCode::NOT_FOUND, "no such endpoint");
+    crate::support::assert_error(
+        &server.get("/api/nope").await,
+        StatusCode::NOT_FOUND,
+        "no such endpoint",
+    );
     crate::support::assert_error(
         &server.delete("/api/agents").await,
         StatusCode::METHOD_NOT_ALLOWED,
@@ -37,7 +45,9 @@ async fn unknown_routes_and_methods_answer_json_errors() {
 #[tokio::test]
 async fn state_survives_a_restart() {
     let server = Server::start();
-    let (status, _) = server.post("/api/store/sol/install", serde_json::json!({})).await;
+    let (status, _) = server
+        .post("/api/store/sol/install", serde_json::json!({}))
+        .await;
     assert_eq!(status, StatusCode::CREATED);
     let server = server.restart();
     let (_, body) = server.get("/api/agents/Sol").await;
@@ -57,7 +67,8 @@ fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
     let path = tmp.path().join("service.sqlite");
     {
         let conn = Connection::open(&path).unwrap();
-        conn.execute_batch("CREATE TABLE from_the_future (x); PRAGMA user_version = 20;").unwrap();
+        conn.execute_batch("CREATE TABLE from_the_future (x); PRAGMA user_version = 20;")
+            .unwrap();
     }
     let before = std::fs::read(&path).unwrap();
     let out = command(tmp.path())
@@ -68,13 +79,21 @@ fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("schema version 20"), "{stderr}");
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the newer database was modified");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the newer database was modified"
+    );
 }
 
 #[test]
 fn invalid_config_file_is_a_clear_startup_error() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("config.toml"), "[server]\nport = \"eighty\"\n").unwrap();
+    std::fs::write(
+        tmp.path().join("config.toml"),
+        "[server]\nport = \"eighty\"\n",
+    )
+    .unwrap();
     let out = command(tmp.path())
         .args(["serve", "--data-dir"])
         .arg(tmp.path())
@@ -83,7 +102,10 @@ fn invalid_config_file_is_a_clear_startup_error() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("config.toml"), "{stderr}");
-    assert!(!tmp.path().join("service.sqlite").exists(), "nothing is created on a bad config");
+    assert!(
+        !tmp.path().join("service.sqlite").exists(),
+        "nothing is created on a bad config"
+    );
 }
 
 #[tokio::test]
@@ -92,8 +114,16 @@ async fn data_dir_and_port_come_from_the_environment_and_config() {
     let data = tmp.path().join("from-env");
     std::fs::create_dir_all(&data).unwrap();
     // A free port, learned by binding it once; config.toml names it, SERVICE_DATA_DIR the dir.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    std::fs::write(data.join("config.toml"), format!("[server]\nport = {port}\n")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        data.join("config.toml"),
+        format!("[server]\nport = {port}\n"),
+    )
+    .unwrap();
     let mut child = command(tmp.path())
         .arg("serve")
         .env("SERVICE_DATA_DIR", &data)
@@ -107,7 +137,10 @@ async fn data_dir_and_port_come_from_the_environment_and_config() {
         &mut line,
     )
     .unwrap();
-    assert_eq!(line.trim(), format!("service-runtime listening on http://127.0.0.1:{port}"));
+    assert_eq!(
+        line.trim(),
+        format!("service-runtime listening on http://127.0.0.1:{port}")
+    );
     assert!(data.join("service.sqlite").exists());
     let _ = child.kill();
     let _ = child.wait();
@@ -120,7 +153,11 @@ fn default_data_dir_follows_xdg() {
     // A port that is taken makes `serve` fail after the data directory was prepared.
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let out = command(tmp.path())
-        .args(["serve", "--port", &busy.local_addr().unwrap().port().to_string()])
+        .args([
+            "serve",
+            "--port",
+            &busy.local_addr().unwrap().port().to_string(),
+        ])
         .env("XDG_DATA_HOME", &xdg)
         .output()
         .unwrap();

@@ -38,7 +38,10 @@ impl Server {
 
     pub fn start_with(env: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let data_dir = tmp.path().join("data");
         let mut server = Self::spawn(data_dir, env);
         server._tmp = Some(tmp);
@@ -123,7 +126,12 @@ impl Server {
         self.send(Method::DELETE, path, None).await
     }
 
-    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut request = reqwest::Client::new().request(method, self.url(path));
         if let Some(body) = body {
             request = request.json(&body);
@@ -152,8 +160,13 @@ pub async fn json_of(response: reqwest::Response) -> (StatusCode, Value) {
 #[track_caller]
 pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, needle: &str) {
     assert_eq!(answer.0, status, "{}", answer.1);
-    let message = answer.1["error"].as_str().unwrap_or_else(|| panic!("no error field: {}", answer.1));
-    assert!(message.contains(needle), "{message:?} does not mention {needle:?}");
+    let message = answer.1["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error field: {}", answer.1));
+    assert!(
+        message.contains(needle),
+        "{message:?} does not mention {needle:?}"
+    );
 }
 
 /// Serves `router` on a free loopback port for the rest of the test; returns its base URL.

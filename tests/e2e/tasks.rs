@@ -24,7 +24,12 @@ fn create(server: &Server, title: &str, status: TaskStatus) -> String {
 }
 
 fn titles(body: &Value) -> Vec<&str> {
-    body["tasks"].as_array().unwrap().iter().map(|t| t["title"].as_str().unwrap()).collect()
+    body["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["title"].as_str().unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -38,7 +43,16 @@ async fn lists_newest_first_and_filters_by_status() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(titles(&all), ["third", "second", "first"]);
     let task = &all["tasks"][0];
-    for field in ["task_id", "title", "description", "agent_profile_name", "trace_id", "status", "created_at", "updated_at"] {
+    for field in [
+        "task_id",
+        "title",
+        "description",
+        "agent_profile_name",
+        "trace_id",
+        "status",
+        "created_at",
+        "updated_at",
+    ] {
         assert!(task.get(field).is_some(), "missing {field}");
     }
 
@@ -64,7 +78,10 @@ async fn delete_cancels_active_tasks_and_deletes_finished_ones() {
 
     let (status, body) = server.delete(&format!("/api/tasks/{running}")).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body, serde_json::json!({"task_id": running, "result": "cancelled"}));
+    assert_eq!(
+        body,
+        serde_json::json!({"task_id": running, "result": "cancelled"})
+    );
     let (_, cancelled) = server.get("/api/tasks?status=cancelled").await;
     assert_eq!(titles(&cancelled), ["busy"]);
 
@@ -73,5 +90,9 @@ async fn delete_cancels_active_tasks_and_deletes_finished_ones() {
     let (_, all) = server.get("/api/tasks").await;
     assert_eq!(titles(&all), ["busy"]);
 
-    assert_error(&server.delete(&format!("/api/tasks/{done}")).await, StatusCode::NOT_FOUND, "no task");
+    assert_error(
+        &server.delete(&format!("/api/tasks/{done}")).await,
+        StatusCode::NOT_FOUND,
+        "no task",
+    );
 }

@@ -17,6 +17,42 @@ const APP_DIR: &str = "service-runtime";
 pub struct FileConfig {
     #[serde(default)]
     pub server: ServerSection,
+    #[serde(default)]
+    pub provider: ProviderSection,
+    #[serde(default)]
+    pub engine: EngineSection,
+    #[serde(default)]
+    pub tools: ToolsSection,
+}
+
+/// `[provider]`: which LLM provider and model runs agents (the environment overrides both).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    pub default: Option<String>,
+    pub model: Option<String>,
+}
+
+/// `[engine]`: limits of the agent loop.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    pub max_iterations: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    pub web_search: Option<WebSearchSection>,
+}
+
+/// `[tools.web_search]`: a SearXNG instance (`url`) or Brave (`BRAVE_SEARCH_API_KEY` from the
+/// environment). Without this section the `web_search` tool is not offered.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, tag = "provider", rename_all = "lowercase")]
+pub enum WebSearchSection {
+    Searxng { url: String },
+    Brave { url: Option<String> },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,5 +110,17 @@ mod tests {
         .unwrap();
         let err = format!("{:#}", FileConfig::load(dir.path()).unwrap_err());
         assert!(err.contains("unknown field `api_key`"), "{err}");
+    }
+
+    #[test]
+    fn reads_engine_and_tool_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[engine]\nmax_iterations = 4\n[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\n";
+        std::fs::write(dir.path().join("config.toml"), text).unwrap();
+        let config = FileConfig::load(dir.path()).unwrap();
+        assert_eq!(config.engine.max_iterations, Some(4));
+        assert!(
+            matches!(config.tools.web_search, Some(WebSearchSection::Searxng { url }) if url == "http://127.0.0.1:8888")
+        );
     }
 }

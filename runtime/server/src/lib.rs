@@ -4,12 +4,16 @@
 //! tests can reach it.
 
 pub mod agents;
+pub mod app;
 pub mod config;
 pub mod db;
+pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod http;
 pub mod integrations;
+pub mod net;
+pub mod notes;
 pub mod scheduler;
 pub mod server;
 pub mod tasks;

@@ -23,6 +23,8 @@ pub struct Trace {
     /// `running`, `ok` or `error`.
     pub status: String,
     pub error_message: Option<String>,
+    /// Notes about the run that did not stop it, e.g. a listed tool that is not registered.
+    pub warnings: Vec<String>,
     pub latency_ms: Option<i64>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
@@ -182,6 +184,19 @@ pub fn record_tool_invocation(
     Ok(())
 }
 
+/// Stores the run's warnings (nothing is written for none).
+pub fn set_warnings(conn: &Connection, trace_id: &str, warnings: &[String]) -> Result<()> {
+    if warnings.is_empty() {
+        return Ok(());
+    }
+    let json = serde_json::to_string(warnings).map_err(anyhow::Error::from)?;
+    conn.execute(
+        "UPDATE traces SET warnings = ?2 WHERE id = ?1",
+        params![trace_id, json],
+    )?;
+    Ok(())
+}
+
 /// Marks a run finished.
 pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Result<()> {
     let changed = conn.execute(
@@ -205,7 +220,8 @@ pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Resul
 }
 
 const COLUMNS: &str = "id, parent_trace_id, agent_profile_name, source, provider, model, prompt, \
-    response, status, error_message, latency_ms, input_tokens, output_tokens, created_at, finished_at";
+    response, status, error_message, latency_ms, input_tokens, output_tokens, created_at, \
+    finished_at, warnings";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Trace> {
     Ok(Trace {
@@ -224,6 +240,10 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Trace> {
         output_tokens: row.get(12)?,
         created_at: row.get(13)?,
         finished_at: row.get(14)?,
+        warnings: row
+            .get::<_, Option<String>>(15)?
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default(),
     })
 }
 

@@ -16,6 +16,7 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     field: Option<&'static str>,
+    trace_id: Option<String>,
 }
 
 impl ApiError {
@@ -24,7 +25,14 @@ impl ApiError {
             status,
             message: message.into(),
             field: None,
+            trace_id: None,
         }
+    }
+
+    /// Names the trace that recorded the failed run.
+    pub fn with_trace(mut self, trace_id: Option<&str>) -> Self {
+        self.trace_id = trace_id.map(str::to_owned);
+        self
     }
 }
 
@@ -33,9 +41,8 @@ impl From<Error> for ApiError {
         match e {
             Error::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
             Error::InvalidField { field, message } => Self {
-                status: StatusCode::BAD_REQUEST,
-                message,
                 field: Some(field),
+                ..Self::new(StatusCode::BAD_REQUEST, message)
             },
             Error::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
             Error::Conflict(message) => Self::new(StatusCode::CONFLICT, message),
@@ -70,10 +77,13 @@ impl From<PathRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = match self.field {
-            Some(field) => json!({ "error": self.message, "field": field }),
-            None => json!({ "error": self.message }),
-        };
+        let mut body = json!({ "error": self.message });
+        if let Some(field) = self.field {
+            body["field"] = json!(field);
+        }
+        if let Some(trace_id) = self.trace_id {
+            body["trace_id"] = json!(trace_id);
+        }
         (self.status, axum::Json(body)).into_response()
     }
 }

@@ -20,10 +20,16 @@ pub async fn show(State(app): State<AppState>) -> ApiResult<Json<Value>> {
             }))
         })
         .await?;
+    let settings = app.engine.settings();
     Ok(Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "schema_version": SCHEMA_VERSION,
+        "provider": {
+            "name": settings.kind.as_str(),
+            "model": settings.model(),
+            "configured": settings.provider(&app.env, &app.http).is_ok(),
+        },
         "counts": counts,
     })))
 }

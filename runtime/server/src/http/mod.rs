@@ -2,11 +2,13 @@
 
 mod agents;
 pub mod api;
+mod chat;
 pub mod guards;
 mod health;
 mod integrations;
 mod store;
 mod tasks;
+mod tools;
 mod traces;
 
 use std::sync::Arc;
@@ -15,7 +17,9 @@ use axum::Router;
 use axum::middleware;
 use axum::routing::{delete, get, post};
 
+use crate::app::App;
 use crate::db::Db;
+use crate::engine::Engine;
 use crate::environment::Environment;
 
 /// What every handler can reach.
@@ -23,8 +27,22 @@ use crate::environment::Environment;
 pub struct AppState {
     pub db: Db,
     pub env: Arc<Environment>,
+    pub engine: Arc<Engine>,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
+}
+
+impl AppState {
+    pub fn new(app: &App) -> anyhow::Result<Self> {
+        Ok(Self {
+            db: app.db.clone(),
+            env: Arc::clone(&app.env),
+            engine: Arc::clone(&app.engine),
+            http: reqwest::Client::builder()
+                .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
+                .build()?,
+        })
+    }
 }
 
 pub fn router(state: AppState, binding: guards::Binding) -> Router {
@@ -37,6 +55,9 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .route("/store/import", post(store::import))
         .route("/store/{slug}", get(store::show))
         .route("/store/{slug}/install", post(store::install))
+        .route("/chat", post(chat::complete))
+        .route("/chat/stream", post(chat::stream))
+        .route("/tools", get(tools::list))
         .route("/tasks", get(tasks::list))
         .route("/tasks/{task_id}", delete(tasks::remove))
         .route("/traces", get(traces::list))

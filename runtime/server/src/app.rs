@@ -1,0 +1,69 @@
+//! Everything the service holds, opened once from a data directory. The server and the CLI
+//! commands build on it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::agents::profiles;
+use crate::config::FileConfig;
+use crate::db::{self, Db};
+use crate::engine::settings::ProviderSettings;
+use crate::engine::tools::{self, BuiltinConfig, ToolRegistry};
+use crate::engine::{DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
+use crate::environment::Environment;
+
+pub struct App {
+    pub data_dir: PathBuf,
+    pub config: FileConfig,
+    pub env: Arc<Environment>,
+    pub db: Db,
+    pub engine: Arc<Engine>,
+}
+
+impl App {
+    /// Creates the data directory if needed, loads configuration and secrets, migrates the
+    /// database, bootstraps the `default` profile and builds the engine.
+    pub fn open(data_dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        let config = FileConfig::load(data_dir)?;
+        let env = Arc::new(Environment::load(data_dir)?);
+        let settings = ProviderSettings::load(&env, &config.provider)?;
+        let db = Db::open(&data_dir.join(db::FILE_NAME))?;
+        db.blocking(|conn| profiles::ensure_default(conn))?;
+
+        let registry = Arc::new(ToolRegistry::new());
+        tools::register_builtin(
+            &registry,
+            &BuiltinConfig {
+                web_search: config.tools.web_search.as_ref(),
+            },
+        )?;
+        let engine = Engine::new(EngineParts {
+            db: db.clone(),
+            env: Arc::clone(&env),
+            http: reqwest::Client::builder()
+                .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .read_timeout(std::time::Duration::from_secs(120))
+                .build()?,
+            data_dir: data_dir.to_owned(),
+            settings,
+            max_iterations: config
+                .engine
+                .max_iterations
+                .unwrap_or(DEFAULT_MAX_ITERATIONS),
+            tools: registry,
+        })
+        .context("invalid [engine] settings in config.toml")?;
+        Ok(Self {
+            data_dir: data_dir.to_owned(),
+            config,
+            env,
+            db,
+            engine,
+        })
+    }
+}

@@ -1,0 +1,611 @@
+//! The agent engine. Every agent run in the service (chat, adapters, the scheduler, delegated
+//! sub-runs) goes through [`Engine::run`] and records exactly one trace.
+
+pub mod provider;
+pub mod settings;
+pub mod tools;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
+use self::settings::ProviderSettings;
+use self::tools::{ToolContext, ToolRegistry};
+use crate::agents::profiles::{self, Profile};
+use crate::db::{self, Db};
+use crate::environment::Environment;
+use crate::traces;
+
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+
+/// Which profile a run uses.
+#[derive(Debug, Clone)]
+pub enum ProfileChoice {
+    /// This profile, or the run fails (chat, delegation, schedules).
+    Required(String),
+    /// This profile when it exists, else the server defaults with no system prompt (adapters).
+    Preferred(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub prompt: String,
+    pub profile: ProfileChoice,
+    /// Overrides the profile's and the server's model.
+    pub model: Option<String>,
+    /// Where the run came from (`chat`, `cli`, an adapter name, `scheduler`, ...).
+    pub source: String,
+    pub parent: Option<Parent>,
+}
+
+/// The run that delegated this one.
+#[derive(Debug, Clone)]
+pub struct Parent {
+    pub trace_id: String,
+    pub depth: u32,
+}
+
+/// What a run reports while it works.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Token {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        id: String,
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+pub type Events = mpsc::UnboundedSender<Event>;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    pub output: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutput {
+    pub trace_id: String,
+    pub text: String,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub latency_ms: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("prompt must not be empty")]
+    EmptyPrompt,
+    #[error("no agent named {name:?}")]
+    UnknownAgent { name: String, trace_id: String },
+    #[error("{error}")]
+    NotConfigured {
+        error: ProviderError,
+        trace_id: String,
+    },
+    #[error("{message}")]
+    Failed { message: String, trace_id: String },
+    #[error("the run was cancelled")]
+    Cancelled { trace_id: String },
+    #[error(transparent)]
+    Internal(#[from] crate::error::Error),
+}
+
+impl RunError {
+    /// The trace that records the failed run, when one was written.
+    pub fn trace_id(&self) -> Option<&str> {
+        match self {
+            Self::UnknownAgent { trace_id, .. }
+            | Self::NotConfigured { trace_id, .. }
+            | Self::Failed { trace_id, .. }
+            | Self::Cancelled { trace_id } => Some(trace_id),
+            Self::EmptyPrompt | Self::Internal(_) => None,
+        }
+    }
+}
+
+/// Nested delegations stop here, so two agents cannot delegate to each other forever.
+pub const MAX_DELEGATION_DEPTH: u32 = 3;
+
+pub struct Engine {
+    db: Db,
+    env: Arc<Environment>,
+    http: reqwest::Client,
+    data_dir: PathBuf,
+    settings: ProviderSettings,
+    max_iterations: u32,
+    tools: Arc<ToolRegistry>,
+}
+
+/// A run whose profile and provider were resolved; nothing has been sent yet.
+pub struct Prepared {
+    request: RunRequest,
+    prompt: String,
+    profile: Option<Profile>,
+    provider: Arc<dyn Provider>,
+    model: String,
+}
+
+pub struct EngineParts {
+    pub db: Db,
+    pub env: Arc<Environment>,
+    pub http: reqwest::Client,
+    pub data_dir: PathBuf,
+    pub settings: ProviderSettings,
+    pub max_iterations: u32,
+    pub tools: Arc<ToolRegistry>,
+}
+
+impl Engine {
+    pub fn new(parts: EngineParts) -> anyhow::Result<Arc<Self>> {
+        anyhow::ensure!(
+            parts.max_iterations >= 1,
+            "max_iterations must be at least 1, got {}",
+            parts.max_iterations
+        );
+        Ok(Arc::new(Self {
+            db: parts.db,
+            env: parts.env,
+            http: parts.http,
+            data_dir: parts.data_dir,
+            settings: parts.settings,
+            max_iterations: parts.max_iterations,
+            tools: parts.tools,
+        }))
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    pub fn env(&self) -> &Environment {
+        &self.env
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    pub fn settings(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    /// Prepares and executes a run.
+    pub async fn run(
+        self: &Arc<Self>,
+        request: RunRequest,
+        events: Option<&Events>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        let prepared = self.prepare(request).await?;
+        self.execute(prepared, events, cancel).await
+    }
+
+    /// Checks the prompt and resolves the profile, model and provider. A run that fails here
+    /// still records an error trace (except for an empty prompt, which is not a run).
+    pub async fn prepare(&self, request: RunRequest) -> Result<Prepared, RunError> {
+        let prompt = request.prompt.trim().to_owned();
+        if prompt.is_empty() {
+            return Err(RunError::EmptyPrompt);
+        }
+        let name = match &request.profile {
+            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
+        };
+        let profile = {
+            let name = name.clone();
+            self.db.call(move |conn| profiles::get(conn, &name)).await?
+        };
+        let model = request
+            .model
+            .clone()
+            .or_else(|| profile.as_ref().and_then(|p| p.default_model.clone()))
+            .unwrap_or_else(|| self.settings.model().to_owned());
+        let failed_trace =
+            |error: String| self.failed_trace(&request, &prompt, &name, &model, error);
+        if profile.is_none() && matches!(request.profile, ProfileChoice::Required(_)) {
+            let trace_id = failed_trace(format!("no agent named {name:?}")).await?;
+            return Err(RunError::UnknownAgent { name, trace_id });
+        }
+        let provider = match self.settings.provider(&self.env, &self.http) {
+            Ok(provider) => provider,
+            Err(error) => {
+                let trace_id = failed_trace(error.to_string()).await?;
+                return Err(RunError::NotConfigured { error, trace_id });
+            }
+        };
+        Ok(Prepared {
+            request,
+            prompt,
+            profile,
+            provider,
+            model,
+        })
+    }
+
+    async fn failed_trace(
+        &self,
+        request: &RunRequest,
+        prompt: &str,
+        profile: &str,
+        model: &str,
+        error: String,
+    ) -> Result<String, RunError> {
+        let (request, prompt, profile, model) = (
+            request.clone(),
+            prompt.to_owned(),
+            profile.to_owned(),
+            model.to_owned(),
+        );
+        let provider = self.settings.kind.as_str();
+        Ok(self
+            .db
+            .call(move |conn| {
+                let id = traces::start(
+                    conn,
+                    &traces::NewTrace {
+                        parent_trace_id: request.parent.as_ref().map(|p| p.trace_id.as_str()),
+                        agent_profile_name: Some(&profile),
+                        source: &request.source,
+                        provider,
+                        model: &model,
+                        prompt: &prompt,
+                    },
+                )?;
+                traces::finish(
+                    conn,
+                    &id,
+                    &traces::Outcome {
+                        error: Some(&error),
+                        ..Default::default()
+                    },
+                )?;
+                Ok(id)
+            })
+            .await?)
+    }
+
+    /// Runs the tool-calling loop of a prepared run, recording its trace as it goes.
+    pub async fn execute(
+        self: &Arc<Self>,
+        prepared: Prepared,
+        events: Option<&Events>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        let started = Instant::now();
+        let Prepared {
+            request,
+            prompt,
+            profile,
+            provider,
+            model,
+        } = prepared;
+        let (specs, warnings) = self
+            .tools
+            .allowed(profile.as_ref().and_then(|p| p.tools.as_deref()), &self.env);
+        let trace_id = {
+            let (request, prompt, model) = (request.clone(), prompt.clone(), model.clone());
+            let profile_name = profile.as_ref().map(|p| p.name.clone());
+            let provider = provider.name();
+            self.db
+                .call(move |conn| {
+                    let id = traces::start(
+                        conn,
+                        &traces::NewTrace {
+                            parent_trace_id: request.parent.as_ref().map(|p| p.trace_id.as_str()),
+                            agent_profile_name: profile_name.as_deref(),
+                            source: &request.source,
+                            provider,
+                            model: &model,
+                            prompt: &prompt,
+                        },
+                    )?;
+                    traces::set_warnings(conn, &id, &warnings)?;
+                    Ok(id)
+                })
+                .await?
+        };
+        let run = Run {
+            engine: self,
+            trace_id: trace_id.clone(),
+            depth: request.parent.as_ref().map_or(0, |p| p.depth),
+            provider: provider.as_ref(),
+            events,
+            cancel,
+            usage: Usage::default(),
+            tool_calls: Vec::new(),
+        };
+        let chat = ChatRequest {
+            model,
+            system: profile.map(|p| p.system_prompt),
+            messages: vec![Message::User(prompt)],
+            tools: specs,
+        };
+        let outcome = tokio::select! {
+            outcome = run.drive(chat) => outcome,
+            () = cancel.cancelled() => Err((RunFailure::Cancelled, Usage::default())),
+        };
+        let latency_ms = started.elapsed().as_millis() as i64;
+        let (result, usage) = match outcome {
+            Ok((text, tool_calls, usage)) => (Ok((text, tool_calls)), usage),
+            Err((failure, usage)) => (Err(failure), usage),
+        };
+        let error = match &result {
+            Ok(_) => None,
+            Err(RunFailure::Cancelled) => {
+                Some("cancelled: the client went away or the task was cancelled".to_owned())
+            }
+            Err(RunFailure::Error(message)) => Some(message.clone()),
+        };
+        let text = result.as_ref().ok().map(|(text, _)| text.clone());
+        {
+            let trace_id = trace_id.clone();
+            self.db
+                .call(move |conn| {
+                    traces::finish(
+                        conn,
+                        &trace_id,
+                        &traces::Outcome {
+                            response: text.as_deref(),
+                            error: error.as_deref(),
+                            latency_ms,
+                            input_tokens: usage.input_tokens,
+                            output_tokens: usage.output_tokens,
+                        },
+                    )
+                })
+                .await?;
+        }
+        match result {
+            Ok((text, tool_calls)) => Ok(RunOutput {
+                trace_id,
+                text,
+                tool_calls,
+                latency_ms,
+            }),
+            Err(RunFailure::Cancelled) => Err(RunError::Cancelled { trace_id }),
+            Err(RunFailure::Error(message)) => Err(RunError::Failed { message, trace_id }),
+        }
+    }
+}
+
+enum RunFailure {
+    Cancelled,
+    Error(String),
+}
+
+/// The state of one executing run.
+struct Run<'a> {
+    engine: &'a Arc<Engine>,
+    trace_id: String,
+    depth: u32,
+    provider: &'a dyn Provider,
+    events: Option<&'a Events>,
+    cancel: &'a CancellationToken,
+    usage: Usage,
+    tool_calls: Vec<ToolCallRecord>,
+}
+
+type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (RunFailure, Usage)>;
+
+impl Run<'_> {
+    fn emit(&self, event: Event) {
+        if let Some(events) = self.events {
+            // A receiver that went away is noticed through the cancellation token.
+            let _ = events.send(event);
+        }
+    }
+
+    async fn drive(mut self, mut chat: ChatRequest) -> Drive {
+        match self.turns(&mut chat).await {
+            Ok(text) => Ok((text, self.tool_calls, self.usage)),
+            Err(failure) => Err((failure, self.usage)),
+        }
+    }
+
+    async fn turns(&mut self, chat: &mut ChatRequest) -> Result<String, RunFailure> {
+        let mut step: i64 = 0;
+        for _ in 0..self.engine.max_iterations {
+            let started_at = db::now();
+            let clock = Instant::now();
+            let events = self.events;
+            let mut on_token = |text: &str| {
+                if let Some(events) = events {
+                    let _ = events.send(Event::Token {
+                        text: text.to_owned(),
+                    });
+                }
+            };
+            let result = self.provider.complete(chat, &mut on_token).await;
+            let latency_ms = clock.elapsed().as_millis() as i64;
+            let error = result.as_ref().err().map(ToString::to_string);
+            let turn = result.as_ref().ok();
+            self.record_llm_call(
+                step,
+                &chat.model,
+                turn,
+                error.as_deref(),
+                &started_at,
+                latency_ms,
+            )
+            .await?;
+            step += 1;
+            let turn = result.map_err(|e| RunFailure::Error(e.to_string()))?;
+            add_usage(&mut self.usage, turn.usage);
+            if turn.tool_calls.is_empty() {
+                return Ok(turn.text);
+            }
+
+            for call in &turn.tool_calls {
+                self.emit(Event::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                });
+            }
+            let first_step = step;
+            step += turn.tool_calls.len() as i64;
+            let results = join_all(
+                turn.tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, call)| self.invoke_tool(first_step + i as i64, call.clone())),
+            )
+            .await;
+            chat.messages.push(Message::Assistant {
+                text: turn.text,
+                tool_calls: turn.tool_calls,
+            });
+            for record in results {
+                let record = record?;
+                self.emit(Event::ToolResult {
+                    id: record.id.clone(),
+                    name: record.name.clone(),
+                    output: record.output.clone(),
+                    error: record.error.clone(),
+                });
+                chat.messages.push(Message::ToolResult {
+                    call_id: record.id.clone(),
+                    content: record
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| record.output.clone().unwrap_or_default()),
+                    is_error: record.error.is_some(),
+                });
+                self.tool_calls.push(record);
+            }
+        }
+        Err(RunFailure::Error(format!(
+            "stopped after {} iterations without a final answer",
+            self.engine.max_iterations
+        )))
+    }
+
+    async fn record_llm_call(
+        &self,
+        step: i64,
+        model: &str,
+        turn: Option<&provider::Turn>,
+        error: Option<&str>,
+        started_at: &str,
+        latency_ms: i64,
+    ) -> Result<(), RunFailure> {
+        let (trace_id, provider, model, started_at) = (
+            self.trace_id.clone(),
+            self.provider.name(),
+            model.to_owned(),
+            started_at.to_owned(),
+        );
+        let (error, text) = (error.map(str::to_owned), turn.map(|t| t.text.clone()));
+        let usage = turn.map(|t| t.usage).unwrap_or_default();
+        self.engine
+            .db
+            .call(move |conn| {
+                traces::record_llm_call(
+                    conn,
+                    &trace_id,
+                    &traces::LlmCall {
+                        step,
+                        provider,
+                        model: &model,
+                        error: error.as_deref(),
+                        response_text: text.as_deref(),
+                        input_tokens: usage.input_tokens,
+                        output_tokens: usage.output_tokens,
+                        started_at: &started_at,
+                        latency_ms,
+                    },
+                )
+            })
+            .await
+            .map_err(|e| RunFailure::Error(format!("cannot record the trace: {e}")))
+    }
+
+    async fn invoke_tool(
+        &self,
+        step: i64,
+        call: provider::ToolCall,
+    ) -> Result<ToolCallRecord, RunFailure> {
+        let started_at = db::now();
+        let clock = Instant::now();
+        let context = ToolContext {
+            engine: Arc::clone(self.engine),
+            trace_id: self.trace_id.clone(),
+            depth: self.depth,
+            cancel: self.cancel.clone(),
+        };
+        let result = self
+            .engine
+            .tools
+            .invoke(&call.name, call.input.clone(), context)
+            .await;
+        let latency_ms = clock.elapsed().as_millis() as i64;
+        let (output, error) = match result {
+            Ok(output) => (Some(output), None),
+            Err(error) => (None, Some(error)),
+        };
+        let record = ToolCallRecord {
+            id: call.id,
+            name: call.name,
+            input: call.input,
+            output,
+            error,
+        };
+        let row = record.clone();
+        let trace_id = self.trace_id.clone();
+        self.engine
+            .db
+            .call(move |conn| {
+                traces::record_tool_invocation(
+                    conn,
+                    &trace_id,
+                    &traces::ToolInvocation {
+                        step,
+                        call_id: Some(&row.id),
+                        tool_name: &row.name,
+                        input: &row.input,
+                        output: row.output.as_deref(),
+                        error: row.error.as_deref(),
+                        started_at: &started_at,
+                        latency_ms,
+                    },
+                )
+            })
+            .await
+            .map_err(|e| RunFailure::Error(format!("cannot record the trace: {e}")))?;
+        Ok(record)
+    }
+}
+
+fn add_usage(total: &mut Usage, turn: Usage) {
+    let add = |a: Option<i64>, b: Option<i64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    total.input_tokens = add(total.input_tokens, turn.input_tokens);
+    total.output_tokens = add(total.output_tokens, turn.output_tokens);
+}

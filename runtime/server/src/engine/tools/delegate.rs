@@ -1,0 +1,55 @@
+//! `delegate_to_agent`: runs another profile on a sub-task. The child run gets its own trace,
+//! linked to the caller's, and delegation depth is bounded.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use crate::engine::{MAX_DELEGATION_DEPTH, Parent, ProfileChoice, RunRequest};
+
+#[derive(Deserialize)]
+struct Delegate {
+    agent: String,
+    prompt: String,
+}
+
+pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+    registry.register(
+        Tool::new(
+            "delegate_to_agent",
+            "Hands a self-contained sub-task to another agent profile by name and returns its \
+             answer.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "minLength": 1, "description": "Exact profile name"},
+                    "prompt": {"type": "string", "minLength": 1, "description": "Everything the other agent needs to know"}
+                },
+                "required": ["agent", "prompt"],
+                "additionalProperties": false
+            }),
+            |input, ctx: ToolContext| async move {
+                let Delegate { agent, prompt } = args(input)?;
+                if ctx.depth >= MAX_DELEGATION_DEPTH {
+                    return Err(format!(
+                        "delegation depth limit ({MAX_DELEGATION_DEPTH}) reached; answer yourself"
+                    ));
+                }
+                let request = RunRequest {
+                    prompt,
+                    profile: ProfileChoice::Required(agent),
+                    model: None,
+                    source: "delegate".to_owned(),
+                    parent: Some(Parent { trace_id: ctx.trace_id.clone(), depth: ctx.depth + 1 }),
+                };
+                let output = ctx
+                    .engine
+                    .run(request, None, &ctx.cancel)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(json!({ "answer": output.text, "trace_id": output.trace_id }).to_string())
+            },
+        ),
+        false,
+    )
+}

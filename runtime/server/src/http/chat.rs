@@ -1,0 +1,130 @@
+//! `/api/chat`: run an agent and answer at once, or stream the run as server-sent events.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use futures_util::stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::api::{ApiError, ApiResult, JsonBody};
+use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::engine::{ProfileChoice, RunError, RunOutput, RunRequest};
+
+#[derive(Deserialize)]
+pub struct ChatBody {
+    prompt: String,
+    agent: Option<String>,
+    model: Option<String>,
+}
+
+impl ChatBody {
+    fn into_request(self) -> RunRequest {
+        RunRequest {
+            prompt: self.prompt,
+            profile: ProfileChoice::Required(
+                self.agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+            ),
+            model: self.model.filter(|m| !m.trim().is_empty()),
+            source: "chat".to_owned(),
+            parent: None,
+        }
+    }
+}
+
+fn run_error(e: RunError) -> ApiError {
+    let status = match &e {
+        RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
+        RunError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+        RunError::NotConfigured { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        RunError::Failed { .. } => StatusCode::BAD_GATEWAY,
+        RunError::Cancelled { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        RunError::Internal(_) => {
+            return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!("{e}")));
+        }
+    };
+    let trace_id = e.trace_id().map(str::to_owned);
+    ApiError::new(status, e.to_string()).with_trace(trace_id.as_deref())
+}
+
+/// Runs to the end and answers with the whole result.
+pub async fn complete(
+    State(app): State<AppState>,
+    JsonBody(body): JsonBody<ChatBody>,
+) -> ApiResult<Json<RunOutput>> {
+    let cancel = CancellationToken::new();
+    // The run is a task of its own so its trace is always finished; if the client goes away
+    // this handler is dropped and the guard cancels the run.
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    let engine = app.engine.clone();
+    let request = body.into_request();
+    let output = tokio::spawn(async move { engine.run(request, None, &cancel).await })
+        .await
+        .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?
+        .map_err(run_error)?;
+    Ok(Json(output))
+}
+
+fn frame(value: &Value) -> Result<SseEvent, Infallible> {
+    Ok(SseEvent::default().data(value.to_string()))
+}
+
+/// Streams `token`, `tool_call` and `tool_result` frames as the run works, then one `done`
+/// or `error` frame. Problems found before the run starts are plain HTTP errors.
+pub async fn stream(
+    State(app): State<AppState>,
+    JsonBody(body): JsonBody<ChatBody>,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let prepared = app
+        .engine
+        .prepare(body.into_request())
+        .await
+        .map_err(run_error)?;
+    let (events, receiver) = mpsc::unbounded_channel();
+    let (result_tx, result_rx) = oneshot::channel();
+    let cancel = CancellationToken::new();
+    let finished = CancellationToken::new();
+
+    // Cancels the run when the client disconnects (the stream, and with it the receiver, is
+    // dropped). It holds a sender, so it must end with the run for the stream to close.
+    let watcher_events = events.clone();
+    let (watch_cancel, watch_finished) = (cancel.clone(), finished.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = watcher_events.closed() => watch_cancel.cancel(),
+            () = watch_finished.cancelled() => {}
+        }
+    });
+    let engine = app.engine.clone();
+    tokio::spawn(async move {
+        let result = engine.execute(prepared, Some(&events), &cancel).await;
+        finished.cancel();
+        drop(events);
+        let _ = result_tx.send(result);
+    });
+
+    let frames = stream::unfold(Some((receiver, result_rx)), |state| async move {
+        let (mut receiver, result_rx) = state?;
+        if let Some(event) = receiver.recv().await {
+            return Some((frame(&json!(event)), Some((receiver, result_rx))));
+        }
+        let last = match result_rx.await {
+            Ok(Ok(output)) => {
+                json!({"type": "done", "trace_id": output.trace_id, "latency_ms": output.latency_ms})
+            }
+            Ok(Err(e)) => {
+                json!({"type": "error", "message": e.to_string(), "trace_id": e.trace_id()})
+            }
+            Err(_) => json!({"type": "error", "message": "the run ended unexpectedly"}),
+        };
+        Some((frame(&last), None))
+    });
+    Ok(Sse::new(frames).keep_alive(KeepAlive::default()))
+}

@@ -1,0 +1,222 @@
+//! Outbound HTTP that cannot be pointed at this machine or its network.
+//!
+//! Every host name is resolved through [`GuardedResolver`], which drops loopback, private,
+//! link-local (cloud metadata) and other non-public addresses, so the check holds after DNS
+//! resolution and again on every redirect hop (each hop resolves anew). Hosts the operator
+//! configured explicitly (a local SearXNG, a test fake) are trusted by name.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::redirect::Policy;
+
+const MAX_REDIRECTS: usize = 5;
+
+/// Whether an address is on the public internet.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_public_v4(v4),
+            None => is_public_v6(v6),
+        },
+    }
+}
+
+fn is_public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    !(ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_multicast()
+        || a == 0
+        || (a == 100 && (64..128).contains(&b)) // carrier-grade NAT
+        || (a == 198 && (b == 18 || b == 19)) // benchmarking
+        || a >= 240)
+}
+
+fn is_public_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || (first & 0xfe00) == 0xfc00 // unique local
+        || (first & 0xffc0) == 0xfe80 // link-local
+        || (first == 0x2001 && ip.segments()[1] == 0x0db8)) // documentation
+}
+
+#[derive(Clone)]
+struct Trusted(Arc<HashSet<String>>);
+
+impl Trusted {
+    fn allows(&self, host: &str) -> bool {
+        self.0.contains(&host.to_ascii_lowercase())
+    }
+}
+
+struct GuardedResolver {
+    trusted: Trusted,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let trusted = self.trusted.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = if trusted.allows(&host) {
+                addrs
+            } else {
+                addrs.into_iter().filter(|a| is_public(a.ip())).collect()
+            };
+            if allowed.is_empty() {
+                return Err(
+                    format!("refusing {host}: it resolves to a private or local address").into(),
+                );
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// A host written as an IP address is not resolved, so it is checked here instead.
+fn check_url(url: &reqwest::Url, trusted: &Trusted) -> Result<(), String> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("refusing {url}: only http and https are allowed"));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| format!("refusing {url}: no host"))?;
+    if trusted.allows(host) {
+        return Ok(());
+    }
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    match literal.parse::<IpAddr>() {
+        Ok(ip) if !is_public(ip) => Err(format!("refusing {host}: a private or local address")),
+        _ => Ok(()),
+    }
+}
+
+/// An HTTP client for tools that fetch from the internet.
+#[derive(Clone)]
+pub struct GuardedClient {
+    client: reqwest::Client,
+    trusted: Trusted,
+}
+
+impl GuardedClient {
+    /// `trusted_hosts` are host names (or IP literals) the operator configured; they may be
+    /// local.
+    pub fn new(
+        trusted_hosts: impl IntoIterator<Item = String>,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let trusted = Trusted(Arc::new(
+            trusted_hosts
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+        ));
+        let for_redirects = trusted.clone();
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(GuardedResolver {
+                trusted: trusted.clone(),
+            }))
+            .redirect(Policy::custom(move |attempt| {
+                if attempt.previous().len() >= MAX_REDIRECTS {
+                    return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+                }
+                match check_url(attempt.url(), &for_redirects) {
+                    Ok(()) => attempt.follow(),
+                    Err(e) => attempt.error(e),
+                }
+            }))
+            .timeout(timeout)
+            .build()?;
+        Ok(Self { client, trusted })
+    }
+
+    /// A GET request, after checking the URL.
+    pub fn get(&self, url: &str) -> Result<reqwest::RequestBuilder, String> {
+        let url = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+        check_url(&url, &self.trusted)?;
+        Ok(self.client.get(url))
+    }
+}
+
+/// Reads a response body, failing once it grows past `limit` bytes.
+pub async fn body_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(describe)? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the response is larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The host of a configured base URL, for trusting it.
+pub fn host_of(url: &str) -> Option<String> {
+    reqwest::Url::parse(url).ok()?.host_str().map(str::to_owned)
+}
+
+/// Describes a failed request without its URL (which may carry a query the model wrote).
+pub fn describe(e: reqwest::Error) -> String {
+    use std::error::Error;
+    let e = e.without_url();
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message = format!("{message}: {cause}");
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_addresses() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn literal_hosts_are_checked_unless_trusted() {
+        let trusted = Trusted(Arc::new(["127.0.0.1".to_owned()].into()));
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        assert!(check_url(&url("http://127.0.0.1:9/x"), &trusted).is_ok());
+        assert!(check_url(&url("http://127.0.0.2:9/x"), &trusted).is_err());
+        assert!(check_url(&url("http://[::1]/"), &trusted).is_err());
+        assert!(check_url(&url("http://169.254.169.254/latest"), &trusted).is_err());
+        assert!(check_url(&url("file:///etc/passwd"), &trusted).is_err());
+        assert!(check_url(&url("https://example.com/"), &trusted).is_ok());
+    }
+}
