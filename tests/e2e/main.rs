@@ -2,6 +2,8 @@
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
 mod agents;
+mod chat;
+mod fakes;
 mod guards;
 mod integrations;
 mod server;

@@ -177,3 +177,36 @@ pub async fn spawn_fake(router: axum::Router) -> String {
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://{addr}")
 }
+
+/// Posts to the streaming chat endpoint and collects every `data:` frame until the stream ends.
+pub async fn stream_frames(server: &Server, body: Value) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+/// The settings that point the server at a fake OpenAI-compatible API.
+pub fn openai_env(base: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("SERVICE_PROVIDER", "openai".into()),
+        ("SERVICE_OPENAI_BASE_URL", base.into()),
+        ("OPENAI_API_KEY", "sk-test-key".into()),
+    ]
+}
+
+impl Server {
+    pub fn start_with_owned(env: &[(&'static str, String)]) -> Self {
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Self::start_with(&pairs)
+    }
+}

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use service_runtime::config;
 use service_runtime::server::{self, ServeOptions};
+
+mod run;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -34,6 +36,17 @@ enum Command {
         #[arg(long, env = "SERVICE_PORT")]
         port: Option<u16>,
     },
+    /// Run an agent once, streaming its answer; prints the trace id at the end
+    Run {
+        /// Agent profile to run [default: default]
+        #[arg(long)]
+        agent: Option<String>,
+        /// Model to use instead of the profile's or the server's
+        #[arg(long)]
+        model: Option<String>,
+        /// What to ask
+        prompt: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -58,13 +71,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(dir) => dir,
         None => config::default_data_dir()?,
     };
+    let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
-        Command::Serve { host, port } => {
-            tokio::runtime::Runtime::new()?.block_on(server::serve(ServeOptions {
-                data_dir,
-                host,
-                port,
-            }))
-        }
+        Command::Serve { host, port } => runtime.block_on(server::serve(ServeOptions {
+            data_dir,
+            host,
+            port,
+        })),
+        Command::Run {
+            agent,
+            model,
+            prompt,
+        } => runtime.block_on(run::run(&data_dir, agent, model, prompt)),
     }
 }

@@ -1,0 +1,61 @@
+//! `service-runtime run`: one agent run from the terminal, through the same engine as the
+//! server (its trace shows up in the dashboard).
+
+use std::io::Write;
+use std::path::Path;
+
+use service_runtime::agents::profiles::DEFAULT_PROFILE;
+use service_runtime::app::App;
+use service_runtime::engine::{Event, ProfileChoice, RunRequest};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Streams the answer to stdout and tool activity to stderr; the last stdout line is
+/// `trace_id: <id>`. Ctrl-C cancels the run (its trace records that).
+pub async fn run(
+    data_dir: &Path,
+    agent: Option<String>,
+    model: Option<String>,
+    prompt: String,
+) -> anyhow::Result<()> {
+    let app = App::open(data_dir)?;
+    let request = RunRequest {
+        prompt,
+        profile: ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned())),
+        model,
+        source: "cli".to_owned(),
+        parent: None,
+    };
+    let (events, mut receiver) = mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let engine = app.engine.clone();
+    let run_cancel = cancel.clone();
+    let run = tokio::spawn(async move { engine.run(request, Some(&events), &run_cancel).await });
+
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        tokio::select! {
+            event = receiver.recv() => match event {
+                Some(Event::Token { text }) => {
+                    stdout.write_all(text.as_bytes())?;
+                    stdout.flush()?;
+                }
+                Some(Event::ToolCall { name, input, .. }) => eprintln!("\n[tool] {name} {input}"),
+                Some(Event::ToolResult { name, error: Some(error), .. }) => eprintln!("[tool] {name} failed: {error}"),
+                Some(Event::ToolResult { name, .. }) => eprintln!("[tool] {name} done"),
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => cancel.cancel(),
+        }
+    }
+    match run.await? {
+        Ok(output) => {
+            writeln!(stdout, "\ntrace_id: {}", output.trace_id)?;
+            Ok(())
+        }
+        Err(e) => match e.trace_id() {
+            Some(trace_id) => anyhow::bail!("{e} (trace {trace_id})"),
+            None => anyhow::bail!("{e}"),
+        },
+    }
+}

@@ -1,0 +1,536 @@
+//! The agent engine through `/api/chat`, `/api/chat/stream` and `service-runtime run`, against
+//! fake OpenAI and Anthropic servers.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::fakes::llm::{self, Reply};
+use crate::support::{Server, assert_error, command, openai_env, stream_frames};
+
+fn types(frames: &[Value]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for frame in frames {
+        let kind = frame["type"].as_str().unwrap();
+        // Consecutive tokens collapse to one entry: the sequence is what matters.
+        if !(kind == "token" && out.last() == Some(&"token")) {
+            out.push(kind);
+        }
+    }
+    out
+}
+
+fn tokens(frames: &[Value]) -> String {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "token")
+        .map(|f| f["text"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn offline_default_streams_a_labelled_answer_with_no_configuration() {
+    let server = Server::start();
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(
+        health["provider"],
+        json!({"name": "offline", "model": "offline", "configured": true})
+    );
+
+    let frames = stream_frames(&server, json!({"prompt": "ping"})).await;
+    assert_eq!(types(&frames), ["token", "done"]);
+    assert!(
+        frames.iter().filter(|f| f["type"] == "token").count() > 3,
+        "several token frames"
+    );
+    assert!(tokens(&frames).starts_with("[offline]"));
+    assert!(tokens(&frames).contains("\"ping\""));
+
+    let trace_id = frames.last().unwrap()["trace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(
+        (trace["status"].as_str(), trace["provider"].as_str()),
+        (Some("ok"), Some("offline"))
+    );
+
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "pong"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(answer["text"].as_str().unwrap().contains("\"pong\""));
+    assert_eq!(answer["tool_calls"], json!([]));
+}
+
+/// The model calls `create_note`, reads the result, then answers.
+fn note_script() -> Vec<Reply> {
+    vec![
+        Reply::Tools(vec![(
+            "call_1",
+            "create_note",
+            json!({"title": "Groceries", "body": "oat milk"}),
+        )]),
+        Reply::Text("Saved your grocery note."),
+    ]
+}
+
+async fn assert_note_run(server: &Server, frames: &[Value]) -> Value {
+    assert_eq!(
+        types(frames),
+        ["tool_call", "tool_result", "token", "done"],
+        "{frames:#?}"
+    );
+    assert_eq!(frames[0]["name"], "create_note");
+    assert_eq!(
+        frames[0]["input"],
+        json!({"title": "Groceries", "body": "oat milk"})
+    );
+    assert_eq!(frames[1]["id"], frames[0]["id"]);
+    let output: Value = serde_json::from_str(frames[1]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["title"], "Groceries");
+    assert_eq!(tokens(frames), "Saved your grocery note.");
+
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["counts"]["notes"], 1, "the note row was written");
+    let trace_id = frames.last().unwrap()["trace_id"].as_str().unwrap();
+    let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(trace["status"], "ok");
+    assert_eq!(trace["response"], "Saved your grocery note.");
+    let kinds: Vec<&str> = trace["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["llm_call", "tool_invocation", "llm_call"]);
+    assert_eq!(trace["steps"][1]["tool_name"], "create_note");
+    trace
+}
+
+#[tokio::test]
+async fn openai_tool_call_round_trip() {
+    let fake = llm::openai(note_script()).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let frames = stream_frames(&server, json!({"prompt": "remember oat milk"})).await;
+    let trace = assert_note_run(&server, &frames).await;
+    assert_eq!(
+        (
+            trace["input_tokens"].as_i64(),
+            trace["output_tokens"].as_i64()
+        ),
+        (Some(22), Some(10))
+    );
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].headers["authorization"], "Bearer sk-test-key");
+    let first = &requests[0].body;
+    assert_eq!(first["stream"], true);
+    assert_eq!(first["model"], "gpt-4o-mini");
+    assert_eq!(
+        first["messages"][0]["role"], "system",
+        "the default profile's persona"
+    );
+    assert_eq!(
+        first["messages"][1],
+        json!({"role": "user", "content": "remember oat milk"})
+    );
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"create_note") && !offered.contains(&"shell_exec"),
+        "{offered:?}"
+    );
+    let second = &requests[1].body["messages"];
+    assert_eq!(
+        second[2]["tool_calls"][0]["function"]["name"],
+        "create_note"
+    );
+    assert_eq!(second[3]["role"], "tool");
+    assert_eq!(second[3]["tool_call_id"], "call_1");
+}
+
+#[tokio::test]
+async fn anthropic_tool_call_round_trip() {
+    let fake = llm::anthropic(note_script()).await;
+    let server = Server::start_with(&[
+        ("SERVICE_PROVIDER", "anthropic"),
+        ("SERVICE_ANTHROPIC_BASE_URL", &fake.url),
+        ("ANTHROPIC_API_KEY", "sk-ant-test"),
+        ("SERVICE_MODEL", "claude-test"),
+    ]);
+    let frames = stream_frames(&server, json!({"prompt": "remember oat milk"})).await;
+    let trace = assert_note_run(&server, &frames).await;
+    assert_eq!(trace["provider"], "anthropic");
+    assert_eq!(trace["model"], "claude-test");
+
+    let requests = fake.requests();
+    assert_eq!(requests[0].headers["x-api-key"], "sk-ant-test");
+    assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
+    assert!(requests[0].body["system"].is_string());
+    assert!(
+        requests[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "create_note" && t["input_schema"]["type"] == "object")
+    );
+    let messages = &requests[1].body["messages"];
+    assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+    assert_eq!(messages[2]["role"], "user");
+    assert_eq!(messages[2]["content"][0]["type"], "tool_result");
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], "call_1");
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_and_a_tool_error_keep_the_loop_going() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![
+            ("a", "create_note", json!({"title": "one"})),
+            ("b", "create_note", json!({"title": "two"})),
+            ("c", "create_note", json!({"body": "no title"})),
+        ]),
+        Reply::Text("done"),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, answer) = server
+        .post("/api/chat", json!({"prompt": "three notes"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["text"], "done");
+    let calls = answer["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3);
+    assert!(
+        calls[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments"),
+        "{}",
+        calls[2]
+    );
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["counts"]["notes"], 2);
+    // The model saw the error as a tool result.
+    let messages = &fake.requests()[1].body["messages"];
+    assert!(messages[5]["content"].as_str().unwrap().contains("title"));
+}
+
+#[tokio::test]
+async fn profile_tool_lists_limit_what_the_model_is_offered() {
+    let fake = llm::openai(vec![Reply::Text("a"), Reply::Text("b")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let limited = json!({"name": "Limited", "system_prompt": "x", "tools": "search_notes, teleport", "default_model": "small-model"});
+    assert_eq!(
+        server.post("/api/agents", limited).await.0,
+        StatusCode::CREATED
+    );
+    let none = json!({"name": "Toolless", "system_prompt": "x", "tools": []});
+    assert_eq!(
+        server.post("/api/agents", none).await.0,
+        StatusCode::CREATED
+    );
+
+    let (_, answer) = server
+        .post("/api/chat", json!({"prompt": "hi", "agent": "Limited"}))
+        .await;
+    let first = &fake.requests()[0].body;
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["search_notes"]);
+    assert_eq!(first["model"], "small-model", "the profile's model");
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            answer["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        trace["warnings"],
+        json!(["tool \"teleport\" is not registered; skipped"])
+    );
+
+    server
+        .post(
+            "/api/chat",
+            json!({"prompt": "hi", "agent": "Toolless", "model": "request-model"}),
+        )
+        .await;
+    let second = &fake.requests()[1].body;
+    assert!(
+        second.get("tools").is_none(),
+        "an empty list offers no tools"
+    );
+    assert_eq!(second["model"], "request-model", "the request's model wins");
+}
+
+#[tokio::test]
+async fn errors_before_streaming_are_http_statuses() {
+    let server = Server::start_with(&[("SERVICE_PROVIDER", "anthropic")]);
+    assert_error(
+        &server
+            .post("/api/chat/stream", json!({"prompt": " "}))
+            .await,
+        StatusCode::BAD_REQUEST,
+        "prompt",
+    );
+    let unknown = server
+        .post(
+            "/api/chat/stream",
+            json!({"prompt": "hi", "agent": "Nobody"}),
+        )
+        .await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "no agent named");
+    let unconfigured = server
+        .post("/api/chat/stream", json!({"prompt": "hi"}))
+        .await;
+    assert_error(
+        &unconfigured,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ANTHROPIC_API_KEY",
+    );
+    // Even a run refused before it started leaves an error trace.
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            unconfigured.1["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(trace["status"], "error");
+    assert_error(
+        &server.post("/api/chat", json!({"agent": "x"})).await,
+        StatusCode::BAD_REQUEST,
+        "prompt",
+    );
+}
+
+#[tokio::test]
+async fn provider_errors_become_clear_failures_with_error_traces() {
+    let fake = llm::openai(vec![
+        Reply::Status(
+            401,
+            json!({"error": {"message": "Incorrect API key provided: sk-test-***key"}}),
+        ),
+        Reply::Garbage,
+        Reply::Status(400, json!({"error": {"message": "model not found"}})),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let denied = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_error(
+        &denied,
+        StatusCode::BAD_GATEWAY,
+        "rejected the credentials (HTTP 401)",
+    );
+    assert!(
+        !denied.1.to_string().contains("sk-test"),
+        "the provider's echo of the key is dropped"
+    );
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            denied.1["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(trace["status"], "error");
+    assert_eq!(trace["steps"][0]["status"], "error");
+
+    let frames = stream_frames(&server, json!({"prompt": "hi"})).await;
+    assert_eq!(types(&frames), ["error"]);
+    assert!(
+        frames[0]["message"].as_str().unwrap().contains("malformed"),
+        "{}",
+        frames[0]
+    );
+    assert!(frames[0]["trace_id"].is_string());
+
+    let bad = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_error(&bad, StatusCode::BAD_GATEWAY, "HTTP 400: model not found");
+}
+
+#[tokio::test]
+async fn rate_limits_and_server_errors_are_retried_with_a_bound() {
+    let busy = json!({"error": {"message": "slow down"}});
+    let fake = llm::openai(vec![
+        Reply::Status(429, busy.clone()),
+        Reply::Status(503, busy.clone()),
+        Reply::Text("made it"),
+        Reply::Status(500, busy.clone()),
+        Reply::Status(500, busy.clone()),
+        Reply::Status(500, busy.clone()),
+        Reply::Status(500, busy),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (StatusCode::OK, Some("made it"))
+    );
+    assert_eq!(fake.requests().len(), 3);
+
+    let failed = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_error(&failed, StatusCode::BAD_GATEWAY, "HTTP 500: slow down");
+    assert_eq!(fake.requests().len(), 7, "one try and three retries");
+}
+
+#[tokio::test]
+async fn max_iterations_stops_a_model_that_never_answers() {
+    let call = || Reply::Tools(vec![("x", "search_notes", json!({"query": "anything"}))]);
+    let fake = llm::openai(vec![call(), call(), call()]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    std::fs::write(
+        server.data_dir.join("config.toml"),
+        "[engine]\nmax_iterations = 2\n",
+    )
+    .unwrap();
+    let server = server.restart();
+    let failed = server.post("/api/chat", json!({"prompt": "loop"})).await;
+    assert_error(
+        &failed,
+        StatusCode::BAD_GATEWAY,
+        "stopped after 2 iterations",
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[test]
+fn max_iterations_below_one_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("config.toml"),
+        "[engine]\nmax_iterations = 0\n",
+    )
+    .unwrap();
+    let out = command(tmp.path())
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_iterations must be at least 1"));
+}
+
+#[tokio::test]
+async fn delegation_runs_another_profile_as_a_linked_child_trace() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![(
+            "d1",
+            "delegate_to_agent",
+            json!({"agent": "Helper", "prompt": "sum 2 and 2"}),
+        )]),
+        Reply::Text("four"),
+        Reply::Text("The helper says four."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let helper = json!({"name": "Helper", "system_prompt": "You add numbers.", "tools": []});
+    assert_eq!(
+        server.post("/api/agents", helper).await.0,
+        StatusCode::CREATED
+    );
+    let (status, answer) = server
+        .post("/api/chat", json!({"prompt": "ask the helper"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["text"], "The helper says four.");
+    let result: Value =
+        serde_json::from_str(answer["tool_calls"][0]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(result["answer"], "four");
+    let (_, child) = server
+        .get(&format!(
+            "/api/traces/{}",
+            result["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(child["parent_trace_id"], answer["trace_id"]);
+    assert_eq!(child["agent_profile_name"], "Helper");
+    assert_eq!(
+        fake.requests()[1].body["messages"][0]["content"],
+        "You add numbers."
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_stream_cancels_the_run() {
+    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(20), "too late")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "take your time"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    while fake.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(response);
+
+    let mut trace = Value::Null;
+    for _ in 0..100 {
+        let (_, list) = server.get("/api/traces").await;
+        trace = list["traces"][0].clone();
+        if trace["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(trace["status"], "error", "{trace}");
+    assert!(
+        trace["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled")
+    );
+}
+
+#[tokio::test]
+async fn cli_run_streams_the_answer_and_prints_the_trace_id() {
+    let fake = llm::openai(vec![Reply::Text("Hello from the fake model.")]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::from(command(tmp.path()))
+        .args(["run", "--data-dir"])
+        .arg(tmp.path())
+        .arg("say hello")
+        .envs(openai_env(&fake.url))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (answer, trace) = stdout.trim_end().rsplit_once('\n').unwrap();
+    assert_eq!(answer, "Hello from the fake model.");
+    let trace_id = trace.strip_prefix("trace_id: ").unwrap();
+    let db = service_runtime::db::Db::open(&tmp.path().join("service.sqlite")).unwrap();
+    let stored = db
+        .blocking(|conn| service_runtime::traces::get(conn, trace_id).unwrap())
+        .unwrap();
+    assert_eq!(
+        (stored.source.as_str(), stored.status.as_str()),
+        ("cli", "ok")
+    );
+
+    let failed = tokio::process::Command::from(command(tmp.path()))
+        .args(["run", "--agent", "Nobody", "--data-dir"])
+        .arg(tmp.path())
+        .arg("hi")
+        .output()
+        .await
+        .unwrap();
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("no agent named \"Nobody\""));
+}

@@ -1,0 +1,228 @@
+//! Fake LLM APIs: OpenAI-compatible Chat Completions and the Anthropic Messages API, both
+//! streaming server-sent events. Each answers from a script, one reply per request, and records
+//! every request (headers and JSON body) for assertions.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use crate::support::spawn_fake;
+
+/// One scripted answer.
+#[derive(Clone)]
+pub enum Reply {
+    /// A final answer, streamed in word-sized chunks.
+    Text(&'static str),
+    /// Tool calls `(id, name, arguments)`, arguments streamed in fragments.
+    Tools(Vec<(&'static str, &'static str, Value)>),
+    /// An HTTP error with this JSON body.
+    Status(u16, Value),
+    /// A stream whose chunk is not JSON.
+    Garbage,
+    /// Waits this long before answering with the text.
+    Slow(Duration, &'static str),
+}
+
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+#[derive(Clone)]
+struct Fake {
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+pub struct FakeLlm {
+    /// Base URL to configure (`.../v1` for OpenAI; the root for Anthropic).
+    pub url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl FakeLlm {
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+type Encoder = fn(Reply) -> Response;
+
+async fn start(
+    path: &str,
+    script: Vec<Reply>,
+    encode: Encoder,
+) -> (String, Arc<Mutex<Vec<Recorded>>>) {
+    let fake = Fake {
+        script: Arc::new(Mutex::new(script.into())),
+        requests: Arc::default(),
+    };
+    let requests = fake.requests.clone();
+    let router = Router::new()
+        .route(
+            path,
+            post(move |State(fake): State<Fake>, headers: HeaderMap, axum::Json(body): axum::Json<Value>| async move {
+                fake.requests.lock().unwrap().push(Recorded { headers, body });
+                let reply = fake.script.lock().unwrap().pop_front();
+                match reply {
+                    Some(Reply::Slow(pause, text)) => {
+                        tokio::time::sleep(pause).await;
+                        encode(Reply::Text(text))
+                    }
+                    Some(reply) => encode(reply),
+                    None => (StatusCode::BAD_REQUEST, axum::Json(json!({"error": {"message": "the fake ran out of scripted replies"}}))).into_response(),
+                }
+            }),
+        )
+        .with_state(fake);
+    (spawn_fake(router).await, requests)
+}
+
+fn sse(events: Vec<(Option<&str>, Value)>, done: bool) -> Response {
+    let mut text = String::new();
+    for (name, data) in events {
+        if let Some(name) = name {
+            text.push_str(&format!("event: {name}\n"));
+        }
+        text.push_str(&format!("data: {data}\n\n"));
+    }
+    if done {
+        text.push_str("data: [DONE]\n\n");
+    }
+    // Sent in pieces, as a real stream arrives.
+    let chunks: Vec<Result<String, Infallible>> = text
+        .as_bytes()
+        .chunks(37)
+        .map(|c| Ok(String::from_utf8_lossy(c).into_owned()))
+        .collect();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .unwrap()
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+fn halves(args: &Value) -> [String; 2] {
+    let text = args.to_string();
+    let (a, b) = text.split_at(text.len() / 2);
+    [a.to_owned(), b.to_owned()]
+}
+
+fn error_response(status: u16, body: Value) -> Response {
+    (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+}
+
+fn openai_reply(reply: Reply) -> Response {
+    let chunk = |delta: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}});
+    match reply {
+        Reply::Text(text) => {
+            let mut events = vec![(None, chunk(json!({"role": "assistant", "content": ""})))];
+            events.extend(
+                words(text)
+                    .into_iter()
+                    .map(|w| (None, chunk(json!({"content": w})))),
+            );
+            events.push((None, usage));
+            sse(events, true)
+        }
+        Reply::Tools(calls) => {
+            let mut events = vec![(None, chunk(json!({"role": "assistant", "content": null})))];
+            for (index, (id, name, args)) in calls.iter().enumerate() {
+                let [first, second] = halves(args);
+                events.push((None, chunk(json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": first}}]}))));
+                events.push((None, chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": second}}]}))));
+            }
+            events.push((None, usage));
+            sse(events, true)
+        }
+        Reply::Status(status, body) => error_response(status, body),
+        Reply::Garbage => Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from("data: {not json\n\n"))
+            .unwrap(),
+        Reply::Slow(..) => unreachable!("handled before encoding"),
+    }
+}
+
+fn anthropic_reply(reply: Reply) -> Response {
+    let start = (
+        Some("message_start"),
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 13, "output_tokens": 1}}}),
+    );
+    let end = |reason: &str| {
+        vec![
+            (
+                Some("message_delta"),
+                json!({"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 6}}),
+            ),
+            (Some("message_stop"), json!({"type": "message_stop"})),
+        ]
+    };
+    match reply {
+        Reply::Text(text) => {
+            let mut events = vec![
+                start,
+                (
+                    Some("content_block_start"),
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+            ];
+            events.push((Some("ping"), json!({"type": "ping"})));
+            events.extend(words(text).into_iter().map(|w| (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}))));
+            events.push((
+                Some("content_block_stop"),
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+            events.extend(end("end_turn"));
+            sse(events, false)
+        }
+        Reply::Tools(calls) => {
+            let mut events = vec![start];
+            for (index, (id, name, args)) in calls.iter().enumerate() {
+                events.push((Some("content_block_start"), json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
+                for part in halves(args) {
+                    events.push((Some("content_block_delta"), json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}})));
+                }
+                events.push((
+                    Some("content_block_stop"),
+                    json!({"type": "content_block_stop", "index": index}),
+                ));
+            }
+            events.extend(end("tool_use"));
+            sse(events, false)
+        }
+        Reply::Status(status, body) => error_response(status, body),
+        Reply::Garbage => Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from("event: message_start\ndata: {not json\n\n"))
+            .unwrap(),
+        Reply::Slow(..) => unreachable!("handled before encoding"),
+    }
+}
+
+pub async fn openai(script: Vec<Reply>) -> FakeLlm {
+    let (url, requests) = start("/v1/chat/completions", script, openai_reply).await;
+    FakeLlm {
+        url: format!("{url}/v1"),
+        requests,
+    }
+}
+
+pub async fn anthropic(script: Vec<Reply>) -> FakeLlm {
+    let (url, requests) = start("/v1/messages", script, anthropic_reply).await;
+    FakeLlm { url, requests }
+}

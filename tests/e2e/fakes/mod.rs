@@ -1,0 +1,4 @@
+//! Fakes of outside platforms: real HTTP servers on 127.0.0.1 speaking the real wire protocol,
+//! so the production clients run against them unchanged.
+
+pub mod llm;
