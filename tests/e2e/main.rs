@@ -10,4 +10,5 @@ mod server;
 mod store;
 mod support;
 mod tasks;
+mod tools;
 mod traces;
