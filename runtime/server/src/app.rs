@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use service_contract::tools::ToolRegistry;
 
 use crate::agents::profiles;
 use crate::config::FileConfig;
 use crate::db::{self, Db};
 use crate::engine::settings::ProviderSettings;
-use crate::engine::tools::{self, BuiltinConfig, ToolRegistry};
+use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
 
@@ -37,8 +38,11 @@ impl App {
         let registry = Arc::new(ToolRegistry::new());
         tools::register_builtin(
             &registry,
-            &BuiltinConfig {
-                web_search: config.tools.web_search.as_ref(),
+            BuiltinConfig {
+                db: db.clone(),
+                env: Arc::clone(&env),
+                data_dir: data_dir.to_owned(),
+                web_search: config.tools.web_search.clone(),
             },
         )?;
         let engine = Engine::new(EngineParts {
@@ -49,7 +53,6 @@ impl App {
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .read_timeout(std::time::Duration::from_secs(120))
                 .build()?,
-            data_dir: data_dir.to_owned(),
             settings,
             max_iterations: config
                 .engine

@@ -5,52 +5,27 @@ pub mod provider;
 pub mod settings;
 pub mod tools;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use futures_util::future::join_all;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, join_all};
 use serde::Serialize;
 use serde_json::Value;
+use service_contract::agent::{AgentRunner, RunFailure, RunFailureKind, RunReply};
+pub use service_contract::agent::{Parent, ProfileChoice, RunRequest};
+use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
-use self::tools::{ToolContext, ToolRegistry};
 use crate::agents::profiles::{self, Profile};
 use crate::db::{self, Db};
 use crate::environment::Environment;
 use crate::traces;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
-
-/// Which profile a run uses.
-#[derive(Debug, Clone)]
-pub enum ProfileChoice {
-    /// This profile, or the run fails (chat, delegation, schedules).
-    Required(String),
-    /// This profile when it exists, else the server defaults with no system prompt (adapters).
-    Preferred(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct RunRequest {
-    pub prompt: String,
-    pub profile: ProfileChoice,
-    /// Overrides the profile's and the server's model.
-    pub model: Option<String>,
-    /// Where the run came from (`chat`, `cli`, an adapter name, `scheduler`, ...).
-    pub source: String,
-    pub parent: Option<Parent>,
-}
-
-/// The run that delegated this one.
-#[derive(Debug, Clone)]
-pub struct Parent {
-    pub trace_id: String,
-    pub depth: u32,
-}
 
 /// What a run reports while it works.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -129,10 +104,11 @@ impl RunError {
 pub const MAX_DELEGATION_DEPTH: u32 = 3;
 
 pub struct Engine {
+    /// Itself, for handing to tools as their `AgentRunner`.
+    this: Weak<Engine>,
     db: Db,
     env: Arc<Environment>,
     http: reqwest::Client,
-    data_dir: PathBuf,
     settings: ProviderSettings,
     max_iterations: u32,
     tools: Arc<ToolRegistry>,
@@ -151,7 +127,6 @@ pub struct EngineParts {
     pub db: Db,
     pub env: Arc<Environment>,
     pub http: reqwest::Client,
-    pub data_dir: PathBuf,
     pub settings: ProviderSettings,
     pub max_iterations: u32,
     pub tools: Arc<ToolRegistry>,
@@ -164,27 +139,15 @@ impl Engine {
             "max_iterations must be at least 1, got {}",
             parts.max_iterations
         );
-        Ok(Arc::new(Self {
+        Ok(Arc::new_cyclic(|this| Self {
+            this: this.clone(),
             db: parts.db,
             env: parts.env,
             http: parts.http,
-            data_dir: parts.data_dir,
             settings: parts.settings,
             max_iterations: parts.max_iterations,
             tools: parts.tools,
         }))
-    }
-
-    pub fn db(&self) -> &Db {
-        &self.db
-    }
-
-    pub fn env(&self) -> &Environment {
-        &self.env
-    }
-
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
     }
 
     pub fn tools(&self) -> &Arc<ToolRegistry> {
@@ -304,9 +267,10 @@ impl Engine {
             provider,
             model,
         } = prepared;
+        let gate_open = |gate: &str| self.env.get(gate).as_deref() == Some("true");
         let (specs, warnings) = self
             .tools
-            .allowed(profile.as_ref().and_then(|p| p.tools.as_deref()), &self.env);
+            .allowed(profile.as_ref().and_then(|p| p.tools.as_deref()), gate_open);
         let trace_id = {
             let (request, prompt, model) = (request.clone(), prompt.clone(), model.clone());
             let profile_name = profile.as_ref().map(|p| p.name.clone());
@@ -347,7 +311,7 @@ impl Engine {
         };
         let outcome = tokio::select! {
             outcome = run.drive(chat) => outcome,
-            () = cancel.cancelled() => Err((RunFailure::Cancelled, Usage::default())),
+            () = cancel.cancelled() => Err((Stop::Cancelled, Usage::default())),
         };
         let latency_ms = started.elapsed().as_millis() as i64;
         let (result, usage) = match outcome {
@@ -356,10 +320,10 @@ impl Engine {
         };
         let error = match &result {
             Ok(_) => None,
-            Err(RunFailure::Cancelled) => {
+            Err(Stop::Cancelled) => {
                 Some("cancelled: the client went away or the task was cancelled".to_owned())
             }
-            Err(RunFailure::Error(message)) => Some(message.clone()),
+            Err(Stop::Error(message)) => Some(message.clone()),
         };
         let text = result.as_ref().ok().map(|(text, _)| text.clone());
         {
@@ -387,13 +351,14 @@ impl Engine {
                 tool_calls,
                 latency_ms,
             }),
-            Err(RunFailure::Cancelled) => Err(RunError::Cancelled { trace_id }),
-            Err(RunFailure::Error(message)) => Err(RunError::Failed { message, trace_id }),
+            Err(Stop::Cancelled) => Err(RunError::Cancelled { trace_id }),
+            Err(Stop::Error(message)) => Err(RunError::Failed { message, trace_id }),
         }
     }
 }
 
-enum RunFailure {
+/// Why the loop stopped without an answer.
+enum Stop {
     Cancelled,
     Error(String),
 }
@@ -410,7 +375,7 @@ struct Run<'a> {
     tool_calls: Vec<ToolCallRecord>,
 }
 
-type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (RunFailure, Usage)>;
+type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (Stop, Usage)>;
 
 impl Run<'_> {
     fn emit(&self, event: Event) {
@@ -427,7 +392,7 @@ impl Run<'_> {
         }
     }
 
-    async fn turns(&mut self, chat: &mut ChatRequest) -> Result<String, RunFailure> {
+    async fn turns(&mut self, chat: &mut ChatRequest) -> Result<String, Stop> {
         let mut step: i64 = 0;
         for _ in 0..self.engine.max_iterations {
             let started_at = db::now();
@@ -454,7 +419,7 @@ impl Run<'_> {
             )
             .await?;
             step += 1;
-            let turn = result.map_err(|e| RunFailure::Error(e.to_string()))?;
+            let turn = result.map_err(|e| Stop::Error(e.to_string()))?;
             add_usage(&mut self.usage, turn.usage);
             if turn.tool_calls.is_empty() {
                 return Ok(turn.text);
@@ -499,7 +464,7 @@ impl Run<'_> {
                 self.tool_calls.push(record);
             }
         }
-        Err(RunFailure::Error(format!(
+        Err(Stop::Error(format!(
             "stopped after {} iterations without a final answer",
             self.engine.max_iterations
         )))
@@ -513,7 +478,7 @@ impl Run<'_> {
         error: Option<&str>,
         started_at: &str,
         latency_ms: i64,
-    ) -> Result<(), RunFailure> {
+    ) -> Result<(), Stop> {
         let (trace_id, provider, model, started_at) = (
             self.trace_id.clone(),
             self.provider.name(),
@@ -542,18 +507,18 @@ impl Run<'_> {
                 )
             })
             .await
-            .map_err(|e| RunFailure::Error(format!("cannot record the trace: {e}")))
+            .map_err(|e| Stop::Error(format!("cannot record the trace: {e}")))
     }
 
     async fn invoke_tool(
         &self,
         step: i64,
         call: provider::ToolCall,
-    ) -> Result<ToolCallRecord, RunFailure> {
+    ) -> Result<ToolCallRecord, Stop> {
         let started_at = db::now();
         let clock = Instant::now();
         let context = ToolContext {
-            engine: Arc::clone(self.engine),
+            agents: Arc::clone(self.engine) as Arc<dyn AgentRunner>,
             trace_id: self.trace_id.clone(),
             depth: self.depth,
             cancel: self.cancel.clone(),
@@ -596,7 +561,7 @@ impl Run<'_> {
                 )
             })
             .await
-            .map_err(|e| RunFailure::Error(format!("cannot record the trace: {e}")))?;
+            .map_err(|e| Stop::Error(format!("cannot record the trace: {e}")))?;
         Ok(record)
     }
 }
@@ -608,4 +573,45 @@ fn add_usage(total: &mut Usage, turn: Usage) {
     };
     total.input_tokens = add(total.input_tokens, turn.input_tokens);
     total.output_tokens = add(total.output_tokens, turn.output_tokens);
+}
+
+/// Adapters, the scheduler and delegating tools run agents through this.
+impl AgentRunner for Engine {
+    fn run(
+        &self,
+        request: RunRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<RunReply, RunFailure>> {
+        let this = self.this.upgrade();
+        async move {
+            let engine = this.ok_or_else(|| RunFailure {
+                kind: RunFailureKind::Failed,
+                message: "the engine is shutting down".into(),
+                trace_id: None,
+            })?;
+            engine
+                .run(request, None, &cancel)
+                .await
+                .map(|output| RunReply {
+                    trace_id: output.trace_id,
+                    text: output.text,
+                })
+                .map_err(|e| RunFailure {
+                    kind: match e {
+                        RunError::EmptyPrompt => RunFailureKind::Invalid,
+                        RunError::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
+                        RunError::NotConfigured { .. } => RunFailureKind::NotConfigured,
+                        RunError::Cancelled { .. } => RunFailureKind::Cancelled,
+                        RunError::Failed { .. } | RunError::Internal(_) => RunFailureKind::Failed,
+                    },
+                    message: e.to_string(),
+                    trace_id: e.trace_id().map(str::to_owned),
+                })
+        }
+        .boxed()
+    }
+
+    fn provider_name(&self) -> String {
+        self.settings.kind.as_str().to_owned()
+    }
 }

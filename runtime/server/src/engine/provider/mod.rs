@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
+pub use service_contract::tools::ToolSpec;
 
 /// One message of a conversation, in the shape the engine keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,14 +33,6 @@ pub struct ToolCall {
     pub name: String,
     /// The model's arguments; a string when the model produced text that is not JSON.
     pub input: Value,
-}
-
-/// A tool as the model sees it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
 }
 
 #[derive(Debug, Clone)]

@@ -4,8 +4,10 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
-use crate::engine::{MAX_DELEGATION_DEPTH, Parent, ProfileChoice, RunRequest};
+use service_contract::agent::{Parent, ProfileChoice, RunRequest};
+use service_contract::tools::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+
+use crate::engine::MAX_DELEGATION_DEPTH;
 
 #[derive(Deserialize)]
 struct Delegate {
@@ -42,12 +44,12 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                     source: "delegate".to_owned(),
                     parent: Some(Parent { trace_id: ctx.trace_id.clone(), depth: ctx.depth + 1 }),
                 };
-                let output = ctx
-                    .engine
-                    .run(request, None, &ctx.cancel)
+                let reply = ctx
+                    .agents
+                    .run(request, ctx.cancel.clone())
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(json!({ "answer": output.text, "trace_id": output.trace_id }).to_string())
+                Ok(json!({ "answer": reply.text, "trace_id": reply.trace_id }).to_string())
             },
         ),
         false,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
 const MAX_BYTES: u64 = 512 * 1024;
 const PREVIEW_CHARS: usize = 4000;
@@ -83,7 +83,8 @@ fn summarise(path: &Path, text: &str) -> Result<Value, String> {
     })
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+/// `root` is `<data_dir>/uploads`.
+pub fn register(registry: &ToolRegistry, root: PathBuf) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "analyze_file",
@@ -97,9 +98,10 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["path"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move {
+            move |input, _| {
+                let root = root.clone();
+                async move {
                 let Analyze { path } = args(input)?;
-                let root = ctx.engine.data_dir().join("uploads");
                 tokio::task::spawn_blocking(move || {
                     let file = resolve_inside(&root, &path)?;
                     let size = std::fs::metadata(&file).map_err(|e| e.to_string())?.len();
@@ -114,6 +116,7 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 })
                 .await
                 .map_err(|e| e.to_string())?
+                }
             },
         ),
         false,

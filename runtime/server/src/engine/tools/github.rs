@@ -1,13 +1,16 @@
 //! `github_read`: reads a file or lists a directory of a public repository through the GitHub
 //! REST API (`GITHUB_TOKEN` optional, for rate limits and private repositories).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
+
+use crate::environment::Environment;
 use crate::net::{self, GuardedClient};
 
 const DEFAULT_BASE: &str = "https://api.github.com";
@@ -80,9 +83,8 @@ fn summarise(value: &Value) -> Result<Value, String> {
     }
 }
 
-async fn read(read: Read, ctx: ToolContext) -> Result<String, String> {
+async fn read(read: Read, env: &Environment) -> Result<String, String> {
     check(&read)?;
-    let env = ctx.engine.env();
     let configured = env.get("SERVICE_GITHUB_API_BASE");
     let base = configured
         .clone()
@@ -125,7 +127,7 @@ async fn read(read: Read, ctx: ToolContext) -> Result<String, String> {
     Ok(summarise(&value)?.to_string())
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+pub fn register(registry: &ToolRegistry, env: Arc<Environment>) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "github_read",
@@ -140,7 +142,10 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["repo"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move { read(args(input)?, ctx).await },
+            move |input, _| {
+                let env = Arc::clone(&env);
+                async move { read(args(input)?, &env).await }
+            },
         ),
         false,
     )

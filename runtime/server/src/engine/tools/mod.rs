@@ -1,6 +1,5 @@
-//! The tool registry (spec 2.7): tools by unique name, with a model-facing description, a JSON
-//! Schema for their input, and a handler. Inputs are checked against the schema before the
-//! handler runs; an invalid call becomes a tool error the model can read and correct.
+//! The server's built-in tools. Each captures what it needs (the database, the data directory,
+//! the environment) when it is registered.
 
 mod delegate;
 mod files;
@@ -10,255 +9,42 @@ mod shell;
 mod skills;
 mod web_search;
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use service_contract::tools::{RegistryError, ToolRegistry};
 
-use super::Engine;
-use super::provider::ToolSpec;
 use crate::config::WebSearchSection;
+use crate::db::Db;
 use crate::environment::Environment;
 
-/// What a handler gets besides the model's input.
-#[derive(Clone)]
-pub struct ToolContext {
-    pub engine: Arc<Engine>,
-    /// The run that called the tool.
-    pub trace_id: String,
-    /// How many delegations deep that run is.
-    pub depth: u32,
-    pub cancel: CancellationToken,
-}
+pub use shell::GATE as SHELL_GATE;
 
-/// A tool's implementation. Errors are plain text for the model to read.
-pub trait ToolHandler: Send + Sync {
-    fn call(&self, input: Value, ctx: ToolContext) -> BoxFuture<'static, Result<String, String>>;
-}
-
-impl<F, Fut> ToolHandler for F
-where
-    F: Fn(Value, ToolContext) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<String, String>> + Send + 'static,
-{
-    fn call(&self, input: Value, ctx: ToolContext) -> BoxFuture<'static, Result<String, String>> {
-        Box::pin(self(input, ctx))
-    }
-}
-
-pub struct Tool {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the input object.
-    pub parameters: Value,
-    /// `None`: listed for the model but answers with an error when called.
-    pub handler: Option<Arc<dyn ToolHandler>>,
-    /// A tool with a gate is never inherited: a profile must name it, and this environment
-    /// variable must be `true`.
-    pub gate: Option<&'static str>,
-}
-
-impl Tool {
-    pub fn new(
-        name: &str,
-        description: &str,
-        parameters: Value,
-        handler: impl ToolHandler + 'static,
-    ) -> Self {
-        Self {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
-            handler: Some(Arc::new(handler)),
-            gate: None,
-        }
-    }
-}
-
-struct Registered {
-    tool: Tool,
-    validator: jsonschema::Validator,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error("a tool named {0:?} is already registered (register with replace to swap it)")]
-    Duplicate(String),
-    #[error("tool {name:?} has an invalid parameter schema: {reason}")]
-    InvalidSchema { name: String, reason: String },
-    #[error("tool name {0:?} is not valid: use letters, digits, '_', '-' or '.'")]
-    InvalidName(String),
-}
-
-/// A tool as listings show it.
-#[derive(Debug, Serialize)]
-pub struct ToolInfo {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-    pub gated: bool,
-    pub has_handler: bool,
-}
-
-#[derive(Default)]
-pub struct ToolRegistry {
-    tools: RwLock<BTreeMap<String, Arc<Registered>>>,
-}
-
-impl ToolRegistry {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a tool. An existing name fails unless `replace` is set.
-    pub fn register(&self, tool: Tool, replace: bool) -> Result<(), RegistryError> {
-        let valid_name = !tool.name.is_empty()
-            && tool.name.len() <= 64
-            && tool
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !valid_name {
-            return Err(RegistryError::InvalidName(tool.name));
-        }
-        let validator = jsonschema::validator_for(&tool.parameters).map_err(|e| {
-            RegistryError::InvalidSchema {
-                name: tool.name.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        let mut tools = self.tools.write().unwrap_or_else(PoisonError::into_inner);
-        if !replace && tools.contains_key(&tool.name) {
-            return Err(RegistryError::Duplicate(tool.name));
-        }
-        tools.insert(tool.name.clone(), Arc::new(Registered { tool, validator }));
-        Ok(())
-    }
-
-    /// Removes a tool; returns whether it was there.
-    pub fn unregister(&self, name: &str) -> bool {
-        self.tools
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name)
-            .is_some()
-    }
-
-    fn get(&self, name: &str) -> Option<Arc<Registered>> {
-        self.tools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
-    }
-
-    pub fn list(&self) -> Vec<ToolInfo> {
-        let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
-        tools
-            .values()
-            .map(|r| ToolInfo {
-                name: r.tool.name.clone(),
-                description: r.tool.description.clone(),
-                parameters: r.tool.parameters.clone(),
-                gated: r.tool.gate.is_some(),
-                has_handler: r.tool.handler.is_some(),
-            })
-            .collect()
-    }
-
-    /// The tools a profile may use, and warnings about names it lists that cannot be used.
-    /// `None` (unset) is every ungated tool; a list, even an empty one, is exactly that list.
-    pub fn allowed(
-        &self,
-        listed: Option<&[String]>,
-        env: &Environment,
-    ) -> (Vec<ToolSpec>, Vec<String>) {
-        let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
-        let spec = |r: &Registered| ToolSpec {
-            name: r.tool.name.clone(),
-            description: r.tool.description.clone(),
-            parameters: r.tool.parameters.clone(),
-        };
-        let Some(listed) = listed else {
-            let specs = tools
-                .values()
-                .filter(|r| r.tool.gate.is_none())
-                .map(|r| spec(r))
-                .collect();
-            return (specs, Vec::new());
-        };
-        let mut specs = Vec::new();
-        let mut warnings = Vec::new();
-        for name in listed {
-            match tools.get(name) {
-                None => warnings.push(format!("tool {name:?} is not registered; skipped")),
-                Some(r) => match r.tool.gate {
-                    Some(gate) if env.get(gate).as_deref() != Some("true") => warnings.push(
-                        format!("tool {name:?} is disabled; set {gate}=true to allow it"),
-                    ),
-                    _ => specs.push(spec(r)),
-                },
-            }
-        }
-        (specs, warnings)
-    }
-
-    /// Checks the input against the tool's schema, then runs its handler.
-    pub async fn invoke(
-        &self,
-        name: &str,
-        input: Value,
-        ctx: ToolContext,
-    ) -> Result<String, String> {
-        let registered = self
-            .get(name)
-            .ok_or_else(|| format!("unknown tool {name:?}"))?;
-        if let Some(error) = registered.validator.iter_errors(&input).next() {
-            let path = error.instance_path().to_string();
-            let at = if path.is_empty() {
-                String::new()
-            } else {
-                format!(" at {path}")
-            };
-            return Err(format!("invalid arguments for {name}{at}: {error}"));
-        }
-        let handler = registered
-            .tool
-            .handler
-            .clone()
-            .ok_or_else(|| format!("tool {name:?} has no handler"))?;
-        handler.call(input, ctx).await
-    }
-}
-
-/// Deserializes schema-checked input into the handler's own type.
-fn args<T: DeserializeOwned>(input: Value) -> Result<T, String> {
-    serde_json::from_value(input).map_err(|e| format!("invalid arguments: {e}"))
-}
-
-/// Settings the built-in tools need.
-pub struct BuiltinConfig<'a> {
-    pub web_search: Option<&'a WebSearchSection>,
+/// What the built-in tools need.
+pub struct BuiltinConfig {
+    pub db: Db,
+    pub env: Arc<Environment>,
+    pub data_dir: PathBuf,
+    pub web_search: Option<WebSearchSection>,
 }
 
 /// Registers every built-in tool whose configuration is present.
 pub fn register_builtin(
     registry: &ToolRegistry,
-    config: &BuiltinConfig<'_>,
+    config: BuiltinConfig,
 ) -> Result<(), RegistryError> {
-    notes::register(registry)?;
+    notes::register(registry, &config.db)?;
     delegate::register(registry)?;
-    files::register(registry)?;
-    skills::register(registry)?;
-    shell::register(registry)?;
-    github::register(registry)?;
+    files::register(registry, config.data_dir.join("uploads"))?;
+    skills::register(registry, config.data_dir.join("skills"))?;
+    shell::register(
+        registry,
+        Arc::clone(&config.env),
+        config.data_dir.join("shell"),
+    )?;
+    github::register(registry, Arc::clone(&config.env))?;
     if let Some(web_search) = config.web_search {
-        web_search::register(registry, web_search.clone())?;
+        web_search::register(registry, web_search, config.env)?;
     }
     Ok(())
 }

@@ -3,7 +3,9 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
+
+use crate::db::Db;
 use crate::notes;
 
 #[derive(Deserialize)]
@@ -25,7 +27,7 @@ struct Append {
     text: String,
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+pub fn register(registry: &ToolRegistry, db: &Db) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "search_notes",
@@ -40,15 +42,19 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move {
+            {
+                let db = db.clone();
+                move |input, _| {
+                    let db = db.clone();
+                    async move {
                 let Search { query, limit } = args(input)?;
-                let hits = ctx
-                    .engine
-                    .db()
+                let hits = db
                     .call(move |conn| notes::search(conn, &query, limit.unwrap_or(5)))
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(json!({ "results": hits }).to_string())
+                    }
+                }
             },
         ),
         false,
@@ -66,15 +72,19 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["title"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move {
-                let Create { title, body } = args(input)?;
-                let note = ctx
-                    .engine
-                    .db()
-                    .call(move |conn| notes::create(conn, &title, &body))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(json!({ "id": note.id, "title": note.title }).to_string())
+            {
+                let db = db.clone();
+                move |input, _| {
+                    let db = db.clone();
+                    async move {
+                        let Create { title, body } = args(input)?;
+                        let note = db
+                            .call(move |conn| notes::create(conn, &title, &body))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        Ok(json!({ "id": note.id, "title": note.title }).to_string())
+                    }
+                }
             },
         ),
         false,
@@ -92,15 +102,19 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["id", "text"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move {
+            {
+                let db = db.clone();
+                move |input, _| {
+                    let db = db.clone();
+                    async move {
                 let Append { id, text } = args(input)?;
-                let note = ctx
-                    .engine
-                    .db()
+                let note = db
                     .call(move |conn| notes::append(conn, id, &text))
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(json!({ "id": note.id, "title": note.title, "length": note.body.chars().count() }).to_string())
+                    }
+                }
             },
         ),
         false,

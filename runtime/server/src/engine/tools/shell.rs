@@ -1,7 +1,9 @@
 //! `shell_exec`: runs one program with arguments (no shell) in `<data_dir>/shell`. Off unless
 //! `SERVICE_SHELL_ENABLED=true` and the profile names the tool; every call is logged.
 
+use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -9,7 +11,9 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use service_contract::tools::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+
+use crate::environment::Environment;
 
 pub const GATE: &str = "SERVICE_SHELL_ENABLED";
 const DEFAULT_TIMEOUT: u64 = 10;
@@ -44,8 +48,13 @@ async fn read_capped(mut pipe: impl tokio::io::AsyncRead + Unpin) -> String {
     text
 }
 
-async fn exec(exec: Exec, ctx: ToolContext) -> Result<String, String> {
-    if ctx.engine.env().get(GATE).as_deref() != Some("true") {
+async fn exec(
+    exec: Exec,
+    env: &Environment,
+    dir: PathBuf,
+    ctx: ToolContext,
+) -> Result<String, String> {
+    if env.get(GATE).as_deref() != Some("true") {
         return Err(format!(
             "shell_exec is disabled; set {GATE}=true to allow it"
         ));
@@ -53,7 +62,6 @@ async fn exec(exec: Exec, ctx: ToolContext) -> Result<String, String> {
     let Some((program, rest)) = exec.argv.split_first() else {
         return Err("argv must name a program".into());
     };
-    let dir = ctx.engine.data_dir().join("shell");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let timeout = Duration::from_secs(
         exec.timeout_secs
@@ -92,7 +100,12 @@ async fn exec(exec: Exec, ctx: ToolContext) -> Result<String, String> {
     Ok(json!({ "exit_code": status.code(), "stdout": stdout, "stderr": stderr }).to_string())
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+/// `dir` is `<data_dir>/shell`, the working directory of every command.
+pub fn register(
+    registry: &ToolRegistry,
+    env: Arc<Environment>,
+    dir: PathBuf,
+) -> Result<(), RegistryError> {
     let mut tool = Tool::new(
         "shell_exec",
         "Runs one program with arguments (no shell: no pipes, globbing or variables) in a \
@@ -106,7 +119,10 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
             "required": ["argv"],
             "additionalProperties": false
         }),
-        |input, ctx: ToolContext| async move { exec(args(input)?, ctx).await },
+        move |input, ctx: ToolContext| {
+            let (env, dir) = (Arc::clone(&env), dir.clone());
+            async move { exec(args(input)?, &env, dir, ctx).await }
+        },
     );
     tool.gate = Some(GATE);
     registry.register(tool, false)

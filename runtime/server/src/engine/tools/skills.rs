@@ -1,10 +1,12 @@
 //! `use_skill`: loads a Markdown skill (instructions for a recurring job) from
 //! `<data_dir>/skills/<name>.md`.
 
+use std::path::{Path, PathBuf};
+
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
+use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
 const MAX_BYTES: u64 = 64 * 1024;
 
@@ -13,7 +15,7 @@ struct UseSkill {
     name: String,
 }
 
-fn available(dir: &std::path::Path) -> Vec<String> {
+fn available(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -29,7 +31,8 @@ fn available(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+/// `dir` is `<data_dir>/skills`.
+pub fn register(registry: &ToolRegistry, dir: PathBuf) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "use_skill",
@@ -43,9 +46,10 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 "required": ["name"],
                 "additionalProperties": false
             }),
-            |input, ctx: ToolContext| async move {
+            move |input, _| {
+                let dir = dir.clone();
+                async move {
                 let UseSkill { name } = args(input)?;
-                let dir = ctx.engine.data_dir().join("skills");
                 tokio::task::spawn_blocking(move || {
                     let path = dir.join(format!("{name}.md"));
                     match std::fs::metadata(&path) {
@@ -61,6 +65,7 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                 })
                 .await
                 .map_err(|e| e.to_string())?
+                }
             },
         ),
         false,

@@ -1,14 +1,16 @@
 //! `web_search`: a SearXNG instance or the Brave Search API, as `[tools.web_search]` says.
 //! Without that section the tool is not registered, so models are never offered it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{RegistryError, Tool, ToolContext, ToolRegistry, args};
 use crate::config::WebSearchSection;
+use crate::environment::Environment;
 use crate::net::{self, GuardedClient};
+use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
 const BRAVE_BASE: &str = "https://api.search.brave.com";
 pub const BRAVE_KEY: &str = "BRAVE_SEARCH_API_KEY";
@@ -42,7 +44,7 @@ fn results(value: &Value, count: usize) -> Vec<Value> {
 async fn search(
     config: &WebSearchSection,
     search: Search,
-    ctx: ToolContext,
+    env: &Environment,
 ) -> Result<String, String> {
     let count = search.count.unwrap_or(5).clamp(1, 10);
     let (base, trusted) = match config {
@@ -59,10 +61,9 @@ async fn search(
             .get(&format!("{base}/search"))?
             .query(&[("q", search.query.as_str()), ("format", "json")]),
         WebSearchSection::Brave { .. } => {
-            let key =
-                ctx.engine.env().get(BRAVE_KEY).ok_or_else(|| {
-                    format!("web search is not configured: {BRAVE_KEY} is not set")
-                })?;
+            let key = env
+                .get(BRAVE_KEY)
+                .ok_or_else(|| format!("web search is not configured: {BRAVE_KEY} is not set"))?;
             client
                 .get(&format!("{base}/res/v1/web/search"))?
                 .query(&[("q", search.query.as_str()), ("count", &count.to_string())])
@@ -83,7 +84,11 @@ async fn search(
     Ok(json!({ "results": results(&value, count as usize) }).to_string())
 }
 
-pub fn register(registry: &ToolRegistry, config: WebSearchSection) -> Result<(), RegistryError> {
+pub fn register(
+    registry: &ToolRegistry,
+    config: WebSearchSection,
+    env: Arc<Environment>,
+) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "web_search",
@@ -97,9 +102,9 @@ pub fn register(registry: &ToolRegistry, config: WebSearchSection) -> Result<(),
                 "required": ["query"],
                 "additionalProperties": false
             }),
-            move |input, ctx: ToolContext| {
-                let config = config.clone();
-                async move { search(&config, args(input)?, ctx).await }
+            move |input, _| {
+                let (config, env) = (config.clone(), Arc::clone(&env));
+                async move { search(&config, args(input)?, &env).await }
             },
         ),
         false,

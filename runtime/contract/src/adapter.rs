@@ -1,0 +1,97 @@
+//! The adapter contract (spec 2.6): a named object with optional lifecycle hooks, given a
+//! read-only context. Optional hooks are detected by presence: `start` and `stop` return `None`
+//! when the adapter does not have them.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::agent::AgentRunner;
+use crate::registry::AdapterRegistry;
+use crate::tools::ToolRegistry;
+
+/// A lifecycle hook's future.
+pub type Hook<'a> = BoxFuture<'a, Result<(), AdapterError>>;
+
+pub trait Adapter: Send + Sync {
+    /// Stable name; HTTP routes of an adapter live under `/api/adapters/<name>/`.
+    fn name(&self) -> &str;
+
+    /// Static metadata for diagnostics.
+    fn describe(&self) -> Value {
+        Value::Null
+    }
+
+    /// Called once at startup, before `start`, for setup such as registering tools.
+    fn bind(&self, _ctx: &Arc<AdapterContext>) -> Result<(), AdapterError> {
+        Ok(())
+    }
+
+    /// Launches background work. Must not block; long-lived work goes on a task of its own.
+    fn start<'a>(&'a self, _ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {
+        None
+    }
+
+    /// Stops that work promptly.
+    fn stop(&self) -> Option<Hook<'_>> {
+        None
+    }
+}
+
+/// An error an adapter reports; shown on its registry entry as `<kind>: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterError {
+    /// A short type name such as `ConfigError`.
+    pub kind: String,
+    pub message: String,
+}
+
+impl AdapterError {
+    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A missing or invalid setting.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new("ConfigError", message)
+    }
+}
+
+impl fmt::Display for AdapterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for AdapterError {}
+
+/// Secrets and settings from the environment (and the data directory's `.env`).
+pub trait Secrets: Send + Sync {
+    /// The value, or `None` when unset or empty.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// Resolved configuration an adapter may read.
+#[derive(Debug, Clone)]
+pub struct ContextConfig {
+    pub database_path: PathBuf,
+    pub default_provider: String,
+    pub default_model: String,
+}
+
+/// What every adapter is handed. Shared behind an `Arc`, so it is read-only.
+pub struct AdapterContext {
+    pub config: ContextConfig,
+    pub data_dir: PathBuf,
+    pub registry: Arc<AdapterRegistry>,
+    /// The master tool registry, when one is wired in.
+    pub tool_registry: Option<Arc<ToolRegistry>>,
+    pub agents: Arc<dyn AgentRunner>,
+    pub secrets: Arc<dyn Secrets>,
+}

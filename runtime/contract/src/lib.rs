@@ -1,0 +1,18 @@
+//! The adapter contract, native side: what an adapter is and what it may use. It mirrors the
+//! WIT world in `wit/` so native adapters (guildchat, the scheduler) and WebAssembly components
+//! look the same in the adapter registry and the dashboard.
+//!
+//! No HTTP framework, no wasm engine, no SQL: this crate is the vocabulary the server and the
+//! built-in adapters share.
+
+pub mod adapter;
+pub mod agent;
+pub mod registry;
+pub mod tools;
+
+pub use adapter::{Adapter, AdapterContext, AdapterError, ContextConfig, Hook, Secrets};
+pub use agent::{
+    AgentRunner, Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
+};
+pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus};
+pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};

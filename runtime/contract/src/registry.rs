@@ -1,0 +1,215 @@
+//! The adapter registry (spec 2.5, 3.2): one entry per discovered adapter, with its live status.
+//! Mutators are no-ops for unknown names, so an adapter can never create entries for others.
+
+use std::collections::BTreeMap;
+use std::sync::{PoisonError, RwLock};
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+
+pub const ADAPTER_STATUS_RUNNING: &str = "running";
+pub const ADAPTER_STATUS_STOPPED: &str = "stopped";
+pub const ADAPTER_STATUS_ERROR: &str = "error";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterStatus {
+    Running,
+    Stopped,
+    Error,
+}
+
+impl AdapterStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => ADAPTER_STATUS_RUNNING,
+            Self::Stopped => ADAPTER_STATUS_STOPPED,
+            Self::Error => ADAPTER_STATUS_ERROR,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    Native,
+    Wasm,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdapterEntry {
+    pub name: String,
+    pub kind: AdapterKind,
+    pub status: AdapterStatus,
+    /// UTC ISO 8601; `None` until the first activity.
+    pub last_activity_at: Option<String>,
+    pub error_count: u64,
+    /// The most recent error as `<Type>: <message>`.
+    pub error_message: Option<String>,
+    /// True when the adapter has both `start` and `stop`.
+    pub supports_toggle: bool,
+    pub version: Option<String>,
+    /// Capabilities granted to the adapter.
+    pub capabilities: Vec<String>,
+    /// Why the adapter is in its state when that is not obvious (disabled by whom).
+    pub note: Option<String>,
+}
+
+impl AdapterEntry {
+    /// A new entry: stopped, no activity, no errors.
+    pub fn new(name: &str, kind: AdapterKind) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            status: AdapterStatus::Stopped,
+            last_activity_at: None,
+            error_count: 0,
+            error_message: None,
+            supports_toggle: false,
+            version: None,
+            capabilities: Vec::new(),
+            note: None,
+        }
+    }
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[derive(Debug, Default)]
+pub struct AdapterRegistry {
+    entries: RwLock<BTreeMap<String, AdapterEntry>>,
+}
+
+impl AdapterRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) an entry; discovery calls this.
+    pub fn insert(&self, entry: AdapterEntry) {
+        self.write(|entries| {
+            entries.insert(entry.name.clone(), entry);
+        });
+    }
+
+    /// Removes an entry (an unloaded component); returns whether it was there.
+    pub fn remove(&self, name: &str) -> bool {
+        let mut removed = false;
+        self.write(|entries| removed = entries.remove(name).is_some());
+        removed
+    }
+
+    fn write(&self, f: impl FnOnce(&mut BTreeMap<String, AdapterEntry>)) {
+        f(&mut self.entries.write().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn update(&self, name: &str, f: impl FnOnce(&mut AdapterEntry)) {
+        self.write(|entries| {
+            if let Some(entry) = entries.get_mut(name) {
+                f(entry);
+            }
+        });
+    }
+
+    pub fn mark_running(&self, name: &str) {
+        self.update(name, |e| {
+            e.status = AdapterStatus::Running;
+            e.note = None;
+        });
+    }
+
+    pub fn mark_stopped(&self, name: &str) {
+        self.update(name, |e| e.status = AdapterStatus::Stopped);
+    }
+
+    /// Stopped, with the reason (e.g. disabled by a setting).
+    pub fn mark_stopped_because(&self, name: &str, note: &str) {
+        self.update(name, |e| {
+            e.status = AdapterStatus::Stopped;
+            e.note = Some(note.to_owned());
+        });
+    }
+
+    /// Records an error: status `error`, one more in the count, message `<kind>: <message>`.
+    pub fn mark_error(&self, name: &str, kind: &str, message: &str) {
+        self.update(name, |e| {
+            e.status = AdapterStatus::Error;
+            e.error_count += 1;
+            e.error_message = Some(format!("{kind}: {message}"));
+        });
+    }
+
+    /// Sets `last_activity_at` to now; the status is unchanged.
+    pub fn touch(&self, name: &str) {
+        self.update(name, |e| e.last_activity_at = Some(now()));
+    }
+
+    pub fn get(&self, name: &str) -> Option<AdapterEntry> {
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> Vec<AdapterEntry> {
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_the_spec_state_table() {
+        let registry = AdapterRegistry::new();
+        registry.insert(AdapterEntry::new("webhook", AdapterKind::Wasm));
+        registry.insert(AdapterEntry::new("guildchat", AdapterKind::Native));
+        let fresh = registry.get("webhook").unwrap();
+        assert_eq!(
+            (
+                fresh.status,
+                fresh.last_activity_at.clone(),
+                fresh.error_count
+            ),
+            (AdapterStatus::Stopped, None, 0)
+        );
+
+        registry.mark_running("webhook");
+        registry.touch("webhook");
+        let touched = registry.get("webhook").unwrap();
+        assert_eq!(
+            touched.status,
+            AdapterStatus::Running,
+            "touch keeps the status"
+        );
+        assert!(touched.last_activity_at.unwrap().ends_with('Z'));
+
+        registry.mark_error("webhook", "Trap", "wasm trap: unreachable");
+        registry.mark_error("webhook", "Timeout", "handle-http took longer than 2.5 s");
+        let failed = registry.get("webhook").unwrap();
+        assert_eq!(failed.status, AdapterStatus::Error);
+        assert_eq!(failed.error_count, 2);
+        assert_eq!(
+            failed.error_message.as_deref(),
+            Some("Timeout: handle-http took longer than 2.5 s")
+        );
+
+        // Unknown names change nothing and create nothing.
+        registry.mark_error("ghost", "X", "y");
+        registry.touch("ghost");
+        assert!(registry.get("ghost").is_none());
+        let names: Vec<String> = registry.entries().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["guildchat", "webhook"], "sorted by name");
+        assert!(registry.remove("webhook") && !registry.remove("webhook"));
+    }
+}
