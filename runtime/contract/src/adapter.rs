@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::agent::AgentRunner;
+use crate::records::{FeedbackStore, TaskTracker};
 use crate::registry::AdapterRegistry;
 use crate::tools::ToolRegistry;
 
@@ -94,4 +95,6 @@ pub struct AdapterContext {
     pub tool_registry: Option<Arc<ToolRegistry>>,
     pub agents: Arc<dyn AgentRunner>,
     pub secrets: Arc<dyn Secrets>,
+    pub tasks: Arc<dyn TaskTracker>,
+    pub feedback: Arc<dyn FeedbackStore>,
 }

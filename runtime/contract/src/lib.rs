@@ -7,6 +7,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod records;
 pub mod registry;
 pub mod tools;
 
@@ -14,5 +15,6 @@ pub use adapter::{Adapter, AdapterContext, AdapterError, ContextConfig, Hook, Se
 pub use agent::{
     AgentRunner, Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
 };
+pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus};
 pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};
