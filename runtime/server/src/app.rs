@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use service_contract::tools::ToolRegistry;
+use service_contract::{
+    Adapter, AdapterContext, AdapterRegistry, AgentRunner, ContextConfig, Secrets,
+};
 
+use crate::adapters::{Adapters, DbFeedback, DbTasks};
 use crate::agents::profiles;
 use crate::config::FileConfig;
 use crate::db::{self, Db};
@@ -14,6 +18,8 @@ use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
+use crate::scheduler::{Dispatcher, Scheduler};
+use crate::tasks::RunningTasks;
 
 pub struct App {
     pub data_dir: PathBuf,
@@ -21,6 +27,11 @@ pub struct App {
     pub env: Arc<Environment>,
     pub db: Db,
     pub engine: Arc<Engine>,
+    pub adapters: Arc<Adapters>,
+    /// Cancellation of work in progress, by task id.
+    pub running: Arc<RunningTasks>,
+    /// Runs schedules (the scheduler adapter and `schedule run` share it).
+    pub dispatcher: Arc<Dispatcher>,
 }
 
 impl App {
@@ -61,12 +72,42 @@ impl App {
             tools: registry,
         })
         .context("invalid [engine] settings in config.toml")?;
+
+        let running = Arc::new(RunningTasks::default());
+        let agents: Arc<dyn AgentRunner> = engine.clone();
+        let dispatcher = Arc::new(Dispatcher {
+            db: db.clone(),
+            agents: Arc::clone(&agents),
+            running: Arc::clone(&running),
+        });
+        let context = Arc::new(AdapterContext {
+            config: ContextConfig {
+                database_path: data_dir.join(db::FILE_NAME),
+                default_provider: engine.settings().kind.as_str().to_owned(),
+                default_model: engine.settings().model().to_owned(),
+            },
+            data_dir: data_dir.to_owned(),
+            registry: Arc::new(AdapterRegistry::new()),
+            tool_registry: Some(Arc::clone(engine.tools())),
+            agents,
+            secrets: Arc::clone(&env) as Arc<dyn Secrets>,
+            tasks: Arc::new(DbTasks(db.clone())),
+            feedback: Arc::new(DbFeedback(db.clone())),
+        });
+        let native: Vec<Arc<dyn Adapter>> = vec![Arc::new(Scheduler::new(
+            db.clone(),
+            Arc::clone(&dispatcher),
+        ))];
+        let adapters = Arc::new(Adapters::new(context, native, db.clone()));
         Ok(Self {
             data_dir: data_dir.to_owned(),
             config,
             env,
             db,
             engine,
+            adapters,
+            running,
+            dispatcher,
         })
     }
 }

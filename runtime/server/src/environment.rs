@@ -103,6 +103,12 @@ impl Environment {
     }
 }
 
+impl service_contract::Secrets for Environment {
+    fn get(&self, name: &str) -> Option<String> {
+        Environment::get(self, name)
+    }
+}
+
 /// Parses `NAME=value`, `export NAME=value` and one pair of surrounding quotes; skips blank
 /// lines and comments. No escapes or substitution: what is between the quotes is the value.
 fn parse_line(line: &str) -> Option<(&str, &str)> {

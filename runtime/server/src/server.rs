@@ -1,5 +1,6 @@
 //! `service-runtime serve`: open the state, bind, serve until Ctrl-C or SIGTERM.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use tokio::net::TcpListener;
 use crate::app::App;
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::{self, AppState, guards::Binding};
+use crate::{scheduler, tasks, traces};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -19,6 +21,11 @@ pub struct ServeOptions {
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let app = App::open(&options.data_dir)?;
+    // Work of a previous process cannot still be running.
+    app.db.blocking(|conn| {
+        tasks::fail_interrupted(conn)?;
+        traces::fail_interrupted(conn)
+    })?;
     let host = options
         .host
         .or(app.config.server.host.clone())
@@ -47,14 +54,29 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         model = app.engine.settings().model(),
         "serving"
     );
-    axum::serve(
+    app.adapters.start_all(&held_back(&app)).await?;
+    let served = axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown_signal())
-    .await?;
+    .await;
+    app.adapters.stop_all().await;
+    served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Adapters that settings keep from starting, with the reason the registry shows.
+fn held_back(app: &App) -> HashMap<&'static str, String> {
+    let mut held = HashMap::new();
+    if app.env.get("SERVICE_DISABLE_SCHEDULER").as_deref() == Some("true") {
+        held.insert(
+            scheduler::NAME,
+            "disabled by SERVICE_DISABLE_SCHEDULER=true".to_owned(),
+        );
+    }
+    held
 }
 
 async fn shutdown_signal() {

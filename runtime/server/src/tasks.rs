@@ -1,11 +1,14 @@
 //! Tasks: records of units of work with a status. Adapters, jobs and the scheduler create
 //! them through this module; the dashboard reads them and may cancel or delete one.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::db;
 use crate::error::{Error, Result};
@@ -194,6 +197,45 @@ pub fn cancel_or_delete(conn: &mut Connection, task_id: &str) -> Result<Removal>
     };
     tx.commit()?;
     Ok(removal)
+}
+
+/// Cancellation handles of work in progress, by task id, so deleting a task stops its work.
+#[derive(Default)]
+pub struct RunningTasks {
+    tokens: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl RunningTasks {
+    /// A token the work for `task_id` watches; cancelled by [`RunningTasks::cancel`].
+    pub fn register(&self, task_id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        self.lock().insert(task_id.to_owned(), token.clone());
+        token
+    }
+
+    pub fn finish(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+
+    /// Cancels the work of a task; returns whether any was running.
+    pub fn cancel(&self, task_id: &str) -> bool {
+        self.lock()
+            .remove(task_id)
+            .inspect(CancellationToken::cancel)
+            .is_some()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.tokens.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Work cannot survive the process: tasks left running by a previous process are failed.
+pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
+    Ok(conn.execute(
+        "UPDATE tasks SET status = 'error', description = coalesce(description || char(10), '') ||          'interrupted by restart', updated_at = ?1 WHERE status = 'running'",
+        [db::now()],
+    )?)
 }
 
 #[cfg(test)]

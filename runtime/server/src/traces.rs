@@ -219,6 +219,15 @@ pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Resul
     Ok(())
 }
 
+/// Runs cannot survive the process: traces left running by a previous process are failed.
+pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
+    Ok(conn.execute(
+        "UPDATE traces SET status = 'error', error_message = 'interrupted by restart', finished_at = ?1 \
+         WHERE status = 'running'",
+        [db::now()],
+    )?)
+}
+
 const COLUMNS: &str = "id, parent_trace_id, agent_profile_name, source, provider, model, prompt, \
     response, status, error_message, latency_ms, input_tokens, output_tokens, created_at, \
     finished_at, warnings";

@@ -1,11 +1,13 @@
 //! The JSON API under `/api`, one module per resource.
 
+mod adapters;
 mod agents;
 pub mod api;
 mod chat;
 pub mod guards;
 mod health;
 mod integrations;
+mod schedules;
 mod store;
 mod tasks;
 mod tools;
@@ -17,10 +19,12 @@ use axum::Router;
 use axum::middleware;
 use axum::routing::{delete, get, post};
 
+use crate::adapters::Adapters;
 use crate::app::App;
 use crate::db::Db;
 use crate::engine::Engine;
 use crate::environment::Environment;
+use crate::tasks::RunningTasks;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -28,6 +32,8 @@ pub struct AppState {
     pub db: Db,
     pub env: Arc<Environment>,
     pub engine: Arc<Engine>,
+    pub adapters: Arc<Adapters>,
+    pub running: Arc<RunningTasks>,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
 }
@@ -38,6 +44,8 @@ impl AppState {
             db: app.db.clone(),
             env: Arc::clone(&app.env),
             engine: Arc::clone(&app.engine),
+            adapters: Arc::clone(&app.adapters),
+            running: Arc::clone(&app.running),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -48,6 +56,10 @@ impl AppState {
 pub fn router(state: AppState, binding: guards::Binding) -> Router {
     let api = Router::new()
         .route("/health", get(health::show))
+        .route("/adapters", get(adapters::list))
+        .route("/adapters/{name}/enable", post(adapters::enable))
+        .route("/adapters/{name}/disable", post(adapters::disable))
+        .route("/schedules", get(schedules::list))
         .route("/agents", get(agents::list).post(agents::create))
         .route("/agents/{name}", get(agents::show))
         .route("/agents/{name}/export", get(agents::export))

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{ApiResult, PathParam, QueryParams};
 use super::guards::LoopbackPeer;
-use crate::tasks::{self, TaskStatus};
+use crate::tasks::{self, Removal, TaskStatus};
 
 #[derive(Deserialize)]
 pub struct Filter {
@@ -35,5 +35,9 @@ pub async fn remove(
         .db
         .call(move |conn| tasks::cancel_or_delete(conn, &id))
         .await?;
+    if result == Removal::Cancelled {
+        // Stops the work itself, when this process runs it.
+        app.running.cancel(&task_id);
+    }
     Ok(Json(json!({ "task_id": task_id, "result": result })))
 }

@@ -1,0 +1,210 @@
+//! The adapters of the running server: discovery into the registry, start at boot, stop at
+//! shutdown (in reverse order), and the enable/disable toggle. A hook that fails, panics or
+//! hangs is recorded on that adapter's registry entry; it never stops the others.
+
+mod records;
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use service_contract::{
+    Adapter, AdapterContext, AdapterEntry, AdapterError, AdapterKind, AdapterRegistry, Hook,
+};
+use tokio::sync::Mutex;
+
+pub use records::{DbFeedback, DbTasks};
+
+use crate::db::{self, Db};
+use crate::error::{Error, Result};
+
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why an enable or disable request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ToggleError {
+    #[error("no adapter named {0:?}")]
+    Unknown(String),
+    #[error("adapter {0:?} cannot be enabled or disabled: it has no start and stop")]
+    NotToggleable(String),
+    #[error("{0}")]
+    HookFailed(AdapterError),
+    #[error(transparent)]
+    Internal(#[from] Error),
+}
+
+pub struct Adapters {
+    context: Arc<AdapterContext>,
+    /// Sorted by name: the start order; shutdown walks it backwards.
+    native: Vec<Arc<dyn Adapter>>,
+    db: Db,
+    /// One toggle at a time, so start and stop of one adapter never interleave.
+    toggling: Mutex<()>,
+}
+
+fn supports_toggle(adapter: &dyn Adapter, ctx: &Arc<AdapterContext>) -> bool {
+    // Presence test: the hooks are only built, never polled, here.
+    adapter.start(ctx).is_some() && adapter.stop().is_some()
+}
+
+impl Adapters {
+    /// Registers every adapter as a `stopped` entry.
+    pub fn new(context: Arc<AdapterContext>, mut native: Vec<Arc<dyn Adapter>>, db: Db) -> Self {
+        native.sort_by(|a, b| a.name().cmp(b.name()));
+        for adapter in &native {
+            let mut entry = AdapterEntry::new(adapter.name(), AdapterKind::Native);
+            entry.supports_toggle = supports_toggle(adapter.as_ref(), &context);
+            entry.version = adapter.describe()["version"].as_str().map(str::to_owned);
+            context.registry.insert(entry);
+        }
+        Self {
+            context,
+            native,
+            db,
+            toggling: Mutex::new(()),
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<AdapterRegistry> {
+        &self.context.registry
+    }
+
+    fn find(&self, name: &str) -> Option<&Arc<dyn Adapter>> {
+        self.native.iter().find(|a| a.name() == name)
+    }
+
+    /// Binds and starts every adapter, except those the operator disabled (persisted toggle)
+    /// or that `held_back` names with a reason.
+    pub async fn start_all(&self, held_back: &HashMap<&str, String>) -> Result<()> {
+        let disabled = self
+            .db
+            .call(|conn| {
+                let mut stmt = conn.prepare("SELECT name FROM adapter_state WHERE enabled = 0")?;
+                let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
+            })
+            .await?;
+        for adapter in &self.native {
+            let name = adapter.name();
+            if let Err(e) = adapter.bind(&self.context) {
+                self.registry().mark_error(name, &e.kind, &e.message);
+                continue;
+            }
+            if let Some(reason) = held_back.get(name) {
+                self.registry().mark_stopped_because(name, reason);
+            } else if disabled.iter().any(|d| d == name) {
+                self.registry()
+                    .mark_stopped_because(name, "disabled from the dashboard");
+            } else {
+                // A failure is already on the registry entry; the others start regardless.
+                let _ = self.start(adapter.as_ref()).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every adapter that has a `stop`, in reverse start order.
+    pub async fn stop_all(&self) {
+        for adapter in self.native.iter().rev() {
+            let _ = self.stop(adapter.as_ref()).await;
+        }
+    }
+
+    async fn start(&self, adapter: &dyn Adapter) -> std::result::Result<(), AdapterError> {
+        let name = adapter.name();
+        let Some(hook) = adapter.start(&self.context) else {
+            // Nothing to launch: the adapter is ready once bound.
+            self.registry().mark_running(name);
+            return Ok(());
+        };
+        let errors_before = self.registry().get(name).map_or(0, |e| e.error_count);
+        self.run_hook(name, hook, START_TIMEOUT).await?;
+        // An adapter that found a missing setting records an error and returns Ok (spec 3.2
+        // rule 5): it is not running then.
+        if self.registry().get(name).map_or(0, |e| e.error_count) == errors_before {
+            self.registry().mark_running(name);
+        }
+        Ok(())
+    }
+
+    async fn stop(&self, adapter: &dyn Adapter) -> std::result::Result<(), AdapterError> {
+        let name = adapter.name();
+        if let Some(hook) = adapter.stop() {
+            self.run_hook(name, hook, STOP_TIMEOUT).await?;
+        }
+        self.registry().mark_stopped(name);
+        Ok(())
+    }
+
+    /// Awaits a hook, turning an error, a panic or a timeout into a registry error.
+    async fn run_hook(
+        &self,
+        name: &str,
+        hook: Hook<'_>,
+        limit: Duration,
+    ) -> std::result::Result<(), AdapterError> {
+        let outcome = tokio::time::timeout(limit, AssertUnwindSafe(hook).catch_unwind()).await;
+        let error = match outcome {
+            Ok(Ok(Ok(()))) => return Ok(()),
+            Ok(Ok(Err(e))) => e,
+            Ok(Err(panic)) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "the hook panicked".to_owned());
+                AdapterError::new("Panic", message)
+            }
+            Err(_) => AdapterError::new(
+                "Timeout",
+                format!("the hook did not finish within {limit:?}"),
+            ),
+        };
+        tracing::warn!(adapter = name, "{error}");
+        self.registry()
+            .mark_error(name, &error.kind, &error.message);
+        Err(error)
+    }
+
+    /// Runs `start` (enable) or `stop` (disable) and remembers the choice across restarts.
+    pub async fn toggle(
+        &self,
+        name: &str,
+        enable: bool,
+    ) -> std::result::Result<AdapterEntry, ToggleError> {
+        let _one_at_a_time = self.toggling.lock().await;
+        let adapter = self
+            .find(name)
+            .ok_or_else(|| ToggleError::Unknown(name.to_owned()))?;
+        if !supports_toggle(adapter.as_ref(), &self.context) {
+            return Err(ToggleError::NotToggleable(name.to_owned()));
+        }
+        let result = if enable {
+            self.start(adapter.as_ref()).await
+        } else {
+            self.stop(adapter.as_ref()).await
+        };
+        let owned = name.to_owned();
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO adapter_state (name, enabled, updated_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
+                    rusqlite::params![owned, enable, db::now()],
+                )?;
+                Ok(())
+            })
+            .await?;
+        if !enable {
+            self.registry()
+                .mark_stopped_because(name, "disabled from the dashboard");
+        }
+        result.map_err(ToggleError::HookFailed)?;
+        self.registry()
+            .get(name)
+            .ok_or_else(|| ToggleError::Unknown(name.to_owned()))
+    }
+}

@@ -1,0 +1,94 @@
+//! The host side of the records adapters keep: tasks and feedback, in SQLite.
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use service_contract::records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
+
+use crate::db::{self, Db};
+use crate::tasks::{self, NewTask, TaskStatus};
+
+pub struct DbTasks(pub Db);
+
+impl TaskTracker for DbTasks {
+    fn create(
+        &self,
+        title: &str,
+        agent: Option<&str>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let (db, title, agent) = (self.0.clone(), title.to_owned(), agent.map(str::to_owned));
+        async move {
+            db.call(move |conn| {
+                let task = tasks::create(
+                    conn,
+                    &NewTask {
+                        title: &title,
+                        agent_profile_name: agent.as_deref(),
+                        ..NewTask::default()
+                    },
+                )?;
+                Ok(task.task_id)
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
+        .boxed()
+    }
+
+    fn update(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        trace_id: Option<&str>,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let (db, task_id, trace_id) = (
+            self.0.clone(),
+            task_id.to_owned(),
+            trace_id.map(str::to_owned),
+        );
+        let status = match state {
+            TaskState::Pending => TaskStatus::Pending,
+            TaskState::Running => TaskStatus::Running,
+            TaskState::Completed => TaskStatus::Completed,
+            TaskState::Error => TaskStatus::Error,
+            TaskState::Cancelled => TaskStatus::Cancelled,
+        };
+        async move {
+            db.call(move |conn| {
+                tasks::set_status(conn, &task_id, status)?;
+                if let Some(trace_id) = trace_id {
+                    tasks::attach_trace(conn, &task_id, &trace_id)?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
+        .boxed()
+    }
+}
+
+pub struct DbFeedback(pub Db);
+
+impl FeedbackStore for DbFeedback {
+    fn record(&self, feedback: Feedback) -> BoxFuture<'static, Result<(), String>> {
+        let db = self.0.clone();
+        async move {
+            db.call(move |conn| {
+                let value = match feedback.vote {
+                    Vote::Up => "up",
+                    Vote::Down => "down",
+                };
+                conn.execute(
+                    "INSERT INTO guildchat_feedback (message_id, user_id, channel_id, value, trace_id, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (message_id, user_id) DO UPDATE SET \
+                     value = excluded.value, trace_id = excluded.trace_id, updated_at = excluded.updated_at",
+                    rusqlite::params![feedback.message_id, feedback.user_id, feedback.channel_id, value, feedback.trace_id, db::now()],
+                )?;
+                Ok(())
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,52 @@
+//! `/api/adapters`: the adapter registry, and enabling or disabling an adapter.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use service_contract::AdapterEntry;
+
+use super::AppState;
+use super::api::{ApiError, ApiResult, PathParam};
+use super::guards::LoopbackPeer;
+use crate::adapters::ToggleError;
+
+pub async fn list(State(app): State<AppState>) -> Json<Value> {
+    Json(json!({ "adapters": app.adapters.registry().entries() }))
+}
+
+async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<AdapterEntry>> {
+    app.adapters
+        .toggle(name, enable)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            let status = match &e {
+                ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
+                ToggleError::NotToggleable(_) => StatusCode::CONFLICT,
+                ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                ToggleError::Internal(e) => {
+                    return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!("{e}")));
+                }
+            };
+            ApiError::new(status, e.to_string())
+        })
+}
+
+/// Runs the adapter's `start`; the choice persists across restarts. Loopback peers only.
+pub async fn enable(
+    _: LoopbackPeer,
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<Json<AdapterEntry>> {
+    toggle(&app, &name, true).await
+}
+
+/// Runs the adapter's `stop`; the choice persists across restarts. Loopback peers only.
+pub async fn disable(
+    _: LoopbackPeer,
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<Json<AdapterEntry>> {
+    toggle(&app, &name, false).await
+}

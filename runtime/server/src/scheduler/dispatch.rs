@@ -1,0 +1,71 @@
+//! Running one due schedule: a task, an agent run, and the trace id written back.
+
+use std::sync::Arc;
+
+use service_contract::agent::{AgentRunner, ProfileChoice, RunFailureKind, RunRequest};
+
+use super::store;
+use super::tick::Due;
+use crate::db::Db;
+use crate::error::Result;
+use crate::tasks::{self, NewTask, RunningTasks, TaskStatus};
+
+pub struct Dispatcher {
+    pub db: Db,
+    pub agents: Arc<dyn AgentRunner>,
+    pub running: Arc<RunningTasks>,
+}
+
+impl Dispatcher {
+    /// Runs the schedule's prompt with its profile as a task; returns the run's trace id.
+    /// Deleting the task while it runs cancels the run.
+    pub async fn run(&self, due: Due) -> Result<Option<String>> {
+        let title = format!("Scheduled run: {}", due.name);
+        let (agent, prompt) = (due.agent.clone(), due.prompt.clone());
+        let task_id = self
+            .db
+            .call(move |conn| {
+                let task = tasks::create(
+                    conn,
+                    &NewTask {
+                        title: &title,
+                        description: Some(&prompt),
+                        agent_profile_name: Some(&agent),
+                        trace_id: None,
+                    },
+                )?;
+                tasks::set_status(conn, &task.task_id, TaskStatus::Running)?;
+                Ok(task.task_id)
+            })
+            .await?;
+        let cancel = self.running.register(&task_id);
+        let request = RunRequest {
+            prompt: due.prompt,
+            profile: ProfileChoice::Required(due.agent),
+            model: None,
+            source: super::NAME.to_owned(),
+            parent: None,
+        };
+        let result = self.agents.run(request, cancel).await;
+        self.running.finish(&task_id);
+        let (status, trace_id) = match result {
+            Ok(reply) => (TaskStatus::Completed, Some(reply.trace_id)),
+            Err(failure) if failure.kind == RunFailureKind::Cancelled => {
+                (TaskStatus::Cancelled, failure.trace_id)
+            }
+            Err(failure) => (TaskStatus::Error, failure.trace_id),
+        };
+        let (name, trace) = (due.name, trace_id.clone());
+        self.db
+            .call(move |conn| {
+                tasks::set_status(conn, &task_id, status)?;
+                if let Some(trace) = &trace {
+                    tasks::attach_trace(conn, &task_id, trace)?;
+                    store::set_last_trace(conn, &name, trace)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(trace_id)
+    }
+}

@@ -1,0 +1,248 @@
+//! Schedules in SQLite. Timestamps are UTC RFC 3339 with milliseconds, fixed width, so text
+//! comparison is time comparison (the tick's due query relies on it).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::Serialize;
+
+use super::cron::CronExpr;
+use super::plan::CatchUp;
+use crate::db;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Schedule {
+    pub name: String,
+    pub cron_expression: String,
+    pub agent_profile_name: String,
+    pub prompt: String,
+    pub enabled: bool,
+    pub catch_up_policy: String,
+    pub last_run_at: Option<String>,
+    pub next_run_at: Option<String>,
+    pub last_trace_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+const MAX_NAME: usize = 64;
+
+/// A schedule name: non-empty, at most 64 characters, no control characters or edge spaces.
+pub fn validate_name(name: &str) -> Result<()> {
+    if name.trim().is_empty()
+        || name.trim() != name
+        || name.chars().count() > MAX_NAME
+        || name.chars().any(char::is_control)
+    {
+        return Err(Error::invalid(format!(
+            "invalid schedule name {name:?}: use 1 to {MAX_NAME} characters without leading or trailing spaces"
+        )));
+    }
+    Ok(())
+}
+
+pub fn validate_prompt(prompt: &str) -> Result<()> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid("the prompt must not be empty"));
+    }
+    Ok(())
+}
+
+pub struct NewSchedule<'a> {
+    pub name: &'a str,
+    pub cron: &'a CronExpr,
+    pub agent: &'a str,
+    pub prompt: &'a str,
+    pub catch_up: CatchUp,
+    pub enabled: bool,
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str = "name, cron_expression, agent_profile_name, prompt, enabled, catch_up_policy, \
+    last_run_at, next_run_at, last_trace_id, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
+    Ok(Schedule {
+        name: row.get(0)?,
+        cron_expression: row.get(1)?,
+        agent_profile_name: row.get(2)?,
+        prompt: row.get(3)?,
+        enabled: row.get(4)?,
+        catch_up_policy: row.get(5)?,
+        last_run_at: row.get(6)?,
+        next_run_at: row.get(7)?,
+        last_trace_id: row.get(8)?,
+        created_at: row.get(9)?,
+        updated_at: row.get(10)?,
+    })
+}
+
+fn not_found(name: &str) -> Error {
+    Error::not_found(format!("no schedule named {name:?}"))
+}
+
+pub fn create(conn: &Connection, new: &NewSchedule<'_>) -> Result<Schedule> {
+    validate_name(new.name)?;
+    validate_prompt(new.prompt)?;
+    let now = db::now();
+    let inserted = conn.execute(
+        &format!(
+            "INSERT INTO schedules ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, NULL, ?8, ?8) \
+             ON CONFLICT (name) DO NOTHING"
+        ),
+        params![
+            new.name,
+            new.cron.canonical(),
+            new.agent,
+            new.prompt,
+            new.enabled,
+            new.catch_up.as_str(),
+            new.next_run_at.map(timestamp),
+            now
+        ],
+    )?;
+    if inserted == 0 {
+        return Err(Error::conflict(format!(
+            "a schedule named {:?} already exists",
+            new.name
+        )));
+    }
+    get(conn, new.name)?.ok_or_else(|| not_found(new.name))
+}
+
+pub fn get(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM schedules WHERE name = ?1"),
+            [name],
+            from_row,
+        )
+        .optional()?)
+}
+
+pub fn require(conn: &Connection, name: &str) -> Result<Schedule> {
+    get(conn, name)?.ok_or_else(|| not_found(name))
+}
+
+pub fn list(conn: &Connection) -> Result<Vec<Schedule>> {
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM schedules ORDER BY name"))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Enabled schedules whose next run is unset or at or before `now`, via the `schedules_due` index.
+pub fn due(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<Schedule>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM schedules WHERE enabled = 1 AND (next_run_at IS NULL OR next_run_at <= ?1)"
+    ))?;
+    let rows = stmt.query_map([timestamp(now)], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Changes of `schedule edit`; `None` keeps a field.
+#[derive(Default)]
+pub struct Edit<'a> {
+    /// A new cron expression with the next run it implies.
+    pub cron: Option<(&'a CronExpr, Option<DateTime<Utc>>)>,
+    pub agent: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+    pub catch_up: Option<CatchUp>,
+}
+
+pub fn edit(conn: &mut Connection, name: &str, edit: &Edit<'_>) -> Result<Schedule> {
+    if let Some(prompt) = edit.prompt {
+        validate_prompt(prompt)?;
+    }
+    let tx = conn.transaction()?;
+    require(&tx, name)?;
+    let now = db::now();
+    if let Some((cron, next)) = edit.cron {
+        tx.execute(
+            "UPDATE schedules SET cron_expression = ?2, next_run_at = ?3, updated_at = ?4 WHERE name = ?1",
+            params![name, cron.canonical(), next.map(timestamp), now],
+        )?;
+    }
+    for (column, value) in [
+        ("agent_profile_name", edit.agent),
+        ("prompt", edit.prompt),
+        ("catch_up_policy", edit.catch_up.map(CatchUp::as_str)),
+    ] {
+        if let Some(value) = value {
+            tx.execute(
+                &format!("UPDATE schedules SET {column} = ?2, updated_at = ?3 WHERE name = ?1"),
+                params![name, value, now],
+            )?;
+        }
+    }
+    let schedule = require(&tx, name)?;
+    tx.commit()?;
+    Ok(schedule)
+}
+
+/// Enables (with a fresh next run, so a backlog from while it was off is not replayed) or
+/// disables a schedule.
+pub fn set_enabled(
+    conn: &Connection,
+    name: &str,
+    enabled: bool,
+    next_run_at: Option<DateTime<Utc>>,
+) -> Result<Schedule> {
+    let changed = if enabled {
+        conn.execute(
+            "UPDATE schedules SET enabled = 1, next_run_at = ?2, updated_at = ?3 WHERE name = ?1",
+            params![name, next_run_at.map(timestamp), db::now()],
+        )?
+    } else {
+        conn.execute(
+            "UPDATE schedules SET enabled = 0, updated_at = ?2 WHERE name = ?1",
+            params![name, db::now()],
+        )?
+    };
+    if changed == 0 {
+        return Err(not_found(name));
+    }
+    require(conn, name)
+}
+
+pub fn delete(conn: &Connection, name: &str) -> Result<()> {
+    if conn.execute("DELETE FROM schedules WHERE name = ?1", [name])? == 0 {
+        return Err(not_found(name));
+    }
+    Ok(())
+}
+
+/// Persists a planning decision: the new next run, and the run time when it fires.
+pub fn record_plan(
+    conn: &Connection,
+    name: &str,
+    fired_at: Option<DateTime<Utc>>,
+    next_run_at: DateTime<Utc>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE schedules SET last_run_at = coalesce(?2, last_run_at), next_run_at = ?3 WHERE name = ?1",
+    )?;
+    stmt.execute(params![
+        name,
+        fired_at.map(timestamp),
+        timestamp(next_run_at)
+    ])?;
+    Ok(())
+}
+
+pub fn set_last_trace(conn: &Connection, name: &str, trace_id: &str) -> Result<()> {
+    conn.execute(
+        "UPDATE schedules SET last_trace_id = ?2 WHERE name = ?1",
+        params![name, trace_id],
+    )?;
+    Ok(())
+}
