@@ -34,6 +34,16 @@ pub struct App {
     pub dispatcher: Arc<Dispatcher>,
 }
 
+/// Creates the data directory if needed and opens (migrating) its database with the `default`
+/// profile in place. Commands that need no engine stop here.
+pub fn open_db(data_dir: &Path) -> anyhow::Result<Db> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    let db = Db::open(&data_dir.join(db::FILE_NAME))?;
+    db.blocking(|conn| profiles::ensure_default(conn))?;
+    Ok(db)
+}
+
 impl App {
     /// Creates the data directory if needed, loads configuration and secrets, migrates the
     /// database, bootstraps the `default` profile and builds the engine.
@@ -43,8 +53,7 @@ impl App {
         let config = FileConfig::load(data_dir)?;
         let env = Arc::new(Environment::load(data_dir)?);
         let settings = ProviderSettings::load(&env, &config.provider)?;
-        let db = Db::open(&data_dir.join(db::FILE_NAME))?;
-        db.blocking(|conn| profiles::ensure_default(conn))?;
+        let db = open_db(data_dir)?;
 
         let registry = Arc::new(ToolRegistry::new());
         tools::register_builtin(

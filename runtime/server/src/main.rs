@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand};
 use service_runtime::config;
 use service_runtime::server::{self, ServeOptions};
 
-mod run;
+mod cli;
+
+use cli::schedule::ScheduleCommand;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -47,14 +49,22 @@ enum Command {
         /// What to ask
         prompt: String,
     },
+    /// Manage cron schedules (the dashboard shows them read-only)
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // An empty RUST_LOG counts as unset.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map_or_else(|| EnvFilter::new(default_level), EnvFilter::new);
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     match run(cli) {
@@ -82,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             agent,
             model,
             prompt,
-        } => runtime.block_on(run::run(&data_dir, agent, model, prompt)),
+        } => runtime.block_on(cli::run::run(&data_dir, agent, model, prompt)),
+        Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
     }
 }

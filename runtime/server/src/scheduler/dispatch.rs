@@ -10,6 +10,13 @@ use crate::db::Db;
 use crate::error::Result;
 use crate::tasks::{self, NewTask, RunningTasks, TaskStatus};
 
+/// How a dispatched run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    pub status: TaskStatus,
+    pub trace_id: Option<String>,
+}
+
 pub struct Dispatcher {
     pub db: Db,
     pub agents: Arc<dyn AgentRunner>,
@@ -17,9 +24,9 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Runs the schedule's prompt with its profile as a task; returns the run's trace id.
+    /// Runs the schedule's prompt with its profile as a task and writes the trace id back.
     /// Deleting the task while it runs cancels the run.
-    pub async fn run(&self, due: Due) -> Result<Option<String>> {
+    pub async fn run(&self, due: Due) -> Result<Ran> {
         let title = format!("Scheduled run: {}", due.name);
         let (agent, prompt) = (due.agent.clone(), due.prompt.clone());
         let task_id = self
@@ -56,6 +63,7 @@ impl Dispatcher {
             Err(failure) => (TaskStatus::Error, failure.trace_id),
         };
         let (name, trace) = (due.name, trace_id.clone());
+        let ran = Ran { status, trace_id };
         self.db
             .call(move |conn| {
                 tasks::set_status(conn, &task_id, status)?;
@@ -66,6 +74,6 @@ impl Dispatcher {
                 Ok(())
             })
             .await?;
-        Ok(trace_id)
+        Ok(ran)
     }
 }

@@ -1,0 +1,4 @@
+//! Command implementations of the `service-runtime` binary (argument parsing is in main.rs).
+
+pub mod run;
+pub mod schedule;

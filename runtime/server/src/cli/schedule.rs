@@ -1,0 +1,203 @@
+//! `service-runtime schedule ...`: the only way to manage schedules. Works while the server
+//! runs (SQLite WAL); the server sees changes at its next tick. Nothing is written when the
+//! input is invalid.
+
+use std::path::Path;
+
+use chrono::Utc;
+use chrono_tz::Tz;
+use clap::Subcommand;
+use service_runtime::agents::profiles;
+use service_runtime::app::{self, App};
+use service_runtime::db::Db;
+use service_runtime::environment::Environment;
+use service_runtime::scheduler::cron::{self, CronExpr};
+use service_runtime::scheduler::plan::{self, CatchUp};
+use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
+use service_runtime::scheduler::tick::Due;
+use service_runtime::tasks::TaskStatus;
+
+#[derive(Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule
+    Create {
+        name: String,
+        /// 5-field cron, an @alias (@hourly, @daily, ...) or every 1m / 5m / 30m / 1h
+        #[arg(long)]
+        cron: String,
+        /// Agent profile that runs
+        #[arg(long)]
+        agent: String,
+        /// Instruction sent on every run
+        #[arg(long)]
+        prompt: String,
+        /// What to do about runs missed while the server was down: coalesce, all or skip
+        #[arg(long, default_value = "coalesce")]
+        catch_up: String,
+        /// Create it disabled
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// List schedules
+    List {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one schedule
+    Show { name: String },
+    /// Change a schedule (a new cron recomputes the next run)
+    Edit {
+        name: String,
+        #[arg(long)]
+        cron: Option<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        prompt: Option<String>,
+        #[arg(long)]
+        catch_up: Option<String>,
+    },
+    /// Let the scheduler consider it again (from the next slot on)
+    Enable { name: String },
+    /// Keep the scheduler from running it
+    Disable { name: String },
+    /// Delete a schedule
+    Delete { name: String },
+    /// Run it once now, outside the cron (its next run is unchanged)
+    Run { name: String },
+}
+
+fn open(data_dir: &Path) -> anyhow::Result<(Db, Tz)> {
+    let db = app::open_db(data_dir)?;
+    let env = Environment::load(data_dir)?;
+    let tz = cron::zone(env.get("SERVICE_TZ").as_deref()).map_err(anyhow::Error::msg)?;
+    Ok((db, tz))
+}
+
+fn parse_cron(input: &str) -> anyhow::Result<CronExpr> {
+    cron::parse(input).map_err(anyhow::Error::msg)
+}
+
+fn parse_policy(input: &str) -> anyhow::Result<CatchUp> {
+    input.parse().map_err(anyhow::Error::msg)
+}
+
+/// A missing profile is allowed (it may be created later) but worth saying.
+fn warn_unknown_profile(db: &Db, agent: &str) -> anyhow::Result<()> {
+    if db.blocking(|conn| profiles::get(conn, agent))?.is_none() {
+        eprintln!("warning: there is no agent profile named {agent:?} yet; runs fail until it exists");
+    }
+    Ok(())
+}
+
+fn next_run_text(schedule: &Schedule) -> String {
+    match (schedule.enabled, schedule.next_run_at.as_deref().and_then(store::parse_timestamp)) {
+        (false, _) => "disabled".to_owned(),
+        (true, Some(next)) => format!("{} ({})", store::timestamp(next), plan::describe_next(next, Utc::now())),
+        (true, None) => "at the next tick".to_owned(),
+    }
+}
+
+fn print_details(schedule: &Schedule) {
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+    println!("name:            {}", schedule.name);
+    println!("cron:            {}", schedule.cron_expression);
+    println!("agent:           {}", schedule.agent_profile_name);
+    println!("prompt:          {}", schedule.prompt);
+    println!("enabled:         {}", schedule.enabled);
+    println!("catch-up:        {}", schedule.catch_up_policy);
+    println!("next run:        {}", next_run_text(schedule));
+    println!("last run:        {}", dash(&schedule.last_run_at));
+    println!("last trace:      {}", dash(&schedule.last_trace_id));
+}
+
+pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()> {
+    match command {
+        ScheduleCommand::Create { name, cron, agent, prompt, catch_up, disabled } => {
+            let (db, tz) = open(data_dir)?;
+            let cron = parse_cron(&cron)?;
+            let catch_up = parse_policy(&catch_up)?;
+            warn_unknown_profile(&db, &agent)?;
+            let new = NewSchedule {
+                name: &name,
+                cron: &cron,
+                agent: &agent,
+                prompt: &prompt,
+                catch_up,
+                enabled: !disabled,
+                next_run_at: plan::first_run(&cron, Utc::now(), &tz),
+            };
+            let schedule = db.blocking(|conn| store::create(conn, &new))?;
+            println!("created schedule {:?} ({}); next run: {}", schedule.name, schedule.cron_expression, next_run_text(&schedule));
+        }
+        ScheduleCommand::List { json } => {
+            let (db, _) = open(data_dir)?;
+            let schedules = db.blocking(|conn| store::list(conn))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&schedules)?);
+            } else if schedules.is_empty() {
+                println!("no schedules; create one with `service-runtime schedule create`");
+            } else {
+                println!("{:<20} {:<16} {:<14} {:<9} NEXT RUN", "NAME", "CRON", "AGENT", "CATCH-UP");
+                for s in &schedules {
+                    println!("{:<20} {:<16} {:<14} {:<9} {}", s.name, s.cron_expression, s.agent_profile_name, s.catch_up_policy, next_run_text(s));
+                }
+            }
+        }
+        ScheduleCommand::Show { name } => {
+            let (db, _) = open(data_dir)?;
+            print_details(&db.blocking(|conn| store::require(conn, &name))?);
+        }
+        ScheduleCommand::Edit { name, cron, agent, prompt, catch_up } => {
+            let (db, tz) = open(data_dir)?;
+            let cron = cron.as_deref().map(parse_cron).transpose()?;
+            let catch_up = catch_up.as_deref().map(parse_policy).transpose()?;
+            if cron.is_none() && agent.is_none() && prompt.is_none() && catch_up.is_none() {
+                anyhow::bail!("nothing to change: give --cron, --agent, --prompt or --catch-up");
+            }
+            if let Some(agent) = &agent {
+                warn_unknown_profile(&db, agent)?;
+            }
+            let edit = Edit {
+                cron: cron.as_ref().map(|c| (c, plan::first_run(c, Utc::now(), &tz))),
+                agent: agent.as_deref(),
+                prompt: prompt.as_deref(),
+                catch_up,
+            };
+            let schedule = db.blocking(|conn| store::edit(conn, &name, &edit))?;
+            print_details(&schedule);
+        }
+        ScheduleCommand::Enable { name } => {
+            let (db, tz) = open(data_dir)?;
+            let schedule = db.blocking(|conn| {
+                let current = store::require(conn, &name)?;
+                let cron = cron::parse(&current.cron_expression).map_err(service_runtime::error::Error::invalid)?;
+                store::set_enabled(conn, &name, true, plan::first_run(&cron, Utc::now(), &tz))
+            })?;
+            println!("enabled {:?}; next run: {}", schedule.name, next_run_text(&schedule));
+        }
+        ScheduleCommand::Disable { name } => {
+            let (db, _) = open(data_dir)?;
+            db.blocking(|conn| store::set_enabled(conn, &name, false, None))?;
+            println!("disabled {name:?}");
+        }
+        ScheduleCommand::Delete { name } => {
+            let (db, _) = open(data_dir)?;
+            db.blocking(|conn| store::delete(conn, &name))?;
+            println!("deleted {name:?}");
+        }
+        ScheduleCommand::Run { name } => {
+            let app = App::open(data_dir)?;
+            let schedule = app.db.blocking(|conn| store::require(conn, &name))?;
+            let due = Due { name: schedule.name, agent: schedule.agent_profile_name, prompt: schedule.prompt };
+            let ran = app.dispatcher.run(due).await?;
+            let trace = ran.trace_id.as_deref().unwrap_or("-");
+            if ran.status != TaskStatus::Completed {
+                anyhow::bail!("the run of {name:?} ended with status {} (trace_id: {trace})", ran.status);
+            }
+            println!("ran {name:?}; trace_id: {trace}");
+        }
+    }
+    Ok(())
+}
