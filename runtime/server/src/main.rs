@@ -58,6 +58,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The server logs its work; one-shot commands only speak up about problems.
+    let default_level = match cli.command {
+        Command::Serve { .. } => "info",
+        _ => "warn",
+    };
     // An empty RUST_LOG counts as unset.
     let filter = std::env::var("RUST_LOG")
         .ok()
