@@ -6,6 +6,7 @@ mod chat;
 mod fakes;
 mod guards;
 mod integrations;
+mod scheduler;
 mod server;
 mod store;
 mod support;

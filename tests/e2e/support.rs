@@ -210,3 +210,28 @@ impl Server {
         Self::start_with(&pairs)
     }
 }
+
+/// Runs a CLI command of the binary against a data directory.
+pub fn cli(data_dir: &Path, args: &[&str]) -> std::process::Output {
+    command(data_dir.parent().unwrap_or(data_dir))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, for at most `seconds`.
+pub async fn eventually<T>(seconds: u64, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not met within {seconds} s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

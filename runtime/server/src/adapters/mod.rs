@@ -38,6 +38,8 @@ pub enum ToggleError {
 
 pub struct Adapters {
     context: Arc<AdapterContext>,
+    start_timeout: Duration,
+    stop_timeout: Duration,
     /// Sorted by name: the start order; shutdown walks it backwards.
     native: Vec<Arc<dyn Adapter>>,
     db: Db,
@@ -62,10 +64,23 @@ impl Adapters {
         }
         Self {
             context,
+            start_timeout: START_TIMEOUT,
+            stop_timeout: STOP_TIMEOUT,
             native,
             db,
             toggling: Mutex::new(()),
         }
+    }
+
+    /// Shorter hook deadlines, for tests of hanging adapters.
+    pub fn with_timeouts(mut self, start: Duration, stop: Duration) -> Self {
+        self.start_timeout = start;
+        self.stop_timeout = stop;
+        self
+    }
+
+    pub fn context(&self) -> &Arc<AdapterContext> {
+        &self.context
     }
 
     pub fn registry(&self) -> &Arc<AdapterRegistry> {
@@ -121,7 +136,7 @@ impl Adapters {
             return Ok(());
         };
         let errors_before = self.registry().get(name).map_or(0, |e| e.error_count);
-        self.run_hook(name, hook, START_TIMEOUT).await?;
+        self.run_hook(name, hook, self.start_timeout).await?;
         // An adapter that found a missing setting records an error and returns Ok (spec 3.2
         // rule 5): it is not running then.
         if self.registry().get(name).map_or(0, |e| e.error_count) == errors_before {
@@ -133,7 +148,7 @@ impl Adapters {
     async fn stop(&self, adapter: &dyn Adapter) -> std::result::Result<(), AdapterError> {
         let name = adapter.name();
         if let Some(hook) = adapter.stop() {
-            self.run_hook(name, hook, STOP_TIMEOUT).await?;
+            self.run_hook(name, hook, self.stop_timeout).await?;
         }
         self.registry().mark_stopped(name);
         Ok(())
@@ -206,5 +221,136 @@ impl Adapters {
         self.registry()
             .get(name)
             .ok_or_else(|| ToggleError::Unknown(name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex as StdMutex;
+
+    use service_contract::AdapterStatus;
+
+    use super::*;
+    use crate::app::App;
+
+    /// An adapter whose start does what `behaviour` says, and which logs its hooks.
+    struct Fake {
+        name: &'static str,
+        behaviour: &'static str,
+        log: Arc<StdMutex<Vec<String>>>,
+    }
+
+    impl Adapter for Fake {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn start<'a>(&'a self, ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {
+            Some(
+                async move {
+                    self.log
+                        .lock()
+                        .unwrap()
+                        .push(format!("start {}", self.name));
+                    match self.behaviour {
+                        "fail" => Err(AdapterError::new("IoError", "port in use")),
+                        "panic" => panic!("boom in start"),
+                        "hang" => std::future::pending().await,
+                        "no-secret" => {
+                            ctx.registry.mark_error(
+                                self.name,
+                                "ConfigError",
+                                "SERVICE_X_TOKEN is not set",
+                            );
+                            Ok(())
+                        }
+                        _ => Ok(()),
+                    }
+                }
+                .boxed(),
+            )
+        }
+
+        fn stop(&self) -> Option<Hook<'_>> {
+            (self.behaviour != "start-only").then(|| {
+                async move {
+                    self.log.lock().unwrap().push(format!("stop {}", self.name));
+                    Ok(())
+                }
+                .boxed()
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn failures_are_contained_and_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::open(tmp.path()).unwrap();
+        let log = Arc::new(StdMutex::new(Vec::new()));
+        let fake = |name, behaviour| {
+            Arc::new(Fake {
+                name,
+                behaviour,
+                log: Arc::clone(&log),
+            }) as Arc<dyn Adapter>
+        };
+        let adapters = Adapters::new(
+            Arc::clone(app.adapters.context()),
+            vec![
+                fake("e-hang", "hang"),
+                fake("a-good", "ok"),
+                fake("c-panic", "panic"),
+                fake("b-fail", "fail"),
+                fake("d-config", "no-secret"),
+                fake("f-half", "start-only"),
+            ],
+            app.db.clone(),
+        )
+        .with_timeouts(Duration::from_millis(200), Duration::from_millis(200));
+        adapters.start_all(&HashMap::new()).await.unwrap();
+
+        let entry = |name: &str| adapters.registry().get(name).unwrap();
+        assert_eq!(entry("a-good").status, AdapterStatus::Running);
+        assert_eq!(
+            entry("b-fail").error_message.as_deref(),
+            Some("IoError: port in use")
+        );
+        assert_eq!(
+            entry("c-panic").error_message.as_deref(),
+            Some("Panic: boom in start")
+        );
+        assert!(
+            entry("e-hang")
+                .error_message
+                .unwrap()
+                .starts_with("Timeout:")
+        );
+        let config = entry("d-config");
+        assert_eq!(
+            (config.status, config.error_count),
+            (AdapterStatus::Error, 1),
+            "not marked running over its own error"
+        );
+        assert_eq!(entry("f-half").status, AdapterStatus::Running);
+        assert!(!entry("f-half").supports_toggle && entry("a-good").supports_toggle);
+        assert!(matches!(
+            adapters.toggle("f-half", false).await,
+            Err(ToggleError::NotToggleable(_))
+        ));
+
+        log.lock().unwrap().clear();
+        adapters.stop_all().await;
+        let stops: Vec<String> = log.lock().unwrap().clone();
+        assert_eq!(
+            stops,
+            [
+                "stop e-hang",
+                "stop d-config",
+                "stop c-panic",
+                "stop b-fail",
+                "stop a-good"
+            ],
+            "reverse order"
+        );
     }
 }

@@ -86,15 +86,27 @@ fn parse_policy(input: &str) -> anyhow::Result<CatchUp> {
 /// A missing profile is allowed (it may be created later) but worth saying.
 fn warn_unknown_profile(db: &Db, agent: &str) -> anyhow::Result<()> {
     if db.blocking(|conn| profiles::get(conn, agent))?.is_none() {
-        eprintln!("warning: there is no agent profile named {agent:?} yet; runs fail until it exists");
+        eprintln!(
+            "warning: there is no agent profile named {agent:?} yet; runs fail until it exists"
+        );
     }
     Ok(())
 }
 
 fn next_run_text(schedule: &Schedule) -> String {
-    match (schedule.enabled, schedule.next_run_at.as_deref().and_then(store::parse_timestamp)) {
+    match (
+        schedule.enabled,
+        schedule
+            .next_run_at
+            .as_deref()
+            .and_then(store::parse_timestamp),
+    ) {
         (false, _) => "disabled".to_owned(),
-        (true, Some(next)) => format!("{} ({})", store::timestamp(next), plan::describe_next(next, Utc::now())),
+        (true, Some(next)) => format!(
+            "{} ({})",
+            store::timestamp(next),
+            plan::describe_next(next, Utc::now())
+        ),
         (true, None) => "at the next tick".to_owned(),
     }
 }
@@ -114,7 +126,14 @@ fn print_details(schedule: &Schedule) {
 
 pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()> {
     match command {
-        ScheduleCommand::Create { name, cron, agent, prompt, catch_up, disabled } => {
+        ScheduleCommand::Create {
+            name,
+            cron,
+            agent,
+            prompt,
+            catch_up,
+            disabled,
+        } => {
             let (db, tz) = open(data_dir)?;
             let cron = parse_cron(&cron)?;
             let catch_up = parse_policy(&catch_up)?;
@@ -129,7 +148,12 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                 next_run_at: plan::first_run(&cron, Utc::now(), &tz),
             };
             let schedule = db.blocking(|conn| store::create(conn, &new))?;
-            println!("created schedule {:?} ({}); next run: {}", schedule.name, schedule.cron_expression, next_run_text(&schedule));
+            println!(
+                "created schedule {:?} ({}); next run: {}",
+                schedule.name,
+                schedule.cron_expression,
+                next_run_text(&schedule)
+            );
         }
         ScheduleCommand::List { json } => {
             let (db, _) = open(data_dir)?;
@@ -139,9 +163,19 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             } else if schedules.is_empty() {
                 println!("no schedules; create one with `service-runtime schedule create`");
             } else {
-                println!("{:<20} {:<16} {:<14} {:<9} NEXT RUN", "NAME", "CRON", "AGENT", "CATCH-UP");
+                println!(
+                    "{:<20} {:<16} {:<14} {:<9} NEXT RUN",
+                    "NAME", "CRON", "AGENT", "CATCH-UP"
+                );
                 for s in &schedules {
-                    println!("{:<20} {:<16} {:<14} {:<9} {}", s.name, s.cron_expression, s.agent_profile_name, s.catch_up_policy, next_run_text(s));
+                    println!(
+                        "{:<20} {:<16} {:<14} {:<9} {}",
+                        s.name,
+                        s.cron_expression,
+                        s.agent_profile_name,
+                        s.catch_up_policy,
+                        next_run_text(s)
+                    );
                 }
             }
         }
@@ -149,7 +183,13 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             let (db, _) = open(data_dir)?;
             print_details(&db.blocking(|conn| store::require(conn, &name))?);
         }
-        ScheduleCommand::Edit { name, cron, agent, prompt, catch_up } => {
+        ScheduleCommand::Edit {
+            name,
+            cron,
+            agent,
+            prompt,
+            catch_up,
+        } => {
             let (db, tz) = open(data_dir)?;
             let cron = cron.as_deref().map(parse_cron).transpose()?;
             let catch_up = catch_up.as_deref().map(parse_policy).transpose()?;
@@ -160,7 +200,9 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                 warn_unknown_profile(&db, agent)?;
             }
             let edit = Edit {
-                cron: cron.as_ref().map(|c| (c, plan::first_run(c, Utc::now(), &tz))),
+                cron: cron
+                    .as_ref()
+                    .map(|c| (c, plan::first_run(c, Utc::now(), &tz))),
                 agent: agent.as_deref(),
                 prompt: prompt.as_deref(),
                 catch_up,
@@ -172,10 +214,15 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             let (db, tz) = open(data_dir)?;
             let schedule = db.blocking(|conn| {
                 let current = store::require(conn, &name)?;
-                let cron = cron::parse(&current.cron_expression).map_err(service_runtime::error::Error::invalid)?;
+                let cron = cron::parse(&current.cron_expression)
+                    .map_err(service_runtime::error::Error::invalid)?;
                 store::set_enabled(conn, &name, true, plan::first_run(&cron, Utc::now(), &tz))
             })?;
-            println!("enabled {:?}; next run: {}", schedule.name, next_run_text(&schedule));
+            println!(
+                "enabled {:?}; next run: {}",
+                schedule.name,
+                next_run_text(&schedule)
+            );
         }
         ScheduleCommand::Disable { name } => {
             let (db, _) = open(data_dir)?;
@@ -190,11 +237,18 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
         ScheduleCommand::Run { name } => {
             let app = App::open(data_dir)?;
             let schedule = app.db.blocking(|conn| store::require(conn, &name))?;
-            let due = Due { name: schedule.name, agent: schedule.agent_profile_name, prompt: schedule.prompt };
+            let due = Due {
+                name: schedule.name,
+                agent: schedule.agent_profile_name,
+                prompt: schedule.prompt,
+            };
             let ran = app.dispatcher.run(due).await?;
             let trace = ran.trace_id.as_deref().unwrap_or("-");
             if ran.status != TaskStatus::Completed {
-                anyhow::bail!("the run of {name:?} ended with status {} (trace_id: {trace})", ran.status);
+                anyhow::bail!(
+                    "the run of {name:?} ended with status {} (trace_id: {trace})",
+                    ran.status
+                );
             }
             println!("ran {name:?}; trace_id: {trace}");
         }
