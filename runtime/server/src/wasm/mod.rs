@@ -1,0 +1,3 @@
+//! The WebAssembly adapter host.
+
+pub mod grants;
