@@ -74,8 +74,7 @@ mod tests {
 
     #[test]
     fn a_job_is_a_pending_task_with_a_payload() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
+        let mut conn = db::memory();
         let first = enqueue(&mut conn, "teamchat", b"{\"channel\":\"C1\"}").unwrap();
         let second = enqueue(&mut conn, "webhook", b"2").unwrap();
         let task = tasks::get(&conn, &first).unwrap().unwrap();

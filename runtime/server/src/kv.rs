@@ -72,15 +72,9 @@ mod tests {
     use super::*;
     use crate::db;
 
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
-        conn
-    }
-
     #[test]
     fn namespaced_values_with_expiry() {
-        let conn = conn();
+        let conn = db::memory();
         set(&conn, "a", "k", b"one", None).unwrap();
         set(&conn, "b", "k", b"two", None).unwrap();
         assert_eq!(get(&conn, "a", "k").unwrap().as_deref(), Some(&b"one"[..]));
@@ -94,7 +88,7 @@ mod tests {
 
     #[test]
     fn claim_wins_once_until_it_expires() {
-        let conn = conn();
+        let conn = db::memory();
         assert!(claim(&conn, "teamchat", "event:Ev1", 60_000).unwrap());
         assert!(!claim(&conn, "teamchat", "event:Ev1", 60_000).unwrap());
         assert!(

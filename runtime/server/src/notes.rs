@@ -96,8 +96,7 @@ mod tests {
 
     #[test]
     fn create_append_and_search() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
+        let conn = db::memory();
         let note = create(&conn, "Lisbon trip", "flights booked").unwrap();
         create(&conn, "Groceries", "oat milk, coffee").unwrap();
         let note = append(&conn, note.id, "hotel near Alfama").unwrap();

@@ -242,12 +242,6 @@ pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
 mod tests {
     use super::*;
 
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
-        conn
-    }
-
     fn task(conn: &Connection, title: &str) -> Task {
         create(
             conn,
@@ -271,7 +265,7 @@ mod tests {
 
     #[test]
     fn lists_newest_first_and_filters() {
-        let conn = conn();
+        let conn = db::memory();
         let a = task(&conn, "a");
         let b = task(&conn, "b");
         set_status(&conn, &a.task_id, TaskStatus::Running).unwrap();
@@ -292,7 +286,7 @@ mod tests {
 
     #[test]
     fn cancel_then_delete_and_cancelled_stays_cancelled() {
-        let mut conn = conn();
+        let mut conn = db::memory();
         let t = task(&conn, "work");
         attach_trace(&conn, &t.task_id, "trace-1").unwrap();
         assert_eq!(

@@ -329,8 +329,7 @@ mod tests {
 
     #[test]
     fn records_a_run_with_its_steps_in_order() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
+        let conn = db::memory();
         let id = start(
             &conn,
             &NewTrace {

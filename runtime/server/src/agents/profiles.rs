@@ -347,8 +347,7 @@ mod tests {
 
     #[test]
     fn insert_conflicts_on_existing_name_and_keeps_the_original() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        db::migrations::migrate(&mut conn).unwrap();
+        let conn = db::memory();
         let first = insert(&conn, &input("Atlas").validate().unwrap()).unwrap();
         let mut other = input("Atlas");
         other.system_prompt = Some("different".into());

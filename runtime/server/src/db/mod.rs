@@ -78,3 +78,11 @@ pub fn count(conn: &Connection, table: &'static str) -> Result<i64> {
         })?,
     )
 }
+
+/// A migrated in-memory database for unit tests.
+#[cfg(test)]
+pub(crate) fn memory() -> Connection {
+    let mut conn = Connection::open_in_memory().unwrap();
+    migrations::migrate(&mut conn).unwrap();
+    conn
+}
