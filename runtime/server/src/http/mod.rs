@@ -4,6 +4,7 @@ mod adapters;
 mod agents;
 pub mod api;
 mod chat;
+mod dashboard;
 pub mod guards;
 mod health;
 mod integrations;
@@ -80,6 +81,7 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .method_not_allowed_fallback(api::method_not_allowed);
     Router::new()
         .nest("/api", api)
+        .merge(dashboard::router())
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(
             binding,

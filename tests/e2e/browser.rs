@@ -1,0 +1,1 @@
+//! The dashboard in a real browser (headless Chromium through WebDriver).
