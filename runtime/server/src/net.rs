@@ -51,27 +51,71 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first == 0x2001 && ip.segments()[1] == 0x0db8)) // documentation
 }
 
+/// The address policy: public addresses only, except for hosts trusted by name.
 #[derive(Clone)]
-struct Trusted(Arc<HashSet<String>>);
+pub struct Guard {
+    trusted: Arc<HashSet<String>>,
+}
 
-impl Trusted {
+impl Guard {
+    /// `trusted_hosts` are host names (or IP literals) the operator configured; they may be
+    /// local.
+    pub fn new(trusted_hosts: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            trusted: Arc::new(
+                trusted_hosts
+                    .into_iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect(),
+            ),
+        }
+    }
+
     fn allows(&self, host: &str) -> bool {
-        self.0.contains(&host.to_ascii_lowercase())
+        self.trusted.contains(&host.to_ascii_lowercase())
+    }
+
+    /// A client builder whose every connection resolves through the guard. Callers choose
+    /// the redirect policy.
+    pub fn client_builder(&self) -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(GuardedResolver {
+                guard: self.clone(),
+            }))
+    }
+
+    /// A host written as an IP address is not resolved, so it is checked here instead.
+    pub fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("refusing {url}: only http and https are allowed"));
+        }
+        let host = url
+            .host_str()
+            .ok_or_else(|| format!("refusing {url}: no host"))?;
+        if self.allows(host) {
+            return Ok(());
+        }
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        match literal.parse::<IpAddr>() {
+            Ok(ip) if !is_public(ip) => Err(format!("refusing {host}: a private or local address")),
+            _ => Ok(()),
+        }
     }
 }
 
 struct GuardedResolver {
-    trusted: Trusted,
+    guard: Guard,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let trusted = self.trusted.clone();
+        let guard = self.guard.clone();
         Box::pin(async move {
             let host = name.as_str().to_owned();
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = if trusted.allows(&host) {
+            let allowed: Vec<SocketAddr> = if guard.allows(&host) {
                 addrs
             } else {
                 addrs.into_iter().filter(|a| is_public(a.ip())).collect()
@@ -86,68 +130,41 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// A host written as an IP address is not resolved, so it is checked here instead.
-fn check_url(url: &reqwest::Url, trusted: &Trusted) -> Result<(), String> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("refusing {url}: only http and https are allowed"));
-    }
-    let host = url
-        .host_str()
-        .ok_or_else(|| format!("refusing {url}: no host"))?;
-    if trusted.allows(host) {
-        return Ok(());
-    }
-    let literal = host.trim_start_matches('[').trim_end_matches(']');
-    match literal.parse::<IpAddr>() {
-        Ok(ip) if !is_public(ip) => Err(format!("refusing {host}: a private or local address")),
-        _ => Ok(()),
-    }
-}
-
-/// An HTTP client for tools that fetch from the internet.
+/// An HTTP client for tools that fetch from the internet; redirects are followed, each hop
+/// checked again.
 #[derive(Clone)]
 pub struct GuardedClient {
     client: reqwest::Client,
-    trusted: Trusted,
+    guard: Guard,
 }
 
 impl GuardedClient {
-    /// `trusted_hosts` are host names (or IP literals) the operator configured; they may be
-    /// local.
     pub fn new(
         trusted_hosts: impl IntoIterator<Item = String>,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let trusted = Trusted(Arc::new(
-            trusted_hosts
-                .into_iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-        ));
-        let for_redirects = trusted.clone();
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(GuardedResolver {
-                trusted: trusted.clone(),
-            }))
+        let guard = Guard::new(trusted_hosts);
+        let for_redirects = guard.clone();
+        let client = guard
+            .client_builder()
             .redirect(Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {
                     return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
                 }
-                match check_url(attempt.url(), &for_redirects) {
+                match for_redirects.check_url(attempt.url()) {
                     Ok(()) => attempt.follow(),
                     Err(e) => attempt.error(e),
                 }
             }))
             .timeout(timeout)
             .build()?;
-        Ok(Self { client, trusted })
+        Ok(Self { client, guard })
     }
 
     /// A GET request, after checking the URL.
     pub fn get(&self, url: &str) -> Result<reqwest::RequestBuilder, String> {
         let url = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
-        check_url(&url, &self.trusted)?;
+        self.guard.check_url(&url)?;
         Ok(self.client.get(url))
     }
 }
@@ -210,13 +227,17 @@ mod tests {
 
     #[test]
     fn literal_hosts_are_checked_unless_trusted() {
-        let trusted = Trusted(Arc::new(["127.0.0.1".to_owned()].into()));
+        let guard = Guard::new(["127.0.0.1".to_owned()]);
         let url = |u: &str| reqwest::Url::parse(u).unwrap();
-        assert!(check_url(&url("http://127.0.0.1:9/x"), &trusted).is_ok());
-        assert!(check_url(&url("http://127.0.0.2:9/x"), &trusted).is_err());
-        assert!(check_url(&url("http://[::1]/"), &trusted).is_err());
-        assert!(check_url(&url("http://169.254.169.254/latest"), &trusted).is_err());
-        assert!(check_url(&url("file:///etc/passwd"), &trusted).is_err());
-        assert!(check_url(&url("https://example.com/"), &trusted).is_ok());
+        assert!(guard.check_url(&url("http://127.0.0.1:9/x")).is_ok());
+        assert!(guard.check_url(&url("http://127.0.0.2:9/x")).is_err());
+        assert!(guard.check_url(&url("http://[::1]/")).is_err());
+        assert!(
+            guard
+                .check_url(&url("http://169.254.169.254/latest"))
+                .is_err()
+        );
+        assert!(guard.check_url(&url("file:///etc/passwd")).is_err());
+        assert!(guard.check_url(&url("https://example.com/")).is_ok());
     }
 }

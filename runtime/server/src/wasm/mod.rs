@@ -1,3 +1,4 @@
 //! The WebAssembly adapter host.
 
 pub mod grants;
+pub mod outbound;
