@@ -141,13 +141,18 @@ impl Effective {
             .iter()
             .map(|o| Origin::parse(o))
             .collect::<Result<BTreeSet<_>, _>>()?;
-        let mut origins = BTreeSet::new();
-        for requested in &request.outbound_hosts {
-            let origin = Origin::parse(requested)?;
-            if granted_origins.contains(&origin) {
-                origins.insert(origin);
+        let origins = if request.outbound_hosts.iter().any(|o| o == "*") {
+            granted_origins
+        } else {
+            let mut origins = BTreeSet::new();
+            for requested in &request.outbound_hosts {
+                let origin = Origin::parse(requested)?;
+                if granted_origins.contains(&origin) {
+                    origins.insert(origin);
+                }
             }
-        }
+            origins
+        };
         let secrets: BTreeSet<String> = request
             .secrets
             .iter()
