@@ -316,4 +316,27 @@ mod tests {
                 .contains("host and port only")
         );
     }
+
+    #[test]
+    fn a_star_request_takes_what_the_operator_grants() {
+        let asked = Request {
+            outbound_hosts: vec!["*".into()],
+            ..Request::default()
+        };
+        let grant = Grant {
+            outbound_hosts: vec!["http://127.0.0.1:9000".into()],
+            ..Grant::default()
+        };
+        let effective = Effective::intersect(&asked, &grant).unwrap();
+        assert_eq!(
+            effective.origins.iter().map(|o| o.port).collect::<Vec<_>>(),
+            [9000]
+        );
+        assert!(
+            Effective::intersect(&asked, &Grant::default())
+                .unwrap()
+                .origins
+                .is_empty()
+        );
+    }
 }
