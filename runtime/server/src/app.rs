@@ -9,6 +9,7 @@ use service_contract::tools::ToolRegistry;
 use service_contract::{
     Adapter, AdapterContext, AdapterRegistry, AgentRunner, ContextConfig, Secrets,
 };
+use tokio::sync::Notify;
 
 use crate::adapters::{Adapters, DbFeedback, DbTasks};
 use crate::agents::profiles;
@@ -20,6 +21,7 @@ use crate::engine::{DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
 use crate::scheduler::{Dispatcher, Scheduler};
 use crate::tasks::RunningTasks;
+use crate::wasm::{Services, WasmHost};
 
 pub struct App {
     pub data_dir: PathBuf,
@@ -32,6 +34,10 @@ pub struct App {
     pub running: Arc<RunningTasks>,
     /// Runs schedules (the scheduler adapter and `schedule run` share it).
     pub dispatcher: Arc<Dispatcher>,
+    /// WebAssembly adapters.
+    pub wasm: Arc<WasmHost>,
+    /// Wakes the job worker when a component enqueues a job.
+    pub jobs_ready: Arc<Notify>,
 }
 
 /// Creates the data directory if needed and opens (migrating) its database with the `default`
@@ -89,6 +95,24 @@ impl App {
             agents: Arc::clone(&agents),
             running: Arc::clone(&running),
         });
+        let registry = Arc::new(AdapterRegistry::new());
+        let jobs_ready = Arc::new(Notify::new());
+        let services = Arc::new(Services {
+            db: db.clone(),
+            env: Arc::clone(&env),
+            registry: Arc::clone(&registry),
+            agents: Arc::clone(&agents),
+            tools: Arc::clone(engine.tools()),
+            jobs_ready: Arc::clone(&jobs_ready),
+        });
+        let pooling = env.get("SERVICE_WASM_POOLING").as_deref() != Some("false");
+        let wasm = WasmHost::new(
+            services,
+            data_dir,
+            config.adapters.clone(),
+            Vec::new(),
+            pooling,
+        )?;
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
                 database_path: data_dir.join(db::FILE_NAME),
@@ -96,17 +120,17 @@ impl App {
                 default_model: engine.settings().model().to_owned(),
             },
             data_dir: data_dir.to_owned(),
-            registry: Arc::new(AdapterRegistry::new()),
+            registry,
             tool_registry: Some(Arc::clone(engine.tools())),
             agents,
             secrets: Arc::clone(&env) as Arc<dyn Secrets>,
             tasks: Arc::new(DbTasks(db.clone())),
             feedback: Arc::new(DbFeedback(db.clone())),
         });
-        let native: Vec<Arc<dyn Adapter>> = vec![Arc::new(Scheduler::new(
-            db.clone(),
-            Arc::clone(&dispatcher),
-        ))];
+        let native: Vec<Arc<dyn Adapter>> = vec![
+            Arc::new(Scheduler::new(db.clone(), Arc::clone(&dispatcher))),
+            Arc::new(service_guildchat::GuildchatAdapter::new()),
+        ];
         let adapters = Arc::new(Adapters::new(context, native, db.clone()));
         Ok(Self {
             data_dir: data_dir.to_owned(),
@@ -117,6 +141,8 @@ impl App {
             adapters,
             running,
             dispatcher,
+            wasm,
+            jobs_ready,
         })
     }
 }

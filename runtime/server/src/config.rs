@@ -1,10 +1,13 @@
 //! Where the service keeps its state and what `config.toml` may say. Secrets never come from
 //! here: see [`crate::environment`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
+
+use crate::wasm::grants::Grant;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8765;
@@ -23,6 +26,10 @@ pub struct FileConfig {
     pub engine: EngineSection,
     #[serde(default)]
     pub tools: ToolsSection,
+    /// `[adapters.<name>]`: capability grants of WebAssembly adapters (a `<name>.toml` beside
+    /// the component wins).
+    #[serde(default)]
+    pub adapters: BTreeMap<String, Grant>,
 }
 
 /// `[provider]`: which LLM provider and model runs agents (the environment overrides both).

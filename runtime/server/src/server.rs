@@ -3,14 +3,18 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::{self, AppState, guards::Binding};
-use crate::{scheduler, tasks, traces};
+use crate::wasm::Worker;
+use crate::{adapters, scheduler, tasks, traces};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -45,7 +49,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     let router = http::router(state, binding);
 
-    // Printed on stdout (logs go to stderr) so scripts and tests can find a port chosen by `--port 0`.
+    // Installed before anything slow, so a signal during start-up shuts down cleanly too.
+    let shutdown = shutdown_signal()?;
+    app.adapters.start_all(&held_back(&app)).await?;
+    let background = start_wasm(&app).await?;
+    // Printed on stdout (logs go to stderr) once everything runs, so scripts and tests can
+    // find a port chosen by `--port 0`.
     println!("service-runtime listening on http://{addr}");
     tracing::info!(
         data_dir = %app.data_dir.display(),
@@ -54,17 +63,43 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         model = app.engine.settings().model(),
         "serving"
     );
-    app.adapters.start_all(&held_back(&app)).await?;
     let served = axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown_signal())
+    .with_graceful_shutdown(shutdown)
     .await;
+    background.cancel();
     app.adapters.stop_all().await;
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the components, then keeps watching the adapters folder (hot reload, polled twice a
+/// second) and runs enqueued jobs. Cancelling the token stops both.
+async fn start_wasm(app: &App) -> anyhow::Result<CancellationToken> {
+    app.wasm
+        .set_disabled(adapters::disabled_names(&app.db).await?);
+    app.wasm.discover().await;
+    let stop = CancellationToken::new();
+    let (host, watch_stop) = (Arc::clone(&app.wasm), stop.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => host.reload_changed().await,
+                () = watch_stop.cancelled() => return,
+            }
+        }
+    });
+    let worker = Worker {
+        host: Arc::clone(&app.wasm),
+        db: app.db.clone(),
+        running: Arc::clone(&app.running),
+        ready: Arc::clone(&app.jobs_ready),
+    };
+    tokio::spawn(worker.run(stop.clone()));
+    Ok(stop)
 }
 
 /// Adapters that settings keep from starting, with the reason the registry shows.
@@ -79,19 +114,16 @@ fn held_back(app: &App) -> HashMap<&'static str, String> {
     held
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            tracing::warn!("cannot listen for SIGTERM: {e}");
-            let _ = ctrl_c.await;
-            return;
+/// Resolves at the first Ctrl-C or SIGTERM. The handlers are registered when this is called.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }

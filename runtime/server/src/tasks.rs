@@ -230,6 +230,16 @@ impl RunningTasks {
     }
 }
 
+/// Adds a line to a task's description (how it ended, for instance).
+pub fn append_note(conn: &Connection, task_id: &str, note: &str) -> Result<()> {
+    conn.execute(
+        "UPDATE tasks SET description = coalesce(description || char(10), '') || ?2, updated_at = ?3 \
+         WHERE task_id = ?1",
+        params![task_id, note, db::now()],
+    )?;
+    Ok(())
+}
+
 /// Work cannot survive the process: tasks left running by a previous process are failed.
 pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
     Ok(conn.execute(

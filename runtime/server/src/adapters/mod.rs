@@ -20,6 +20,30 @@ pub use records::{DbFeedback, DbTasks};
 use crate::db::{self, Db};
 use crate::error::{Error, Result};
 
+/// Adapters the operator disabled from the dashboard (the choice survives restarts).
+pub async fn disabled_names(db: &Db) -> Result<Vec<String>> {
+    db.call(|conn| {
+        let mut stmt = conn.prepare("SELECT name FROM adapter_state WHERE enabled = 0")?;
+        let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
+    })
+    .await
+}
+
+/// Persists an enable/disable choice.
+pub async fn remember_toggle(db: &Db, name: &str, enable: bool) -> Result<()> {
+    let name = name.to_owned();
+    db.call(move |conn| {
+        conn.execute(
+            "INSERT INTO adapter_state (name, enabled, updated_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
+            rusqlite::params![name, enable, db::now()],
+        )?;
+        Ok(())
+    })
+    .await
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -94,14 +118,7 @@ impl Adapters {
     /// Binds and starts every adapter, except those the operator disabled (persisted toggle)
     /// or that `held_back` names with a reason.
     pub async fn start_all(&self, held_back: &HashMap<&str, String>) -> Result<()> {
-        let disabled = self
-            .db
-            .call(|conn| {
-                let mut stmt = conn.prepare("SELECT name FROM adapter_state WHERE enabled = 0")?;
-                let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
-                Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
-            })
-            .await?;
+        let disabled = disabled_names(&self.db).await?;
         for adapter in &self.native {
             let name = adapter.name();
             if let Err(e) = adapter.bind(&self.context) {
@@ -202,17 +219,7 @@ impl Adapters {
         } else {
             self.stop(adapter.as_ref()).await
         };
-        let owned = name.to_owned();
-        self.db
-            .call(move |conn| {
-                conn.execute(
-                    "INSERT INTO adapter_state (name, enabled, updated_at) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
-                    rusqlite::params![owned, enable, db::now()],
-                )?;
-                Ok(())
-            })
-            .await?;
+        remember_toggle(&self.db, name, enable).await?;
         if !enable {
             self.registry()
                 .mark_stopped_because(name, "disabled from the dashboard");

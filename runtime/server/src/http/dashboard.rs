@@ -1,19 +1,73 @@
-//! The dashboard: static assets embedded in the binary, served at `/`.
+//! The dashboard: static assets embedded in the binary, `index.html` at `/` and the rest under
+//! `/assets/{file}`. Plain HTML, CSS and ES modules; no build step.
 
 use axum::Router;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::AppState;
+use super::api::{ApiError, PathParam};
 
-async fn index() -> impl IntoResponse {
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
+
+macro_rules! asset {
+    ($name:literal, $type:expr) => {
+        (
+            $name,
+            $type,
+            include_str!(concat!("../../assets/dashboard/", $name)),
+        )
+    };
+}
+
+/// `(file name, content type, contents)` of every file under `/assets/`.
+const ASSETS: &[(&str, &str, &str)] = &[
+    asset!("app.js", JS),
+    asset!("lib.js", JS),
+    asset!("chat.js", JS),
+    asset!("agents.js", JS),
+    asset!("store.js", JS),
+    asset!("tasks.js", JS),
+    asset!("adapters.js", JS),
+    asset!("schedules.js", JS),
+    asset!("traces.js", JS),
+    asset!("style.css", CSS),
+    asset!("favicon.svg", SVG),
+];
+
+fn serve(content_type: &'static str, body: &'static str) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        include_str!("../../assets/dashboard/index.html"),
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            // Embedded files change only with the binary; revalidating is cheap on localhost.
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        body,
     )
+        .into_response()
+}
+
+async fn index() -> Response {
+    serve(HTML, include_str!("../../assets/dashboard/index.html"))
+}
+
+async fn asset(PathParam(file): PathParam<String>) -> Response {
+    match ASSETS.iter().find(|(name, ..)| *name == file) {
+        Some((_, content_type, body)) => serve(content_type, body),
+        None => ApiError::new(StatusCode::NOT_FOUND, "no such asset").into_response(),
+    }
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/", get(index))
+    Router::new()
+        .route("/", get(index))
+        .route("/assets/{file}", get(asset))
 }

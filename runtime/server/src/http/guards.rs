@@ -46,6 +46,11 @@ pub async fn browser_guard(
     request: Request,
     next: Next,
 ) -> Response {
+    // Adapter routes receive platform webhooks, often through a reverse proxy that keeps the
+    // public Host; they authenticate each request by its signature instead.
+    if is_component_route(request.uri().path()) {
+        return next.run(request).await;
+    }
     match check(binding, request.method(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(message) => ApiError::new(StatusCode::FORBIDDEN, message).into_response(),
@@ -75,6 +80,19 @@ fn check(binding: Binding, method: &Method, headers: &HeaderMap) -> Result<(), &
     Ok(())
 }
 
+/// `/api/adapters/<name>/<anything but enable or disable>`.
+fn is_component_route(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/api/adapters/") else {
+        return false;
+    };
+    match rest.split_once('/') {
+        Some((name, route)) => {
+            !name.is_empty() && !route.is_empty() && !matches!(route, "enable" | "disable")
+        }
+        None => false,
+    }
+}
+
 /// `localhost`, a 127.0.0.0/8 address or `[::1]`, with or without a port.
 fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
@@ -101,6 +119,17 @@ mod tests {
     }
 
     const LOOPBACK: Binding = Binding { loopback: true };
+
+    #[test]
+    fn only_component_routes_skip_the_browser_checks() {
+        assert!(is_component_route("/api/adapters/teamchat/events"));
+        assert!(is_component_route("/api/adapters/webhook/run/x"));
+        assert!(!is_component_route("/api/adapters/teamchat/enable"));
+        assert!(!is_component_route("/api/adapters/scheduler/disable"));
+        assert!(!is_component_route("/api/adapters"));
+        assert!(!is_component_route("/api/adapters/teamchat"));
+        assert!(!is_component_route("/api/agents/x/y"));
+    }
 
     #[test]
     fn host_names() {

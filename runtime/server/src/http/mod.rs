@@ -4,6 +4,7 @@ mod adapters;
 mod agents;
 pub mod api;
 mod chat;
+mod components;
 mod dashboard;
 pub mod guards;
 mod health;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 
 use crate::adapters::Adapters;
 use crate::app::App;
@@ -26,6 +27,7 @@ use crate::db::Db;
 use crate::engine::Engine;
 use crate::environment::Environment;
 use crate::tasks::RunningTasks;
+use crate::wasm::WasmHost;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -35,6 +37,7 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     pub adapters: Arc<Adapters>,
     pub running: Arc<RunningTasks>,
+    pub wasm: Arc<WasmHost>,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
 }
@@ -47,6 +50,7 @@ impl AppState {
             engine: Arc::clone(&app.engine),
             adapters: Arc::clone(&app.adapters),
             running: Arc::clone(&app.running),
+            wasm: Arc::clone(&app.wasm),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -60,6 +64,7 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .route("/adapters", get(adapters::list))
         .route("/adapters/{name}/enable", post(adapters::enable))
         .route("/adapters/{name}/disable", post(adapters::disable))
+        .route("/adapters/{name}/{*rest}", any(components::dispatch))
         .route("/schedules", get(schedules::list))
         .route("/agents", get(agents::list).post(agents::create))
         .route("/agents/{name}", get(agents::show))

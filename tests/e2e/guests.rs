@@ -1,0 +1,62 @@
+//! Guest components for the tests, built from `adapters-wasm/` once per test run (cargo makes
+//! repeat builds no-ops).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn target_root() -> PathBuf {
+    // `<target>/tmp` for integration tests; the guests build beside it.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn build(target: &Path, echo_version: Option<&str>) {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/Cargo.toml");
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    if let Some(version) = echo_version {
+        cargo.args(["-p", "echo"]).env("ECHO_VERSION", version);
+    }
+    let status = cargo.status().unwrap();
+    assert!(
+        status.success(),
+        "building the guest components failed (is `rustup target add wasm32-wasip2` done?)"
+    );
+}
+
+/// The `.wasm` of a fixture crate (`echo`, `hostile`, `unknown_import`, `future_version`).
+pub fn guest(crate_name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let target = target_root().join("wasm-guests");
+        build(&target, None);
+        target.join("wasm32-wasip2/release")
+    });
+    dir.join(format!("{crate_name}.wasm"))
+}
+
+/// `echo` built to answer as version 2.
+pub fn echo_v2() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = target_root().join("wasm-guests-v2");
+            build(&target, Some("2"));
+            target.join("wasm32-wasip2/release")
+        })
+        .join("echo.wasm")
+}
