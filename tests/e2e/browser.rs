@@ -1,1 +1,1116 @@
 //! The dashboard in a real browser (headless Chromium through WebDriver).
+//!
+//! Each test starts the real binary, Debian's `chromedriver` on a free loopback port and, through
+//! it, `/usr/bin/chromium` with a fresh profile, then drives the page with fantoccini like a user
+//! would. The tests take a global lock so only one browser runs at a time (two cores).
+//!
+//! - Missing Chromium or chromedriver: the tests say so loudly and pass without running; with
+//!   `CI=true` that is a failure (CI installs `chromium` and `chromium-driver`).
+//! - Screenshots of every tab go to `<target dir>/screenshots/` (the parent of
+//!   `CARGO_TARGET_TMPDIR`, so `target/screenshots/` unless `CARGO_TARGET_DIR` moves it).
+//! - Every test ends by reading the browser's console log (chromedriver's `browser` log) and
+//!   fails on any error there, except the HTTP 4xx answers a test provokes on purpose.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::elements::Element;
+use fantoccini::key::Key;
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use service_runtime::tasks::{self, NewTask, TaskStatus};
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::fakes::llm::{self, Reply};
+use crate::support::{Server, cli, openai_env};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const XSS_NAME: &str = "<img src=x onerror=alert(1)>";
+
+/// One browser at a time: parallel Chromium instances are slow and flaky on a small machine.
+static BROWSER_LOCK: Mutex<()> = Mutex::const_new(());
+
+/// Where screenshots go: `<target dir>/screenshots`.
+fn screenshot_dir() -> PathBuf {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(&tmp).join("screenshots")
+}
+
+/// Whether the browser tests can run here; panics on CI when they cannot.
+fn browser_available() -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|path| !std::path::Path::new(path).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let message = format!(
+        "BROWSER TESTS SKIPPED: {} not installed (apt-get install chromium chromium-driver)",
+        missing.join(" and ")
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{message}; CI=true requires them"
+    );
+    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
+    false
+}
+
+/// chromedriver's `browser` log (what the DevTools console showed), drained on every read.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({"type": "browser"}).to_string()),
+        )
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A headless Chromium session against one server, with chromedriver in its own process group
+/// (killed with everything it started when this is dropped).
+struct Browser {
+    client: Client,
+    driver: Child,
+    base: String,
+    _profile: tempfile::TempDir,
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl Browser {
+    /// `None` when Chromium is not installed (and this is not CI).
+    async fn start(server: &Server) -> Option<Self> {
+        let lock = BROWSER_LOCK.lock().await;
+        if !browser_available() {
+            return None;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let driver_log = std::fs::File::create(profile.path().join("chromedriver.log")).unwrap();
+        let driver = std::os::unix::process::CommandExt::process_group(
+            Command::new(CHROMEDRIVER)
+                .arg(format!("--port={port}"))
+                .stdin(Stdio::null())
+                .stdout(driver_log.try_clone().unwrap())
+                .stderr(driver_log),
+            0,
+        )
+        .spawn()
+        .expect("start chromedriver");
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while reqwest::get(format!("{driver_url}/status")).await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let user_data = profile.path().join("chromium");
+        let capabilities = json!({
+            "browserName": "chrome",
+            "unhandledPromptBehavior": "ignore",
+            "goog:loggingPrefs": {"browser": "ALL"},
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    "--disable-quic",
+                    "--disable-dev-shm-usage",
+                    "--window-size=1280,900",
+                    format!("--user-data-dir={}", user_data.display()),
+                ],
+            },
+        });
+        let Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&driver_url)
+            .await
+            .expect("start a Chromium session");
+        Some(Self {
+            client,
+            driver,
+            base: server.url.clone(),
+            _profile: profile,
+            _lock: lock,
+        })
+    }
+
+    /// Loads the dashboard at `#/{route}` and waits until that tab has rendered.
+    async fn open(&self, route: &str) {
+        self.client
+            .goto(&format!("{}/#/{route}", self.base))
+            .await
+            .unwrap();
+        self.ready(route.split(['/', '?']).next().unwrap()).await;
+    }
+
+    /// Waits until the tab `tab` has finished rendering.
+    async fn ready(&self, tab: &str) {
+        self.wait_for(
+            &format!("the {tab} tab to render"),
+            &format!("return document.querySelector('main[data-ready=\"{tab}\"]') !== null"),
+        )
+        .await;
+    }
+
+    /// Clicks a sidebar link, as a user switching tabs.
+    async fn tab(&self, tab: &str) {
+        self.click(&format!(".sidebar a[data-tab=\"{tab}\"]")).await;
+        self.ready(tab).await;
+    }
+
+    async fn find(&self, css: &str) -> Element {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+    }
+
+    async fn click(&self, css: &str) {
+        self.find(css).await.click().await.unwrap();
+    }
+
+    async fn js(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute(script, args)
+            .await
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Runs `script` (a function body) until it returns something truthy, for up to 15 s.
+    async fn wait_for_with(&self, what: &str, script: &str, args: Vec<Value>) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let value = self.js(script, args.clone()).await;
+            let truthy = !matches!(&value, Value::Null | Value::Bool(false))
+                && value != json!("")
+                && value != json!(0);
+            if truthy {
+                return value;
+            }
+            if Instant::now() > deadline {
+                self.screenshot("failure").await;
+                panic!("timed out waiting for {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_for(&self, what: &str, script: &str) -> Value {
+        self.wait_for_with(what, script, vec![]).await
+    }
+
+    /// The visible text of the first element matching `css`.
+    async fn text(&self, css: &str) -> String {
+        self.find(css).await.text().await.unwrap()
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Ok(png) = self.client.screenshot().await {
+            std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+        }
+    }
+
+    /// Console errors so far, except 4xx answers the test provoked (`allowed` statuses).
+    async fn console_errors(&self, allowed: &[u16]) -> Vec<String> {
+        let log = self.client.issue_cmd(BrowserLog).await.unwrap();
+        log.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry["level"] == "SEVERE")
+            .map(|entry| entry["message"].as_str().unwrap_or_default().to_owned())
+            .filter(|message| {
+                !allowed.iter().any(|status| {
+                    message.contains(&format!("the server responded with a status of {status}"))
+                })
+            })
+            .collect()
+    }
+
+    /// Fails on console errors, then closes the browser.
+    async fn finish(self, allowed: &[u16]) {
+        let errors = self.console_errors(allowed).await;
+        let alert = self.client.get_alert_text().await.ok();
+        self.client.clone().close().await.unwrap();
+        assert_eq!(alert, None, "an alert opened");
+        assert!(errors.is_empty(), "browser console errors: {errors:#?}");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // chromedriver leads its own process group, which holds Chromium too.
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.driver.wait();
+    }
+}
+
+fn create_task(server: &Server, title: &str, agent: &str, status: TaskStatus) -> String {
+    server.db().blocking(|conn| {
+        let task = tasks::create(
+            conn,
+            &NewTask {
+                title,
+                agent_profile_name: Some(agent),
+                ..NewTask::default()
+            },
+        )
+        .unwrap();
+        tasks::set_status(conn, &task.task_id, status).unwrap();
+        task.task_id
+    })
+}
+
+fn set_task_status(server: &Server, task_id: &str, status: TaskStatus) {
+    server
+        .db()
+        .blocking(|conn| tasks::set_status(conn, task_id, status).unwrap());
+}
+
+/// The scheduler's adapter registry entry, as the API reports it.
+async fn scheduler_entry(server: &Server) -> Value {
+    let (_, body) = server.get("/api/adapters").await;
+    body["adapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["name"] == "scheduler")
+        .cloned()
+        .unwrap_or_else(|| panic!("no scheduler entry: {body}"))
+}
+
+/// Text of every element matching `css`.
+const TEXTS: &str =
+    "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent.trim())";
+
+async fn texts(browser: &Browser, css: &str) -> Vec<String> {
+    serde_json::from_value(browser.js(TEXTS, vec![json!(css)]).await).unwrap()
+}
+
+/// Not a browser test: the page and every asset it loads are served with their types, and
+/// every module a module imports exists.
+#[tokio::test]
+async fn dashboard_assets_are_served_with_their_types() {
+    let server = Server::start();
+    let get = |path: &str| reqwest::get(server.url(path));
+    let index = get("/").await.unwrap();
+    assert_eq!(index.status(), StatusCode::OK);
+    assert_eq!(index.headers()["content-type"], "text/html; charset=utf-8");
+    let html = index.text().await.unwrap();
+    let mut pending: Vec<String> = html
+        .split("\"/assets/")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .collect();
+    assert!(pending.contains(&"app.js".to_owned()), "{pending:?}");
+    let mut seen = Vec::new();
+    while let Some(file) = pending.pop() {
+        if seen.contains(&file) {
+            continue;
+        }
+        let response = get(&format!("/assets/{file}")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{file}");
+        let expected = match file.rsplit('.').next().unwrap() {
+            "js" => "text/javascript; charset=utf-8",
+            "css" => "text/css; charset=utf-8",
+            "svg" => "image/svg+xml",
+            other => panic!("unexpected asset type {other}"),
+        };
+        assert_eq!(response.headers()["content-type"], expected, "{file}");
+        let body = response.text().await.unwrap();
+        if file.ends_with(".js") {
+            assert!(!body.contains("innerHTML"), "{file} must build DOM as text");
+            pending.extend(
+                body.split("from './")
+                    .skip(1)
+                    .map(|rest| rest.split('\'').next().unwrap().to_owned()),
+            );
+        }
+        seen.push(file);
+    }
+    assert!(seen.len() >= 10, "{seen:?}");
+    let missing = get("/assets/nope.js").await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn store_install_shows_up_on_the_agents_tab() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("store").await;
+    // The offline default is flagged in the header.
+    browser
+        .wait_for(
+            "the offline warning",
+            "const b = document.getElementById('provider-warning'); return !b.hidden && b.textContent.includes('Offline provider')",
+        )
+        .await;
+    assert_eq!(browser.text("#provider-text").await, "offline");
+    assert_eq!(
+        texts(&browser, ".bundle .agent-name").await,
+        ["Atlas", "Vitriol", "Sol"]
+    );
+    browser.screenshot("store").await;
+
+    browser
+        .click("li[data-slug=\"atlas\"] button.install")
+        .await;
+    browser
+        .wait_for(
+            "Atlas to show as installed",
+            "return document.querySelector('li[data-slug=\"atlas\"] .installed')?.textContent === 'Installed'",
+        )
+        .await;
+
+    // Installed behind the page's back: the button is still there and the 409 is explained.
+    let (status, _) = server.post("/api/store/vitriol/install", Value::Null).await;
+    assert_eq!(status, StatusCode::CREATED);
+    browser
+        .click("li[data-slug=\"vitriol\"] button.install")
+        .await;
+    let message = browser
+        .wait_for(
+            "the already-installed message",
+            "const m = document.querySelector('li[data-slug=\"vitriol\"] .card-msg')?.textContent; return m !== 'Installing…' && m",
+        )
+        .await;
+    assert!(
+        message.as_str().unwrap().starts_with("Already installed"),
+        "{message}"
+    );
+    assert_eq!(
+        browser.text("li[data-slug=\"vitriol\"] .installed").await,
+        "Installed"
+    );
+    browser.screenshot("store-installed").await;
+
+    browser.tab("agents").await;
+    assert_eq!(
+        texts(&browser, ".agent .agent-name").await,
+        ["default", "Atlas", "Vitriol"]
+    );
+    let atlas_tools = texts(&browser, "li[data-agent=\"Atlas\"] .chip").await;
+    assert!(
+        atlas_tools.contains(&"web_search".to_owned()),
+        "{atlas_tools:?}"
+    );
+
+    // Keyboard: from the nav, Enter opens a tab and Tab reaches its buttons.
+    browser
+        .js(
+            "document.querySelector('.sidebar a[data-tab=\"store\"]').focus()",
+            vec![],
+        )
+        .await;
+    let active = browser.client.active_element().await.unwrap();
+    active
+        .send_keys(&char::from(Key::Enter).to_string())
+        .await
+        .unwrap();
+    browser.ready("store").await;
+    let mut reached = false;
+    for _ in 0..12 {
+        let active = browser.client.active_element().await.unwrap();
+        if active.attr("aria-label").await.unwrap().as_deref() == Some("Install Sol") {
+            reached = true;
+            break;
+        }
+        active
+            .send_keys(&char::from(Key::Tab).to_string())
+            .await
+            .unwrap();
+    }
+    assert!(reached, "Tab never reached the Install button");
+    browser.finish(&[409]).await;
+}
+
+#[tokio::test]
+async fn create_agent_shows_field_errors_then_succeeds() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("agents").await;
+    browser.screenshot("agents").await;
+
+    browser
+        .find("#agent-name")
+        .await
+        .send_keys("Researcher")
+        .await
+        .unwrap();
+    browser
+        .find("#agent-tools")
+        .await
+        .send_keys("search_notes, bad tool!")
+        .await
+        .unwrap();
+    browser.click("#agent-submit").await;
+    // No system prompt: the API names the field and the form shows it there.
+    let error = browser
+        .wait_for(
+            "the system prompt error",
+            "return document.querySelector('[data-error-for=\"system_prompt\"]').textContent",
+        )
+        .await;
+    assert_eq!(error, "system_prompt is required");
+    assert_eq!(
+        browser
+            .find("#agent-system_prompt")
+            .await
+            .attr("aria-invalid")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("true")
+    );
+    browser.screenshot("agents-validation").await;
+
+    browser
+        .find("#agent-system_prompt")
+        .await
+        .send_keys("You research things.")
+        .await
+        .unwrap();
+    browser.click("#agent-submit").await;
+    let error = browser
+        .wait_for(
+            "the tools error",
+            "return document.querySelector('[data-error-for=\"tools\"]').textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().contains("bad tool!"), "{error}");
+    assert_eq!(
+        browser
+            .text("[data-error-for=\"system_prompt\"]")
+            .await
+            .as_str(),
+        "",
+        "the fixed field's error is gone"
+    );
+
+    let tools = browser.find("#agent-tools").await;
+    tools.clear().await.unwrap();
+    tools.send_keys("search_notes").await.unwrap();
+    browser
+        .find("#agent-description")
+        .await
+        .send_keys("Digs through notes")
+        .await
+        .unwrap();
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for(
+            "the new agent in the list",
+            "return document.querySelector('li[data-agent=\"Researcher\"]') !== null",
+        )
+        .await;
+    assert_eq!(
+        texts(&browser, "li[data-agent=\"Researcher\"] .chip").await,
+        ["search_notes"]
+    );
+    assert_eq!(
+        browser
+            .text("li[data-agent=\"Researcher\"] .agent-desc")
+            .await,
+        "Digs through notes"
+    );
+    let export = browser
+        .find("li[data-agent=\"Researcher\"] a.export")
+        .await
+        .attr("href")
+        .await
+        .unwrap();
+    assert_eq!(export.as_deref(), Some("/api/agents/Researcher/export"));
+    let (status, profile) = server.get("/api/agents/Researcher").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(profile["tools"], json!(["search_notes"]));
+    assert_eq!(profile["color"], "#4f8cff");
+
+    // A duplicate name: the 409 shows beside the name.
+    browser
+        .find("#agent-name")
+        .await
+        .send_keys("Researcher")
+        .await
+        .unwrap();
+    browser
+        .find("#agent-system_prompt")
+        .await
+        .send_keys("again")
+        .await
+        .unwrap();
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for(
+            "the duplicate-name error",
+            "return document.querySelector('[data-error-for=\"name\"]').textContent.includes('Researcher')",
+        )
+        .await;
+    browser.finish(&[400, 409]).await;
+}
+
+#[tokio::test]
+async fn chat_streams_the_answer_with_tool_calls_and_links_the_trace() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![(
+            "call_1",
+            "create_note",
+            json!({"title": "Groceries", "body": "oat milk"}),
+        )]),
+        Reply::Text("Saved a note called Groceries with oat milk in it."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    browser
+        .wait_for(
+            "the provider in the header",
+            "return document.getElementById('provider-text').textContent.startsWith('openai')",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('provider-warning').hidden",
+                vec![]
+            )
+            .await,
+        true,
+        "no warning for a configured provider"
+    );
+    assert_eq!(
+        browser
+            .find("#chat-agent")
+            .await
+            .prop("value")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("default")
+    );
+
+    browser
+        .find("#chat-prompt")
+        .await
+        .send_keys("Remember to buy oat milk")
+        .await
+        .unwrap();
+    browser.click("#chat-send").await;
+    browser
+        .wait_for(
+            "the tool call card",
+            "return document.querySelector('.tool-card[data-tool=\"create_note\"] .tool-result') !== null",
+        )
+        .await;
+    let footer = browser
+        .wait_for(
+            "the run to finish",
+            "return document.querySelector('.msg-agent:not(.streaming) .msg-foot')?.textContent",
+        )
+        .await;
+    assert!(footer.as_str().unwrap().contains("trace"), "{footer}");
+    let answer = texts(&browser, ".msg-agent .msg-text").await;
+    assert_eq!(
+        answer,
+        ["Saved a note called Groceries with oat milk in it."]
+    );
+    assert_eq!(texts(&browser, ".tool-card .tool-status").await, ["ok"]);
+    let input = browser
+        .js(
+            "return document.querySelector('.tool-card .tool-input pre').textContent",
+            vec![],
+        )
+        .await;
+    assert!(input.as_str().unwrap().contains("Groceries"), "{input}");
+    // The order on screen is the order of the run: tool card first, then the answer.
+    let order = browser
+        .js(
+            "return [...document.querySelector('.msg-agent .msg-body').children].map(e => e.className)",
+            vec![],
+        )
+        .await;
+    assert_eq!(order, json!(["tool-card", "msg-text"]));
+    browser.screenshot("chat").await;
+
+    // The trace link opens the detail with each step and its timing.
+    browser.click(".msg-foot a").await;
+    browser.ready("traces").await;
+    let kinds = texts(&browser, "#trace-steps .step-kind").await;
+    assert_eq!(kinds, ["LLM call", "Tool", "LLM call"]);
+    let times = texts(&browser, "#trace-steps .step-time").await;
+    assert!(
+        times
+            .iter()
+            .all(|t| t.ends_with(" ms") || t.ends_with(" s")),
+        "{times:?}"
+    );
+    let tool = browser
+        .text("#trace-steps li[data-kind=\"tool_invocation\"]")
+        .await;
+    assert!(tool.contains("create_note"), "{tool}");
+    browser.screenshot("trace-detail").await;
+
+    // Back returns to the chat, with the conversation still there.
+    browser.client.back().await.unwrap();
+    browser.ready("chat").await;
+    assert_eq!(
+        texts(&browser, ".msg-user .msg-text").await,
+        ["Remember to buy oat milk"]
+    );
+
+    browser.tab("traces").await;
+    assert_eq!(
+        texts(&browser, "tr[data-trace] .trace-open").await,
+        ["Remember to buy oat milk"]
+    );
+    browser.screenshot("traces").await;
+
+    // A run that fails shows its error plainly (the fake has no replies left).
+    browser.tab("chat").await;
+    browser
+        .find("#chat-prompt")
+        .await
+        .send_keys("one more")
+        .await
+        .unwrap();
+    browser.click("#chat-send").await;
+    let error = browser
+        .wait_for(
+            "the error of the failed run",
+            "return document.querySelector('.msg-agent:last-child .msg-error')?.textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().starts_with("Error:"), "{error}");
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn user_supplied_strings_render_as_text() {
+    let server = Server::start();
+    let (status, _) = server
+        .post(
+            "/api/agents",
+            json!({
+                "name": XSS_NAME,
+                "system_prompt": "<script>window.pwned = 1</script>",
+                "description": "<b>bold</b><script>window.pwned = 2</script>",
+                "color": "#e44",
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = server
+        .post(
+            "/api/chat",
+            json!({"prompt": "<img src=y onerror=alert(2)>", "agent": XSS_NAME}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    create_task(
+        &server,
+        "<svg onload=alert(3)>",
+        XSS_NAME,
+        TaskStatus::Running,
+    );
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+
+    browser.open("agents").await;
+    let names = texts(&browser, ".agent .agent-name").await;
+    assert_eq!(names, ["default", XSS_NAME]);
+    let description = browser.text(".agent:last-child .agent-desc").await;
+    assert_eq!(description, "<b>bold</b><script>window.pwned = 2</script>");
+    browser.screenshot("agents-xss").await;
+
+    browser.tab("chat").await;
+    let options = texts(&browser, "#chat-agent option").await;
+    assert_eq!(options, ["default", XSS_NAME]);
+    browser
+        .find("#chat-agent")
+        .await
+        .select_by_value(XSS_NAME)
+        .await
+        .unwrap();
+
+    browser.tab("tasks").await;
+    assert_eq!(
+        texts(&browser, ".task-title").await,
+        ["<svg onload=alert(3)>"]
+    );
+
+    browser.tab("traces").await;
+    browser.click("tr[data-trace] .trace-open").await;
+    browser.ready("traces").await;
+    let prompt = browser.text(".two-col .block pre").await;
+    assert_eq!(prompt, "<img src=y onerror=alert(2)>");
+
+    let injected = browser
+        .js(
+            "return {imgs: document.querySelectorAll('img, svg, b, main script').length, pwned: window.pwned ?? null}",
+            vec![],
+        )
+        .await;
+    assert_eq!(injected, json!({"imgs": 0, "pwned": null}));
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn adapters_tab_disables_and_enables_the_scheduler() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let row = "tr[data-adapter=\"scheduler\"]";
+    browser
+        .wait_for(
+            "the scheduler running",
+            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
+        )
+        .await;
+    let cells = texts(&browser, &format!("{row} td")).await;
+    assert_eq!(cells[1], "native", "{cells:?}");
+    assert_eq!(cells[2], "running", "{cells:?}");
+    assert!(
+        cells[3] == "just now" || cells[3].ends_with("ago"),
+        "relative last activity: {cells:?}"
+    );
+    assert_eq!(cells[4], "0", "{cells:?}");
+    browser.screenshot("adapters").await;
+
+    browser.click(&format!("{row} .toggle-button")).await;
+    browser
+        .wait_for(
+            "the scheduler stopped",
+            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
+        )
+        .await;
+    assert_eq!(scheduler_entry(&server).await["status"], "stopped");
+    assert_eq!(
+        browser.text(&format!("{row} .toggle-button")).await,
+        "Enable"
+    );
+    // Keyboard focus stays on the toggle after the table refreshes.
+    let focused = browser
+        .js(
+            "return document.activeElement.dataset.focusKey ?? null",
+            vec![],
+        )
+        .await;
+    assert_eq!(focused, "toggle:scheduler");
+    browser.screenshot("adapters-disabled").await;
+
+    browser.click(&format!("{row} .toggle-button")).await;
+    browser
+        .wait_for(
+            "the scheduler running again",
+            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
+        )
+        .await;
+    assert_eq!(scheduler_entry(&server).await["status"], "running");
+
+    // The list refreshes on its own: a change made elsewhere appears without a reload.
+    let (status, _) = server
+        .post("/api/adapters/scheduler/disable", Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    browser
+        .wait_for(
+            "the poll to pick up the change",
+            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
+        )
+        .await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
+    // An unknown zone is an error on the scheduler's entry, not a crash.
+    let server = Server::start_with(&[("SERVICE_TZ", "Mars/Olympus_Mons")]);
+    let message = scheduler_entry(&server).await["error_message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("Mars/Olympus_Mons"), "{message}");
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let row = "tr[data-adapter=\"scheduler\"]";
+    let cells = texts(&browser, &format!("{row} td")).await;
+    assert_eq!(cells[2], "error", "{cells:?}");
+    assert_eq!(cells[3], "never", "{cells:?}");
+    assert_eq!(cells[4], "1", "{cells:?}");
+    let shown = browser
+        .find(&format!("{row} .error-text"))
+        .await
+        .attr("title")
+        .await
+        .unwrap();
+    assert_eq!(
+        shown.as_deref(),
+        Some(message.as_str()),
+        "full text on hover"
+    );
+    let cut = browser
+        .js(
+            "const e = document.querySelector('tr[data-adapter=\"scheduler\"] .error-text'); return e.scrollWidth > e.clientWidth",
+            vec![],
+        )
+        .await;
+    assert_eq!(cut, true, "the long message is cut to one line");
+    assert_eq!(
+        browser.text(&format!("{row} .toggle-button")).await,
+        "Enable"
+    );
+    browser.screenshot("adapters-error").await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn tasks_tab_follows_status_changes_and_guards_delete() {
+    let server = Server::start();
+    let task = create_task(&server, "Nightly digest", "default", TaskStatus::Running);
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("tasks").await;
+    let status = format!("document.querySelector('tr[data-task=\"{task}\"]')?.dataset.status");
+    assert_eq!(
+        browser
+            .js(&format!("return {status} ?? null"), vec![])
+            .await,
+        "running"
+    );
+    assert_eq!(texts(&browser, ".task-title").await, ["Nightly digest"]);
+
+    // Changed by the runtime: the table follows (it polls every few seconds).
+    set_task_status(&server, &task, TaskStatus::Completed);
+    browser
+        .wait_for(
+            "the task to show completed",
+            &format!("return {status} === 'completed'"),
+        )
+        .await;
+    browser.screenshot("tasks").await;
+
+    // The filter lives in the URL, so reload and back keep it.
+    browser
+        .find("#task-filter")
+        .await
+        .select_by_value("running")
+        .await
+        .unwrap();
+    browser
+        .wait_for(
+            "the running filter",
+            "return location.hash === '#/tasks?status=running' && document.querySelector('main[data-ready=\"tasks\"] .empty') !== null",
+        )
+        .await;
+    browser
+        .find("#task-filter")
+        .await
+        .select_by_value("completed")
+        .await
+        .unwrap();
+    browser
+        .wait_for(
+            "the completed filter",
+            "return location.hash === '#/tasks?status=completed' && document.querySelector('main[data-ready=\"tasks\"] tr[data-task]') !== null",
+        )
+        .await;
+    browser.client.refresh().await.unwrap();
+    browser.ready("tasks").await;
+    assert_eq!(
+        browser
+            .find("#task-filter")
+            .await
+            .prop("value")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("completed")
+    );
+    browser.client.back().await.unwrap();
+    browser
+        .wait_for(
+            "back to the running filter",
+            "return location.hash === '#/tasks?status=running' && document.querySelector('main[data-ready=\"tasks\"]') !== null",
+        )
+        .await;
+    browser.tab("tasks").await;
+
+    // Delete asks first; keeping the task changes nothing.
+    browser.click(".task-remove").await;
+    browser
+        .wait_for(
+            "the confirm dialog",
+            "return document.getElementById('confirm').open",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#confirm-message")
+            .await
+            .contains("Nightly digest")
+    );
+    browser.screenshot("tasks-confirm").await;
+    browser.click("#confirm-cancel").await;
+    assert_eq!(
+        browser
+            .js("return document.getElementById('confirm').open", vec![])
+            .await,
+        false
+    );
+    let (_, body) = server.get("/api/tasks").await;
+    assert_eq!(body["tasks"].as_array().unwrap().len(), 1);
+
+    browser.click(".task-remove").await;
+    browser.click("#confirm-ok").await;
+    browser
+        .wait_for(
+            "the task to disappear",
+            "return document.querySelector('tr[data-task]') === null && document.querySelector('#task-table .empty') !== null",
+        )
+        .await;
+    let (_, body) = server.get("/api/tasks").await;
+    assert_eq!(body["tasks"], json!([]));
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn schedules_tab_lists_schedules_read_only() {
+    let server = Server::start();
+    let output = cli(
+        &server.data_dir,
+        &[
+            "schedule",
+            "create",
+            "morning",
+            "--cron",
+            "0 7 * * *",
+            "--agent",
+            "default",
+            "--prompt",
+            "plan my day",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("schedules").await;
+    let cells = texts(&browser, "tr[data-schedule=\"morning\"] td").await;
+    assert_eq!(cells[0], "morning", "{cells:?}");
+    assert_eq!(cells[1], "0 7 * * *", "{cells:?}");
+    assert!(cells[3].starts_with("in "), "{cells:?}");
+    assert_eq!(cells[4], "coalesce", "{cells:?}");
+    assert_eq!(cells[5], "enabled", "{cells:?}");
+    assert_eq!(cells[6], "never", "{cells:?}");
+    assert!(
+        browser
+            .text("#schedule-note")
+            .await
+            .contains("managed with the CLI"),
+        "the read-only note"
+    );
+    browser.screenshot("schedules").await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn narrow_window_keeps_every_tab_in_reach() {
+    let server = Server::start();
+    server.post("/api/store/atlas/install", Value::Null).await;
+    create_task(&server, "Weekly report", "Atlas", TaskStatus::Pending);
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.open("agents").await;
+    let width = browser.js("return window.innerWidth", vec![]).await;
+    assert!(width.as_u64().unwrap() <= 400, "viewport {width}");
+    // The sidebar becomes rows of tabs across the top: every link in sight, the bar short,
+    // and the page never scrolls sideways.
+    let layout = browser
+        .js(
+            "const nav = document.querySelector('.sidebar').getBoundingClientRect();
+             const links = [...document.querySelectorAll('.sidebar a')].map(a => a.getBoundingClientRect());
+             return {navHeight: nav.height, pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+                     links: links.length,
+                     outside: links.filter(r => r.left < 0 || r.right > window.innerWidth || r.bottom > window.innerHeight).length}",
+            vec![],
+        )
+        .await;
+    assert!(layout["navHeight"].as_f64().unwrap() < 100.0, "{layout}");
+    assert!(layout["pageOverflow"].as_f64().unwrap() <= 0.0, "{layout}");
+    assert_eq!(layout["links"], 7, "{layout}");
+    assert_eq!(layout["outside"], 0, "{layout}");
+    browser.screenshot("narrow-agents").await;
+
+    for tab in ["chat", "store", "tasks", "adapters", "schedules", "traces"] {
+        browser.tab(tab).await;
+        let overflow = browser
+            .js(
+                "return document.documentElement.scrollWidth - window.innerWidth",
+                vec![],
+            )
+            .await;
+        assert!(
+            overflow.as_f64().unwrap() <= 0.0,
+            "{tab} scrolls sideways by {overflow}"
+        );
+        browser.screenshot(&format!("narrow-{tab}")).await;
+    }
+    // Tables turn into labelled cards.
+    browser.tab("tasks").await;
+    let label = browser
+        .js(
+            "return getComputedStyle(document.querySelector('td[data-label=\"Status\"]'), '::before').content",
+            vec![],
+        )
+        .await;
+    assert_eq!(label, "\"Status\"");
+    browser.finish(&[]).await;
+}

@@ -1,0 +1,167 @@
+// The dashboard shell: hash routing between the tabs, the header's provider status, and the
+// lifecycle (polling, aborting) of the view on screen.
+
+import { api, problem, toast } from './lib.js';
+import { chatView } from './chat.js';
+import { agentsView } from './agents.js';
+import { storeView } from './store.js';
+import { tasksView } from './tasks.js';
+import { adaptersView } from './adapters.js';
+import { schedulesView } from './schedules.js';
+import { tracesView } from './traces.js';
+
+const VIEWS = {
+  chat: chatView,
+  agents: agentsView,
+  store: storeView,
+  tasks: tasksView,
+  adapters: adaptersView,
+  schedules: schedulesView,
+  traces: tracesView,
+};
+const TITLES = {
+  chat: 'Chat', agents: 'Agents', store: 'Store', tasks: 'Tasks', adapters: 'Adapters',
+  schedules: 'Schedules', traces: 'Traces',
+};
+
+const main = document.getElementById('main');
+
+/** `#/tab/arg?key=value` → `{tab, args, params}`. */
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [path, query] = raw.split('?');
+  const parts = path.split('/').filter(Boolean).map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return p;
+    }
+  });
+  return { tab: parts[0] || 'chat', args: parts.slice(1), params: new URLSearchParams(query || '') };
+}
+
+/** What a view gets besides its container: an abort signal and timers that end with it. */
+class ViewContext {
+  constructor() {
+    this.controller = new AbortController();
+    this.timers = new Set();
+  }
+
+  get signal() {
+    return this.controller.signal;
+  }
+
+  get active() {
+    return !this.controller.signal.aborted;
+  }
+
+  /** Runs `fn` every `ms` (waiting for it to finish) while the view is on screen. */
+  poll(ms, fn) {
+    const tick = async () => {
+      if (!this.active) return;
+      if (!document.hidden) {
+        try {
+          await fn();
+        } catch (e) {
+          if (e.name !== 'AbortError') console.warn('refresh failed:', e.message);
+        }
+      }
+      if (this.active) this.timers.add(setTimeout(tick, ms));
+    };
+    this.timers.add(setTimeout(tick, ms));
+  }
+
+  end() {
+    this.controller.abort();
+    for (const timer of this.timers) clearTimeout(timer);
+  }
+}
+
+let context = null;
+let firstRender = true;
+
+async function render() {
+  const route = parseHash();
+  if (!VIEWS[route.tab]) {
+    location.replace('#/chat');
+    return;
+  }
+  if (context) context.end();
+  const ctx = new ViewContext();
+  context = ctx;
+  for (const link of document.querySelectorAll('.sidebar a[data-tab]')) {
+    if (link.dataset.tab === route.tab) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  document.title = `${TITLES[route.tab]} · service-runtime`;
+  main.replaceChildren();
+  main.dataset.view = route.tab;
+  delete main.dataset.ready;
+  try {
+    await VIEWS[route.tab](main, route, ctx);
+  } catch (e) {
+    if (e.name === 'AbortError' || !ctx.active) return;
+    main.append(problem(e));
+  }
+  if (!ctx.active) return;
+  main.dataset.ready = route.tab;
+  // Moving focus to the new heading tells keyboard and screen reader users the page changed.
+  if (!firstRender && !main.contains(document.activeElement)) {
+    const heading = main.querySelector('h1');
+    if (heading) heading.focus({ preventScroll: true });
+  }
+  firstRender = false;
+}
+
+// --- header ---
+
+const PROVIDER_HELP = 'Set SERVICE_PROVIDER and its key, then restart.';
+
+async function refreshHealth() {
+  const text = document.getElementById('provider-text');
+  const state = document.getElementById('provider-state');
+  const banner = document.getElementById('provider-warning');
+  try {
+    const health = await api('/health');
+    const { name, model, configured } = health.provider;
+    text.textContent = name === model ? name : `${name} · ${model}`;
+    const offline = name === 'offline';
+    state.className = `provider-state ${offline || !configured ? 'warn' : 'ok'}`;
+    document.getElementById('provider').title = `LLM provider: ${name}, model: ${model}`;
+    if (offline) {
+      banner.textContent = `Offline provider: answers are canned, not from a real model. ${PROVIDER_HELP}`;
+    } else if (!configured) {
+      banner.textContent = `The ${name} provider is not configured, so agent runs will fail. Set its API key or base URL (see README, LLM providers).`;
+    }
+    banner.hidden = !(offline || !configured);
+    document.getElementById('version').textContent =
+      `v${health.version} · schema ${health.schema_version}`;
+    for (const el of document.querySelectorAll('[data-count]')) {
+      const count = health.counts[el.dataset.count];
+      el.textContent = count == null ? '' : String(count);
+    }
+  } catch (e) {
+    text.textContent = 'server unreachable';
+    state.className = 'provider-state error';
+  }
+}
+
+// --- start ---
+
+window.addEventListener('error', (event) => toast(`Dashboard error: ${event.message}`, 'error'));
+window.addEventListener('unhandledrejection', (event) => {
+  if (event.reason && event.reason.name === 'AbortError') return;
+  toast(`Dashboard error: ${event.reason && event.reason.message}`, 'error');
+});
+document.getElementById('skip').addEventListener('click', () => {
+  const heading = main.querySelector('h1');
+  (heading || main).focus();
+});
+window.addEventListener('hashchange', render);
+if (!location.hash || location.hash === '#' || location.hash === '#/') {
+  history.replaceState(null, '', '#/chat');
+}
+document.addEventListener('dashboard:changed', refreshHealth);
+refreshHealth();
+setInterval(refreshHealth, 15000);
+render();

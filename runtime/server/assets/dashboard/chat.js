@@ -1,0 +1,218 @@
+// Chat: pick an agent, send a prompt, watch the run stream in (tokens, tool calls and their
+// results), then follow the trace. The conversation survives switching tabs.
+
+import {
+  ApiError, api, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
+} from './lib.js';
+
+const state = {
+  root: null,
+  agents: [],
+  busy: false,
+  controller: null,
+};
+
+let els = {};
+
+function build() {
+  els.agent = h('select', { id: 'chat-agent', name: 'agent', onchange: showAgent });
+  els.dot = dot(null);
+  els.agentInfo = h('span', { class: 'muted agent-info', id: 'chat-agent-info' });
+  els.model = h('input', {
+    id: 'chat-model', name: 'model', type: 'text', autocomplete: 'off', spellcheck: 'false',
+    placeholder: 'profile or server default',
+  });
+  els.log = h('div', { class: 'chat-log', id: 'chat-log', role: 'log', 'aria-live': 'polite', tabindex: '0', 'aria-label': 'Conversation' },
+    h('p', { class: 'empty chat-empty' },
+      'Pick an agent and ask something. Tokens stream in as they arrive, tool calls and their results show inline, and the trace is linked when the run ends.'));
+  els.prompt = h('textarea', {
+    id: 'chat-prompt', name: 'prompt', rows: '3', required: true,
+    placeholder: 'Ask the agent…  (Enter sends, Shift+Enter adds a line)',
+    'aria-label': 'Prompt',
+    onkeydown: (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        send();
+      }
+    },
+  });
+  els.send = h('button', { type: 'submit', id: 'chat-send', class: 'primary' }, 'Send');
+  els.stop = h('button', { type: 'button', id: 'chat-stop', hidden: true, onclick: () => state.controller?.abort() }, 'Stop');
+  els.clear = h('button', { type: 'button', id: 'chat-clear', class: 'ghost', onclick: clear }, 'Clear');
+  return h('section', { class: 'view chat-view' },
+    h('div', { class: 'view-header' },
+      h('div', null, h('h1', { tabindex: '-1' }, 'Chat'),
+        h('p', { class: 'sub' }, 'Run an agent and watch it work.'))),
+    h('div', { class: 'chat-controls' },
+      h('div', { class: 'field inline' },
+        h('label', { for: 'chat-agent' }, 'Agent'),
+        h('span', { class: 'with-dot' }, els.dot, els.agent)),
+      h('div', { class: 'field inline' },
+        h('label', { for: 'chat-model' }, 'Model'), els.model),
+      els.agentInfo),
+    els.log,
+    h('form', { class: 'chat-form', id: 'chat-form', novalidate: true, onsubmit: (e) => { e.preventDefault(); send(); } },
+      els.prompt,
+      h('div', { class: 'chat-buttons' }, els.send, els.stop, els.clear)));
+}
+
+function showAgent() {
+  const agent = state.agents.find((a) => a.name === els.agent.value);
+  const fresh = dot(agent && agent.color);
+  els.dot.replaceWith(fresh);
+  els.dot = fresh;
+  els.agentInfo.textContent = agent ? truncate(agent.description, 120) : '';
+}
+
+async function loadAgents(wanted) {
+  const { agents } = await api('/agents');
+  state.agents = agents;
+  const previous = wanted || els.agent.value || 'default';
+  els.agent.replaceChildren(...agents.map((a) => h('option', { value: a.name }, a.name)));
+  els.agent.value = agents.some((a) => a.name === previous) ? previous : (agents[0] && agents[0].name) || '';
+  showAgent();
+}
+
+function clear() {
+  if (state.busy) return;
+  els.log.replaceChildren();
+  els.prompt.focus();
+}
+
+function scrollToEnd() {
+  els.log.scrollTop = els.log.scrollHeight;
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  els.send.disabled = busy;
+  els.stop.hidden = !busy;
+  els.clear.disabled = busy;
+}
+
+/** One agent turn in the log: text runs and tool cards in the order they happened. */
+class Turn {
+  constructor(agentName, color) {
+    this.body = h('div', { class: 'msg-body' });
+    this.el = h('article', { class: 'msg msg-agent streaming', 'aria-busy': 'true' },
+      h('div', { class: 'msg-who' }, dot(color), agentName), this.body);
+    this.text = null;
+    this.tools = new Map();
+  }
+
+  token(text) {
+    if (!this.text) {
+      this.text = document.createTextNode('');
+      this.body.append(h('p', { class: 'msg-text' }, this.text));
+    }
+    this.text.appendData(text);
+  }
+
+  toolCall({ id, name, input }) {
+    this.text = null;
+    const status = h('span', { class: 'pill pill-running tool-status' }, 'running');
+    const card = h('div', { class: 'tool-card', dataset: { tool: name } },
+      h('div', { class: 'tool-head' },
+        h('span', { class: 'tool-label' }, 'Tool call'), h('code', { class: 'tool-name' }, name), status),
+      h('details', { class: 'tool-input' }, h('summary', null, 'Input'), h('pre', null, pretty(input))));
+    this.tools.set(id, { card, status });
+    this.body.append(card);
+  }
+
+  toolResult({ id, name, output, error }) {
+    let entry = this.tools.get(id);
+    if (!entry) {
+      this.toolCall({ id, name, input: {} });
+      entry = this.tools.get(id);
+    }
+    const failed = error != null;
+    entry.status.className = `pill tool-status pill-${failed ? 'error' : 'ok'}`;
+    entry.status.textContent = failed ? 'error' : 'ok';
+    const text = failed ? error : output ?? '';
+    entry.card.append(h('div', { class: `tool-result${failed ? ' failed' : ''}` },
+      h('span', { class: 'tool-label' }, failed ? 'Error' : 'Result'),
+      h('pre', null, truncate(text, 4000))));
+  }
+
+  finish(footer) {
+    this.el.classList.remove('streaming');
+    this.el.removeAttribute('aria-busy');
+    for (const { status } of this.tools.values()) {
+      if (status.textContent === 'running') {
+        status.className = 'pill tool-status pill-other';
+        status.textContent = 'no result';
+      }
+    }
+    if (footer) this.el.append(footer);
+  }
+}
+
+function errorBox(message, traceId) {
+  return h('div', { class: 'error-box msg-error', role: 'alert' },
+    h('strong', null, 'Error: '), message,
+    traceId ? h('span', null, ' · trace ', traceLink(traceId)) : null);
+}
+
+async function send() {
+  const prompt = els.prompt.value.trim();
+  if (state.busy) return;
+  if (!prompt) {
+    els.prompt.focus();
+    return;
+  }
+  const agent = els.agent.value;
+  const model = els.model.value.trim();
+  const profile = state.agents.find((a) => a.name === agent);
+  els.log.querySelector('.chat-empty')?.remove();
+  els.log.append(h('article', { class: 'msg msg-user' },
+    h('div', { class: 'msg-who' }, 'You'), h('p', { class: 'msg-text' }, prompt)));
+  const turn = new Turn(agent, profile && profile.color);
+  els.log.append(turn.el);
+  els.prompt.value = '';
+  scrollToEnd();
+  setBusy(true);
+  state.controller = new AbortController();
+  let ended = false;
+  try {
+    const body = { prompt, agent };
+    if (model) body.model = model;
+    await postEventStream('/chat/stream', body, {
+      signal: state.controller.signal,
+      onFrame: (frame) => {
+        switch (frame.type) {
+          case 'token': turn.token(frame.text); break;
+          case 'tool_call': turn.toolCall(frame); break;
+          case 'tool_result': turn.toolResult(frame); break;
+          case 'done':
+            ended = true;
+            turn.finish(h('div', { class: 'msg-foot' },
+              'Done in ', ms(frame.latency_ms), ' · trace ', traceLink(frame.trace_id)));
+            break;
+          case 'error':
+            ended = true;
+            turn.finish(errorBox(frame.message, frame.trace_id));
+            break;
+          default: break;
+        }
+        scrollToEnd();
+      },
+    });
+    if (!ended) turn.finish(errorBox('the stream ended before the run finished'));
+  } catch (e) {
+    if (e.name === 'AbortError') turn.finish(h('div', { class: 'msg-foot muted' }, 'Stopped. The run was cancelled.'));
+    else turn.finish(errorBox(e instanceof ApiError ? e.message : `the stream broke: ${e.message}`, e.traceId));
+  } finally {
+    setBusy(false);
+    state.controller = null;
+    scrollToEnd();
+    dataChanged();
+    if (document.activeElement === document.body || document.activeElement === els.stop) els.prompt.focus();
+  }
+}
+
+export async function chatView(main, route) {
+  if (!state.root) state.root = build();
+  main.append(state.root);
+  await loadAgents(route.params.get('agent'));
+  if (!state.busy) els.prompt.focus({ preventScroll: true });
+}

@@ -1,0 +1,259 @@
+// Shared helpers: building DOM safely, calling the API, time formatting, toasts, the confirm
+// dialog. Every string that comes from data is added as a text node, never parsed as HTML.
+
+/** Builds an element. Children that are not nodes become text nodes. */
+export function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  append(el, children);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (value == null || value === false) continue;
+    if (key === 'class') el.className = value;
+    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else if (key === 'style') Object.assign(el.style, value);
+    else if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+    else if (key === 'value' || key === 'checked' || key === 'selected') el[key] = value;
+    else el.setAttribute(key, value === true ? '' : String(value));
+  }
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child == null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** An error answered by the API: `{"error", "field"?, "trace_id"?}`. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `request failed (HTTP ${status})`);
+    this.status = status;
+    this.field = body && body.field;
+    this.traceId = body && body.trace_id;
+  }
+
+  /** True when the server does not have this endpoint (an older or newer version). */
+  get unavailable() {
+    return this.status === 404 && this.message === 'no such endpoint';
+  }
+}
+
+async function bodyOf(response) {
+  const text = await response.text();
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { error: text.slice(0, 300) };
+  }
+}
+
+/** Calls `/api{path}`; resolves with the JSON answer or rejects with an ApiError. */
+export async function api(path, { method = 'GET', body, signal } = {}) {
+  const init = { method, signal, headers: { Accept: 'application/json' } };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(`/api${path}`, init);
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, { error: 'cannot reach the server' });
+  }
+  const data = await bodyOf(response);
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+/** Reads a `text/event-stream` answer and calls `onFrame` with each `data:` payload parsed. */
+export async function postEventStream(path, body, { signal, onFrame }) {
+  const response = await fetch(`/api${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!response.ok) throw new ApiError(response.status, await bodyOf(response));
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let data = [];
+  const dispatch = () => {
+    if (data.length) onFrame(JSON.parse(data.join('\n')));
+    data = [];
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf('\n')) >= 0) {
+      let line = buffer.slice(0, end);
+      buffer = buffer.slice(end + 1);
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line === '') dispatch();
+      else if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+      // Comments (keep-alives) and other fields carry nothing for us.
+    }
+  }
+  if (buffer.startsWith('data:')) data.push(buffer.slice(buffer.startsWith('data: ') ? 6 : 5));
+  dispatch();
+}
+
+export const enc = encodeURIComponent;
+
+const HEX_COLOR = /^#(?:[0-9a-f]{3}|[0-9a-f]{6})$/i;
+
+/** A round color marker; data that is not a hex color gets the neutral one. */
+export function dot(color, label) {
+  const el = h('span', { class: 'dot', 'aria-hidden': label ? null : 'true' });
+  if (color && HEX_COLOR.test(color)) el.style.background = color;
+  if (label) {
+    el.setAttribute('role', 'img');
+    el.setAttribute('aria-label', label);
+  }
+  return el;
+}
+
+export function chips(items, emptyText) {
+  if (!items || items.length === 0) return h('span', { class: 'muted' }, emptyText);
+  return h('span', { class: 'chips' }, items.map((item) => h('span', { class: 'chip' }, item)));
+}
+
+/** A status pill; the class comes from a fixed list so data never picks a class name. */
+export function pill(status) {
+  const known = ['ok', 'running', 'pending', 'completed', 'error', 'cancelled', 'stopped',
+    'enabled', 'disabled'];
+  const kind = known.includes(status) ? status : 'other';
+  return h('span', { class: `pill pill-${kind}` }, status || 'unknown');
+}
+
+export function traceLink(id, label) {
+  if (!id) return h('span', { class: 'muted' }, '—');
+  return h('a', { href: `#/traces/${enc(id)}`, class: 'mono', title: id }, label || id.slice(0, 8));
+}
+
+// --- time ---
+
+export function parseTime(iso) {
+  const t = iso ? Date.parse(iso) : NaN;
+  return Number.isNaN(t) ? null : t;
+}
+
+/** `12 s ago`, `in 5 min`, ...; `never` when there is no time. */
+export function relative(iso, now = Date.now()) {
+  const t = parseTime(iso);
+  if (t === null) return 'never';
+  const diff = Math.round((t - now) / 1000);
+  const abs = Math.abs(diff);
+  let text;
+  if (abs < 5) return 'just now';
+  if (abs < 60) text = `${abs} s`;
+  else if (abs < 3600) text = `${Math.floor(abs / 60)} min`;
+  else if (abs < 86400) text = `${Math.floor(abs / 3600)} h`;
+  else text = `${Math.floor(abs / 86400)} d`;
+  return diff < 0 ? `${text} ago` : `in ${text}`;
+}
+
+export function absolute(iso) {
+  const t = parseTime(iso);
+  return t === null ? '' : new Date(t).toLocaleString();
+}
+
+/** A `<time>` showing the relative time, the exact one on hover; `data-rel` lets it be updated. */
+export function timeEl(iso, fallback = 'never') {
+  if (!iso) return h('span', { class: 'muted' }, fallback);
+  return h('time', { datetime: iso, title: absolute(iso), dataset: { rel: iso } }, relative(iso));
+}
+
+/** Refreshes the text of every relative time under `root`. */
+export function refreshTimes(root) {
+  for (const el of root.querySelectorAll('time[data-rel]')) {
+    el.textContent = relative(el.dataset.rel);
+  }
+}
+
+export function ms(value) {
+  if (value == null) return '—';
+  return value < 1000 ? `${value} ms` : `${(value / 1000).toFixed(2)} s`;
+}
+
+export function truncate(text, max) {
+  if (!text) return '';
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+export function pretty(value) {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+// --- page furniture ---
+
+/** The box shown when loading failed, or when the server lacks the endpoint. */
+export function problem(error) {
+  if (error instanceof ApiError && error.unavailable) {
+    return h('div', { class: 'notice', role: 'status' },
+      h('strong', null, 'Not available'),
+      ' — this server version does not offer this section yet.');
+  }
+  return h('div', { class: 'error-box', role: 'alert' }, error.message || String(error));
+}
+
+export function empty(text) {
+  return h('p', { class: 'empty' }, text);
+}
+
+export function toast(message, kind = 'info') {
+  const region = document.getElementById('toasts');
+  const el = h('div', { class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, message);
+  region.append(el);
+  setTimeout(() => el.remove(), kind === 'error' ? 8000 : 4000);
+}
+
+/** A modal confirm dialog; resolves true when the user confirms. */
+export function confirmDialog({ title, message, confirmLabel = 'Confirm' }) {
+  const dialog = document.getElementById('confirm');
+  dialog.querySelector('#confirm-title').textContent = title;
+  dialog.querySelector('#confirm-message').textContent = message;
+  dialog.querySelector('#confirm-ok').textContent = confirmLabel;
+  dialog.returnValue = '';
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'confirm'), { once: true });
+    dialog.showModal();
+    dialog.querySelector('#confirm-cancel').focus();
+  });
+}
+
+/** A table that turns into labelled cards on narrow screens. A row is a list of cells or
+ * `{cells, props}` (props for the `<tr>`). */
+export function table(columns, rows, { caption } = {}) {
+  return h('div', { class: 'table-wrap' },
+    h('table', { class: 'data' },
+      caption ? h('caption', { class: 'sr-only' }, caption) : null,
+      h('thead', null, h('tr', null, columns.map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', null, rows.map((row) => {
+        const { cells, props } = Array.isArray(row) ? { cells: row } : row;
+        const tr = h('tr', props);
+        cells.forEach((cell, i) => tr.append(h('td', { 'data-label': columns[i] }, cell)));
+        return tr;
+      }))));
+}
+
+/** Tells the shell that counts may have changed (it refreshes the header). */
+export function dataChanged() {
+  document.dispatchEvent(new Event('dashboard:changed'));
+}
+
+/** For promises nobody awaits (event handlers): shows a failure, ignores an aborted view. */
+export function report(error) {
+  if (error && error.name === 'AbortError') return;
+  toast(error && error.message ? error.message : String(error), 'error');
+}

@@ -1,0 +1,103 @@
+// Traces: the recorded runs, newest first, and one run in detail with each LLM call and tool
+// invocation on a timeline.
+
+import {
+  absolute, api, empty, enc, h, ms, parseTime, pill, pretty, table, timeEl, traceLink, truncate,
+} from './lib.js';
+
+const PAGE = 25;
+
+async function listView(main, route, ctx) {
+  const offset = Math.max(0, Number.parseInt(route.params.get('offset') || '0', 10) || 0);
+  const { traces, total } = await api(`/traces?limit=${PAGE}&offset=${offset}`, { signal: ctx.signal });
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' },
+    offset > 0 ? h('a', { class: 'button ghost', href: `#/traces?offset=${Math.max(0, offset - PAGE)}` }, '← Newer') : null,
+    h('span', { class: 'muted' }, total ? `${offset + 1}–${offset + traces.length} of ${total}` : ''),
+    offset + PAGE < total ? h('a', { class: 'button ghost', href: `#/traces?offset=${offset + PAGE}` }, 'Older →') : null);
+  const body = traces.length === 0
+    ? empty('No runs recorded yet. Every chat, CLI run, delegation and scheduled run leaves a trace.')
+    : table(['When', 'Agent', 'Source', 'Status', 'Model', 'Latency', 'Prompt'],
+      traces.map((t) => ({
+        props: { dataset: { trace: t.id } },
+        cells: [
+          timeEl(t.created_at),
+          t.agent_profile_name || h('span', { class: 'muted' }, '—'),
+          t.source,
+          pill(t.status),
+          h('code', null, t.model),
+          ms(t.latency_ms),
+          h('a', { href: `#/traces/${enc(t.id)}`, class: 'trace-open', title: t.prompt }, truncate(t.prompt, 80) || '(empty prompt)'),
+        ],
+      })), { caption: 'Traces' });
+  main.append(h('section', { class: 'view' },
+    h('div', { class: 'view-header' },
+      h('div', null, h('h1', { tabindex: '-1' }, 'Traces'),
+        h('p', { class: 'sub' }, 'Every agent run, with its LLM calls and tool invocations.'))),
+    body,
+    pager));
+}
+
+function block(label, text, extraClass) {
+  if (text == null || text === '') return null;
+  return h('div', { class: `block ${extraClass || ''}` }, h('h3', null, label), h('pre', null, text));
+}
+
+function stepCard(step, start, span) {
+  const isLlm = step.kind === 'llm_call';
+  const offset = Math.max(0, (parseTime(step.started_at) ?? start) - start);
+  const bar = h('span', { class: `bar ${isLlm ? 'bar-llm' : 'bar-tool'}` });
+  bar.style.left = `${Math.min(100, (offset / span) * 100)}%`;
+  bar.style.width = `${Math.max(0.5, Math.min(100, (step.latency_ms / span) * 100))}%`;
+  const title = isLlm
+    ? [h('span', { class: 'step-kind' }, 'LLM call'), h('code', null, `${step.provider} · ${step.model}`)]
+    : [h('span', { class: 'step-kind tool' }, 'Tool'), h('code', null, step.tool_name)];
+  const tokens = isLlm && (step.input_tokens != null || step.output_tokens != null)
+    ? h('span', { class: 'muted' }, `${step.input_tokens ?? '?'} in / ${step.output_tokens ?? '?'} out tokens`)
+    : null;
+  return h('li', { class: `step card ${isLlm ? 'step-llm' : 'step-tool'}`, dataset: { kind: step.kind } },
+    h('div', { class: 'step-head' },
+      h('span', { class: 'step-no' }, `#${step.step + 1}`), title, pill(step.status),
+      h('span', { class: 'step-time', title: absolute(step.started_at) }, `+${ms(offset)} · ${ms(step.latency_ms)}`),
+      tokens),
+    h('div', { class: 'timeline', 'aria-hidden': 'true' }, bar),
+    isLlm ? null : block('Input', pretty(step.input)),
+    isLlm ? block('Response', step.response_text) : block('Output', step.output),
+    block('Error', step.error_message, 'failed'));
+}
+
+async function detailView(main, id, ctx) {
+  const trace = await api(`/traces/${enc(id)}`, { signal: ctx.signal });
+  const start = parseTime(trace.created_at) ?? 0;
+  const ends = trace.steps.map((s) => (parseTime(s.started_at) ?? start) - start + s.latency_ms);
+  const span = Math.max(1, trace.latency_ms || 0, ...ends);
+  const meta = [
+    ['Status', pill(trace.status)],
+    ['Agent', trace.agent_profile_name || '—'],
+    ['Source', trace.source],
+    ['Provider', `${trace.provider} · ${trace.model}`],
+    ['Started', timeEl(trace.created_at)],
+    ['Latency', ms(trace.latency_ms)],
+    ['Tokens', trace.input_tokens == null ? '—' : `${trace.input_tokens} in / ${trace.output_tokens ?? '?'} out`],
+    trace.parent_trace_id ? ['Called by', traceLink(trace.parent_trace_id)] : null,
+  ].filter(Boolean);
+  main.append(h('section', { class: 'view trace-detail', dataset: { trace: trace.id } },
+    h('div', { class: 'view-header' },
+      h('div', null,
+        h('a', { href: '#/traces', class: 'back' }, '← All traces'),
+        h('h1', { tabindex: '-1' }, 'Trace ', h('code', { class: 'trace-id' }, trace.id)))),
+    h('dl', { class: 'meta meta-grid card' }, meta.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+    trace.warnings.length
+      ? h('div', { class: 'notice' }, h('strong', null, 'Warnings'), h('ul', null, trace.warnings.map((w) => h('li', null, w))))
+      : null,
+    trace.error_message ? h('div', { class: 'error-box', role: 'alert' }, trace.error_message) : null,
+    h('div', { class: 'two-col' }, block('Prompt', trace.prompt), block('Response', trace.response)),
+    h('h2', null, `Steps (${trace.steps.length})`),
+    trace.steps.length
+      ? h('ol', { class: 'steps', id: 'trace-steps' }, trace.steps.map((s) => stepCard(s, start, span)))
+      : empty('This run recorded no steps.')));
+}
+
+export async function tracesView(main, route, ctx) {
+  if (route.args[0]) await detailView(main, route.args[0], ctx);
+  else await listView(main, route, ctx);
+}
