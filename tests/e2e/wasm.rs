@@ -515,3 +515,71 @@ async fn toggles_unknown_names_and_the_compile_cache() {
         "a restart with unchanged components compiles nothing"
     );
 }
+
+#[tokio::test]
+async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let grant = tmp.path().join("grant.toml");
+    std::fs::write(&grant, ECHO_GRANT).unwrap();
+    let renamed = tmp.path().join("my-build.wasm");
+    std::fs::copy(guest("echo"), &renamed).unwrap();
+    let cli = |args: &[&str]| crate::support::cli(&server.data_dir, args);
+
+    // Validated before anything is copied: no grant means interfaces granted nothing.
+    let refused = cli(&["adapters", "install", renamed.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("granted nothing"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let alien = cli(&[
+        "adapters",
+        "install",
+        guest("unknown_import").to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&alien.stderr).contains("teleport"));
+    assert!(
+        !server.data_dir.join("adapters/echo.wasm").exists()
+            && !server
+                .data_dir
+                .join("adapters/unknown-import.wasm")
+                .exists()
+    );
+
+    let installed = cli(&[
+        "adapters",
+        "install",
+        renamed.to_str().unwrap(),
+        "--grant",
+        grant.to_str().unwrap(),
+    ]);
+    assert!(
+        installed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    assert!(String::from_utf8_lossy(&installed.stdout).starts_with("installed echo 1"));
+    loaded(&server, "echo").await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.1,
+        "hello from echo v1"
+    );
+    let listed = String::from_utf8(cli(&["adapters", "list"]).stdout).unwrap();
+    assert!(
+        listed.starts_with("echo ") && listed.contains("grant: yes"),
+        "{listed}"
+    );
+
+    assert!(cli(&["adapters", "remove", "echo"]).status.success());
+    eventually(10, async || {
+        entry(&server, "echo").await.is_none().then_some(())
+    })
+    .await;
+    let missing = cli(&["adapters", "remove", "echo"]);
+    assert!(
+        !missing.status.success()
+            && String::from_utf8_lossy(&missing.stderr).contains("no component named")
+    );
+}

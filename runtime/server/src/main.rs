@@ -9,6 +9,7 @@ use service_runtime::server::{self, ServeOptions};
 
 mod cli;
 
+use cli::adapters::AdaptersCommand;
 use cli::schedule::ScheduleCommand;
 use tracing_subscriber::EnvFilter;
 
@@ -53,6 +54,11 @@ enum Command {
     Schedule {
         #[command(subcommand)]
         command: ScheduleCommand,
+    },
+    /// Manage WebAssembly adapters (a running server picks changes up)
+    Adapters {
+        #[command(subcommand)]
+        command: AdaptersCommand,
     },
 }
 
@@ -99,5 +105,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             prompt,
         } => runtime.block_on(cli::run::run(&data_dir, agent, model, prompt)),
         Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
+        Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
     }
 }

@@ -1,4 +1,5 @@
 //! Command implementations of the `service-runtime` binary (argument parsing is in main.rs).
 
+pub mod adapters;
 pub mod run;
 pub mod schedule;

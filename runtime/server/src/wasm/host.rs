@@ -156,6 +156,17 @@ impl WasmHost {
     /// Compiles, checks and describes a component without installing it. `expected` is the
     /// name its file implies.
     pub async fn load(&self, expected: &str, bytes: Vec<u8>) -> anyhow::Result<Arc<Generation>> {
+        self.load_with(Some(expected), bytes, None).await
+    }
+
+    /// [`WasmHost::load`] for a component of any name, checked against `grant` when given
+    /// instead of the grant on disk (`adapters install` validates before copying).
+    pub async fn load_with(
+        &self,
+        expected: Option<&str>,
+        bytes: Vec<u8>,
+        grant: Option<Grant>,
+    ) -> anyhow::Result<Arc<Generation>> {
         let (engine, cache) = (self.engine.clone(), self.cache_dir.clone());
         let compiled =
             tokio::task::spawn_blocking(move || component::compile(&engine, &cache, &bytes))
@@ -164,7 +175,7 @@ impl WasmHost {
 
         // describe() runs with no capabilities at all.
         let nothing = Arc::new(Caller {
-            adapter: expected.to_owned(),
+            adapter: expected.unwrap_or("new component").to_owned(),
             effective: Default::default(),
             outbound: Outbound::new(&Default::default())?,
             services: Arc::clone(&self.services),
@@ -188,12 +199,23 @@ impl WasmHost {
                 )
             })?;
 
-        if description.name != expected {
+        if let Some(expected) = expected
+            && description.name != expected
+        {
             anyhow::bail!(
                 "the file is named {expected:?} but the component describes itself as {:?}",
                 description.name
             );
         }
+        let name = description.name.clone();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            anyhow::bail!("adapter name {name:?} is not valid: use letters, digits, '-' and '_'");
+        }
+        let expected = name.as_str();
         for route in &description.routes {
             if !route.path.starts_with('/') || RESERVED.contains(&route.path.as_str()) {
                 anyhow::bail!(
@@ -216,8 +238,11 @@ impl WasmHost {
             kv: capabilities.kv,
             jobs: capabilities.jobs,
         };
-        let effective =
-            component::grant_check(&compiled.imports, &request, &self.grant_for(expected)?)?;
+        let grant = match grant {
+            Some(grant) => grant,
+            None => self.grant_for(expected)?,
+        };
+        let effective = component::grant_check(&compiled.imports, &request, &grant)?;
         let caller = Arc::new(Caller {
             adapter: expected.to_owned(),
             outbound: Outbound::new(&effective)?,
@@ -225,7 +250,7 @@ impl WasmHost {
             services: Arc::clone(&self.services),
         });
         Ok(Arc::new(Generation {
-            name: description.name,
+            name: expected.to_owned(),
             version: description.version,
             sha256: compiled.sha256,
             routes: description

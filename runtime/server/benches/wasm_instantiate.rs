@@ -1,0 +1,92 @@
+//! Instantiate + call of a small Rust component (`echo`'s `GET /hello`: a fresh store and
+//! instance per call, as every request gets), with the pooling allocator and with on-demand
+//! allocation, measured in the same run. The on-demand figure is the baseline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use service_runtime::app::App;
+use service_runtime::wasm::grants::Grant;
+use service_runtime::wasm::{HttpRequest, Services, WasmHost};
+
+// The tests' guest builder; this benchmark only needs `guest`.
+#[allow(dead_code)]
+#[path = "../../../tests/e2e/guests.rs"]
+mod guests;
+
+const CALLS: usize = 2_000;
+
+async fn host(app: &App, pooling: bool) -> Arc<WasmHost> {
+    let services = Arc::new(Services {
+        db: app.db.clone(),
+        env: Arc::clone(&app.env),
+        registry: Arc::clone(app.adapters.registry()),
+        agents: app.engine.clone(),
+        tools: Arc::clone(app.engine.tools()),
+        jobs_ready: Arc::clone(&app.jobs_ready),
+    });
+    let host = WasmHost::new(
+        services,
+        &app.data_dir,
+        Default::default(),
+        Vec::new(),
+        pooling,
+    )
+    .unwrap();
+    assert_eq!(
+        host.pooled(),
+        pooling,
+        "the pool could not be reserved on this machine"
+    );
+    let grant = Grant::parse("kv = true\njobs = true\nagent = true\ntools = [\"*\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\nsecrets = [\"ECHO_TOKEN\"]").unwrap();
+    let bytes = std::fs::read(guests::guest("echo")).unwrap();
+    let generation = host.load_with(None, bytes, Some(grant)).await.unwrap();
+    host.install(generation).await;
+    host
+}
+
+/// Median and mean of `CALLS` sequential requests after a warm-up.
+async fn measure(host: &WasmHost) -> (Duration, Duration) {
+    let request = || HttpRequest {
+        method: "GET".into(),
+        path: "/hello".into(),
+        query: String::new(),
+        headers: vec![],
+        body: vec![],
+    };
+    for _ in 0..100 {
+        host.handle_http("echo", request()).await.unwrap();
+    }
+    let mut samples = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        let response = host.handle_http("echo", request()).await.unwrap();
+        samples.push(started.elapsed());
+        assert_eq!(response.status, 200);
+    }
+    let mean = samples.iter().sum::<Duration>() / CALLS as u32;
+    samples.sort();
+    (samples[CALLS / 2], mean)
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::open(tmp.path()).unwrap();
+        let on_demand = measure(&*host(&app, false).await).await;
+        let pooled = measure(&*host(&app, true).await).await;
+        println!("instantiate + call of echo GET /hello ({CALLS} calls, fresh instance each)");
+        println!("  on-demand allocation (baseline): median {:7.1} µs, mean {:7.1} µs", us(on_demand.0), us(on_demand.1));
+        println!(
+            "  pooling allocator:               median {:7.1} µs, mean {:7.1} µs  ({:.2}x faster by median)",
+            us(pooled.0),
+            us(pooled.1),
+            us(on_demand.0) / us(pooled.0)
+        );
+    });
+}
