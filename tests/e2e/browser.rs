@@ -1114,3 +1114,40 @@ async fn narrow_window_keeps_every_tab_in_reach() {
     assert_eq!(label, "\"Status\"");
     browser.finish(&[]).await;
 }
+
+#[tokio::test]
+async fn adapters_tab_shows_a_dropped_in_component_without_reload() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let wasm = crate::guests::guest("echo");
+    let dir = server.data_dir.join("adapters");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("echo.toml"), "kv = true\njobs = true\nagent = true\ntools = [\"*\"]\nsecrets = [\"ECHO_TOKEN\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\n").unwrap();
+    std::fs::copy(&wasm, dir.join("echo.partial")).unwrap();
+    std::fs::rename(dir.join("echo.partial"), dir.join("echo.wasm")).unwrap();
+    browser
+        .wait_for(
+            "the component's row",
+            "return document.querySelector('tr[data-adapter=\"echo\"]')?.dataset.status === 'running'",
+        )
+        .await;
+    let cells = texts(&browser, "tr[data-adapter=\"echo\"] td").await;
+    assert_eq!(cells[1], "wasm", "{cells:?}");
+    assert!(
+        cells.iter().any(|c| c.contains("kv")),
+        "granted capabilities are listed: {cells:?}"
+    );
+    browser.screenshot("adapters-wasm").await;
+
+    std::fs::remove_file(dir.join("echo.wasm")).unwrap();
+    browser
+        .wait_for(
+            "the row to go",
+            "return document.querySelector('tr[data-adapter=\"echo\"]') === null",
+        )
+        .await;
+    browser.finish(&[]).await;
+}
