@@ -223,7 +223,7 @@ impl Effective {
         out.extend(
             self.origins
                 .iter()
-                .map(|o| format!("http:{}://{}:{}", o.scheme, o.host, o.port)),
+                .map(|o| format!("origin:{}://{}:{}", o.scheme, o.host, o.port)),
         );
         out.extend(self.secrets.iter().map(|s| format!("secret:{s}")));
         if self.kv {
