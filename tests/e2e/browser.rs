@@ -301,18 +301,6 @@ fn set_task_status(server: &Server, task_id: &str, status: TaskStatus) {
         .blocking(|conn| tasks::set_status(conn, task_id, status).unwrap());
 }
 
-/// The scheduler's adapter registry entry, as the API reports it.
-async fn scheduler_entry(server: &Server) -> Value {
-    let (_, body) = server.get("/api/adapters").await;
-    body["adapters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|entry| entry["name"] == "scheduler")
-        .cloned()
-        .unwrap_or_else(|| panic!("no scheduler entry: {body}"))
-}
-
 /// Text of every element matching `css`.
 const TEXTS: &str =
     "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent.trim())";
@@ -826,7 +814,10 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
             "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
         )
         .await;
-    assert_eq!(scheduler_entry(&server).await["status"], "stopped");
+    assert_eq!(
+        server.adapter("scheduler").await.unwrap()["status"],
+        "stopped"
+    );
     assert_eq!(
         browser.text(&format!("{row} .toggle-button")).await,
         "Enable"
@@ -848,7 +839,10 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
             "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
         )
         .await;
-    assert_eq!(scheduler_entry(&server).await["status"], "running");
+    assert_eq!(
+        server.adapter("scheduler").await.unwrap()["status"],
+        "running"
+    );
 
     // The list refreshes on its own: a change made elsewhere appears without a reload.
     let (status, _) = server
@@ -868,7 +862,7 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
 async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
     // An unknown zone is an error on the scheduler's entry, not a crash.
     let server = Server::start_with(&[("SERVICE_TZ", "Mars/Olympus_Mons")]);
-    let message = scheduler_entry(&server).await["error_message"]
+    let message = server.adapter("scheduler").await.unwrap()["error_message"]
         .as_str()
         .unwrap()
         .to_owned();

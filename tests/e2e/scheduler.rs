@@ -83,17 +83,6 @@ async fn runs_of(server: &Server, name: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn adapter(server: &Server, name: &str) -> Value {
-    let (_, body) = server.get("/api/adapters").await;
-    body["adapters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == name)
-        .cloned()
-        .unwrap()
-}
-
 fn now_plus(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -289,7 +278,7 @@ async fn a_due_schedule_fires_and_records_its_trace() {
         "{listed}"
     );
 
-    let scheduler = adapter(&server, "scheduler").await;
+    let scheduler = server.adapter("scheduler").await.unwrap();
     assert_eq!(
         (scheduler["status"].as_str(), scheduler["kind"].as_str()),
         (Some("running"), Some("native"))
@@ -480,7 +469,7 @@ async fn bad_schedules_are_recorded_and_the_others_still_run() {
     assert_eq!(runs_of(&server, "orphan").await[0]["status"], "error");
 
     let entry = eventually(5, async || {
-        let entry = adapter(&server, "scheduler").await;
+        let entry = server.adapter("scheduler").await.unwrap();
         (entry["error_count"].as_u64() >= Some(1)).then_some(entry)
     })
     .await;
@@ -504,7 +493,7 @@ async fn the_scheduler_switch_and_the_toggle() {
         (status, health["status"].as_str()),
         (StatusCode::OK, Some("ok"))
     );
-    let entry = adapter(&server, "scheduler").await;
+    let entry = server.adapter("scheduler").await.unwrap();
     assert_eq!(entry["status"], "stopped");
     assert!(
         entry["note"]
@@ -531,7 +520,7 @@ async fn the_scheduler_switch_and_the_toggle() {
     );
     let server = server.restart();
     assert_eq!(
-        adapter(&server, "scheduler").await["status"],
+        server.adapter("scheduler").await.unwrap()["status"],
         "stopped",
         "the choice persists"
     );
@@ -552,7 +541,7 @@ async fn the_scheduler_switch_and_the_toggle() {
 #[tokio::test]
 async fn an_invalid_time_zone_is_a_scheduler_error_not_a_crash() {
     let server = Server::start_with(&[("SERVICE_TZ", "Mars/Olympus_Mons")]);
-    let entry = adapter(&server, "scheduler").await;
+    let entry = server.adapter("scheduler").await.unwrap();
     assert_eq!(entry["status"], "error");
     assert!(
         entry["error_message"]

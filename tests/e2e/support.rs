@@ -122,6 +122,16 @@ impl Server {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// This adapter's registry entry, if it has one.
+    pub async fn adapter(&self, name: &str) -> Option<Value> {
+        let (_, body) = self.get("/api/adapters").await;
+        body["adapters"]
+            .as_array()?
+            .iter()
+            .find(|a| a["name"] == name)
+            .cloned()
+    }
+
     pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
         self.send(Method::DELETE, path, None).await
     }

@@ -24,19 +24,10 @@ fn drop_in(server: &Server, name: &str, wasm: &Path, grant: &str) {
     std::fs::rename(&tmp, dir.join(format!("{name}.wasm"))).unwrap();
 }
 
-async fn entry(server: &Server, name: &str) -> Option<Value> {
-    let (_, body) = server.get("/api/adapters").await;
-    body["adapters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == name)
-        .cloned()
-}
-
 async fn loaded(server: &Server, name: &str) -> Value {
     eventually(20, async || {
-        entry(server, name)
+        server
+            .adapter(name)
             .await
             .filter(|e| e["kind"] == "wasm" && e["version"].is_string())
     })
@@ -111,7 +102,7 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
         get(&server, "/api/adapters/echo/hello").await,
         (StatusCode::OK, "hello from echo v1".into())
     );
-    assert!(entry(&server, "echo").await.unwrap()["last_activity_at"].is_string());
+    assert!(server.adapter("echo").await.unwrap()["last_activity_at"].is_string());
     assert_eq!(
         post(&server, "/api/adapters/echo/echo", "raw \u{1F600} body")
             .await
@@ -165,7 +156,7 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
     let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
     assert_eq!(trace["source"], "echo");
 
-    let denial = entry(&server, "echo").await.unwrap();
+    let denial = server.adapter("echo").await.unwrap();
     assert!(
         denial["error_message"]
             .as_str()
@@ -275,7 +266,7 @@ async fn component_tools_serve_agents_while_loaded() {
 
     std::fs::remove_file(server.data_dir.join("adapters/echo.wasm")).unwrap();
     eventually(10, async || {
-        entry(&server, "echo").await.is_none().then_some(())
+        server.adapter("echo").await.is_none().then_some(())
     })
     .await;
     let (_, body) = server.get("/api/tools").await;
@@ -312,7 +303,7 @@ async fn hostile_components_are_contained() {
         StatusCode::OK
     );
     assert_eq!(looping.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
-    let entry_now = entry(&server, "hostile").await.unwrap();
+    let entry_now = server.adapter("hostile").await.unwrap();
     assert!(
         entry_now["error_message"]
             .as_str()
@@ -362,7 +353,7 @@ async fn hostile_components_are_contained() {
         "h"
     );
 
-    let hostile = entry(&server, "hostile").await.unwrap();
+    let hostile = server.adapter("hostile").await.unwrap();
     assert!(hostile["error_count"].as_u64().unwrap() >= 5, "{hostile}");
     assert!(
         hostile["error_message"]
@@ -378,7 +369,7 @@ async fn hostile_components_are_contained() {
         get(&server, "/api/adapters/echo/hello").await.0,
         StatusCode::OK
     );
-    assert_eq!(entry(&server, "echo").await.unwrap()["error_count"], 0);
+    assert_eq!(server.adapter("echo").await.unwrap()["error_count"], 0);
 }
 
 #[tokio::test]
@@ -399,7 +390,8 @@ async fn bad_components_are_refused_at_load_with_the_reason() {
 
     let reason = async |name: &str| {
         let e = eventually(20, async || {
-            entry(&server, name)
+            server
+                .adapter(name)
                 .await
                 .filter(|e| e["status"] == "error")
         })
@@ -450,12 +442,13 @@ async fn replacing_a_component_keeps_in_flight_requests_on_the_old_one() {
         "slow done v1",
         "the old generation finished its request"
     );
-    assert_eq!(entry(&server, "echo").await.unwrap()["version"], "2");
+    assert_eq!(server.adapter("echo").await.unwrap()["version"], "2");
 
     // A broken replacement keeps the last good generation serving.
     std::fs::write(server.data_dir.join("adapters/echo.wasm"), b"\0asm garbage").unwrap();
     let broken = eventually(20, async || {
-        entry(&server, "echo")
+        server
+            .adapter("echo")
             .await
             .filter(|e| e["status"] == "error")
     })
@@ -574,7 +567,7 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
 
     assert!(cli(&["adapters", "remove", "echo"]).status.success());
     eventually(10, async || {
-        entry(&server, "echo").await.is_none().then_some(())
+        server.adapter("echo").await.is_none().then_some(())
     })
     .await;
     let missing = cli(&["adapters", "remove", "echo"]);
