@@ -575,7 +575,8 @@ fn add_usage(total: &mut Usage, turn: Usage) {
     total.output_tokens = add(total.output_tokens, turn.output_tokens);
 }
 
-/// Adapters, the scheduler and delegating tools run agents through this.
+/// Adapters, the scheduler and delegating tools run agents through this. The caller's token
+/// cancels the run; dropping the returned future does not abandon it half-recorded.
 impl AgentRunner for Engine {
     fn run(
         &self,
@@ -589,9 +590,15 @@ impl AgentRunner for Engine {
                 message: "the engine is shutting down".into(),
                 trace_id: None,
             })?;
-            engine
-                .run(request, None, &cancel)
-                .await
+            // On a task of its own: a caller that gives up (a component call that timed out)
+            // cancels the token, and the run still records how it ended in its trace.
+            let run = tokio::spawn(async move { engine.run(request, None, &cancel).await });
+            run.await
+                .map_err(|e| RunFailure {
+                    kind: RunFailureKind::Failed,
+                    message: format!("the run task failed: {e}"),
+                    trace_id: None,
+                })?
                 .map(|output| RunReply {
                     trace_id: output.trace_id,
                     text: output.text,
