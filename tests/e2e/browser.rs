@@ -197,6 +197,10 @@ impl Browser {
             .unwrap_or_else(|e| panic!("no element {css}: {e}"))
     }
 
+    async fn type_into(&self, css: &str, text: &str) {
+        self.find(css).await.send_keys(text).await.unwrap();
+    }
+
     async fn click(&self, css: &str) {
         self.find(css).await.click().await.unwrap();
     }
@@ -457,18 +461,10 @@ async fn create_agent_shows_field_errors_then_succeeds() {
     browser.open("agents").await;
     browser.screenshot("agents").await;
 
+    browser.type_into("#agent-name", "Researcher").await;
     browser
-        .find("#agent-name")
-        .await
-        .send_keys("Researcher")
-        .await
-        .unwrap();
-    browser
-        .find("#agent-tools")
-        .await
-        .send_keys("search_notes, bad tool!")
-        .await
-        .unwrap();
+        .type_into("#agent-tools", "search_notes, bad tool!")
+        .await;
     browser.click("#agent-submit").await;
     // No system prompt: the API names the field and the form shows it there.
     let error = browser
@@ -491,11 +487,8 @@ async fn create_agent_shows_field_errors_then_succeeds() {
     browser.screenshot("agents-validation").await;
 
     browser
-        .find("#agent-system_prompt")
-        .await
-        .send_keys("You research things.")
-        .await
-        .unwrap();
+        .type_into("#agent-system_prompt", "You research things.")
+        .await;
     browser.click("#agent-submit").await;
     let error = browser
         .wait_for(
@@ -517,11 +510,8 @@ async fn create_agent_shows_field_errors_then_succeeds() {
     tools.clear().await.unwrap();
     tools.send_keys("search_notes").await.unwrap();
     browser
-        .find("#agent-description")
-        .await
-        .send_keys("Digs through notes")
-        .await
-        .unwrap();
+        .type_into("#agent-description", "Digs through notes")
+        .await;
     browser.click("#agent-submit").await;
     browser
         .wait_for(
@@ -552,18 +542,8 @@ async fn create_agent_shows_field_errors_then_succeeds() {
     assert_eq!(profile["color"], "#4f8cff");
 
     // A duplicate name: the 409 shows beside the name.
-    browser
-        .find("#agent-name")
-        .await
-        .send_keys("Researcher")
-        .await
-        .unwrap();
-    browser
-        .find("#agent-system_prompt")
-        .await
-        .send_keys("again")
-        .await
-        .unwrap();
+    browser.type_into("#agent-name", "Researcher").await;
+    browser.type_into("#agent-system_prompt", "again").await;
     browser.click("#agent-submit").await;
     browser
         .wait_for(
@@ -618,11 +598,8 @@ async fn chat_streams_the_answer_with_tool_calls_and_links_the_trace() {
     );
 
     browser
-        .find("#chat-prompt")
-        .await
-        .send_keys("Remember to buy oat milk")
-        .await
-        .unwrap();
+        .type_into("#chat-prompt", "Remember to buy oat milk")
+        .await;
     browser.click("#chat-send").await;
     browser
         .wait_for(
@@ -695,12 +672,7 @@ async fn chat_streams_the_answer_with_tool_calls_and_links_the_trace() {
 
     // A run that fails shows its error plainly (the fake has no replies left).
     browser.tab("chat").await;
-    browser
-        .find("#chat-prompt")
-        .await
-        .send_keys("one more")
-        .await
-        .unwrap();
+    browser.type_into("#chat-prompt", "one more").await;
     browser.click("#chat-send").await;
     let error = browser
         .wait_for(
