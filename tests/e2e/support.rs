@@ -215,6 +215,15 @@ pub fn openai_env(base: &str) -> Vec<(&'static str, String)> {
 }
 
 impl Server {
+    /// A server on a data directory the test prepared (and owns).
+    pub fn start_in(data_dir: &Path, env: &[(&'static str, String)]) -> Self {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        Self::spawn(data_dir.to_owned(), env)
+    }
+
     pub fn start_with_owned(env: &[(&'static str, String)]) -> Self {
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Self::start_with(&pairs)

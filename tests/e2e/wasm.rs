@@ -499,7 +499,7 @@ async fn toggles_unknown_names_and_the_compile_cache() {
             .collect::<Vec<_>>()
     };
     let before = artifacts();
-    assert_eq!(before.len(), 1);
+    assert_eq!(before.len(), 3, "echo and the bundled teamchat and webhook");
     let server = server.restart();
     loaded(&server, "echo").await;
     assert_eq!(

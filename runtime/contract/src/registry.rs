@@ -53,6 +53,8 @@ pub struct AdapterEntry {
     pub capabilities: Vec<String>,
     /// Why the adapter is in its state when that is not obvious (disabled by whom).
     pub note: Option<String>,
+    /// Facts the adapter reports about itself, e.g. `auth` (its authentication scheme).
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl AdapterEntry {
@@ -69,6 +71,7 @@ impl AdapterEntry {
             version: None,
             capabilities: Vec::new(),
             note: None,
+            metadata: BTreeMap::new(),
         }
     }
 }

@@ -23,16 +23,10 @@ async fn host(app: &App, pooling: bool) -> Arc<WasmHost> {
         registry: Arc::clone(app.adapters.registry()),
         agents: app.engine.clone(),
         tools: Arc::clone(app.engine.tools()),
+        running: Arc::clone(&app.running),
         jobs_ready: Arc::clone(&app.jobs_ready),
     });
-    let host = WasmHost::new(
-        services,
-        &app.data_dir,
-        Default::default(),
-        Vec::new(),
-        pooling,
-    )
-    .unwrap();
+    let host = WasmHost::new(services, &app.data_dir, Default::default(), &[], pooling).unwrap();
     assert_eq!(
         host.pooled(),
         pooling,

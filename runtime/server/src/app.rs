@@ -103,6 +103,7 @@ impl App {
             registry: Arc::clone(&registry),
             agents: Arc::clone(&agents),
             tools: Arc::clone(engine.tools()),
+            running: Arc::clone(&running),
             jobs_ready: Arc::clone(&jobs_ready),
         });
         let pooling = env.get("SERVICE_WASM_POOLING").as_deref() != Some("false");
@@ -110,7 +111,7 @@ impl App {
             services,
             data_dir,
             config.adapters.clone(),
-            Vec::new(),
+            crate::wasm::bundled::BUNDLED,
             pooling,
         )?;
         let context = Arc::new(AdapterContext {

@@ -197,6 +197,22 @@ pub fn set_warnings(conn: &Connection, trace_id: &str, warnings: &[String]) -> R
     Ok(())
 }
 
+/// Adds a warning to a trace of `source` after the run (an adapter noting its reply was not
+/// delivered); a trace of another source is not found.
+pub fn add_warning(conn: &Connection, trace_id: &str, source: &str, warning: &str) -> Result<()> {
+    let changed = conn.execute(
+        "UPDATE traces SET warnings = json_insert(COALESCE(warnings, '[]'), '$[#]', ?3) \
+         WHERE id = ?1 AND source = ?2",
+        params![trace_id, source, warning],
+    )?;
+    if changed == 0 {
+        return Err(Error::not_found(format!(
+            "no trace {trace_id:?} of {source}"
+        )));
+    }
+    Ok(())
+}
+
 /// Marks a run finished.
 pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Result<()> {
     let changed = conn.execute(

@@ -2,7 +2,7 @@
 //! them in `<data_dir>/adapters/<name>.toml` (or `[adapters.<name>]` in config.toml; bundled
 //! adapters ship a default). The component gets the intersection, nothing else.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -16,6 +16,10 @@ pub struct Grant {
     /// Origins such as `https://slack.com` or `http://127.0.0.1:9000`.
     #[serde(default)]
     pub outbound_hosts: Vec<String>,
+    /// Origins of URLs held in environment variables (an adapter whose API base is
+    /// configurable): variable name → the URL used when it is unset.
+    #[serde(default)]
+    pub outbound_env: BTreeMap<String, String>,
     #[serde(default)]
     pub agent: bool,
     /// Tool names; `*` grants every tool.
@@ -66,6 +70,18 @@ impl Grant {
     pub fn parse(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
+
+    /// Adds the origins `outbound_env` names, read through `env`, to `outbound_hosts`.
+    pub fn resolve_env(mut self, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        for (variable, default) in std::mem::take(&mut self.outbound_env) {
+            let value = env(&variable).unwrap_or(default);
+            let url = reqwest::Url::parse(&value)
+                .map_err(|e| format!("{variable} is not a URL ({value:?}): {e}"))?;
+            let origin = Origin::of(&url).ok_or_else(|| format!("{variable} has no host"))?;
+            self.outbound_hosts.push(origin.to_string());
+        }
+        Ok(self)
+    }
 }
 
 /// What a component asked for in `describe()`.
@@ -115,6 +131,12 @@ impl Origin {
             host: url.host_str()?.to_ascii_lowercase(),
             port: url.port_or_known_default()?,
         })
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme, self.host, self.port)
     }
 }
 
@@ -220,11 +242,7 @@ impl Effective {
             None => out.push("tools:*".to_owned()),
             Some(tools) => out.extend(tools.iter().map(|t| format!("tool:{t}"))),
         }
-        out.extend(
-            self.origins
-                .iter()
-                .map(|o| format!("origin:{}://{}:{}", o.scheme, o.host, o.port)),
-        );
+        out.extend(self.origins.iter().map(|o| format!("origin:{o}")));
         out.extend(self.secrets.iter().map(|s| format!("secret:{s}")));
         if self.kv {
             out.push("kv".to_owned());
@@ -314,6 +332,29 @@ mod tests {
             Origin::parse("https://slack.com/api")
                 .unwrap_err()
                 .contains("host and port only")
+        );
+    }
+
+    #[test]
+    fn origins_can_come_from_the_environment() {
+        let grant = Grant::parse(
+            "[outbound_env]\nAPI_BASE = \"https://slack.com/api\"\nOTHER_BASE = \"https://x.example\"\n",
+        )
+        .unwrap();
+        let local = |name: &str| (name == "API_BASE").then(|| "http://127.0.0.1:4000/api".into());
+        let resolved = grant.clone().resolve_env(local).unwrap();
+        assert_eq!(
+            resolved.outbound_hosts,
+            ["http://127.0.0.1:4000", "https://x.example:443"]
+        );
+        let defaults = grant.resolve_env(|_| None).unwrap();
+        assert_eq!(defaults.outbound_hosts[0], "https://slack.com:443");
+        let broken = Grant::parse("[outbound_env]\nAPI_BASE = \"not a url\"\n").unwrap();
+        assert!(
+            broken
+                .resolve_env(|_| None)
+                .unwrap_err()
+                .contains("API_BASE")
         );
     }
 

@@ -14,6 +14,7 @@ use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::bindings::{AdapterHost, types};
+use super::bundled::{Bundled, NOT_BUILT};
 use super::component::{self, Exports};
 use super::engine;
 use super::grants::{Grant, Request};
@@ -31,6 +32,7 @@ pub struct Generation {
     pub version: String,
     pub sha256: String,
     pub routes: Vec<(String, String)>,
+    pub metadata: Vec<(String, String)>,
     pre: InstancePre<HostState>,
     exports: Exports,
     caller: Arc<Caller>,
@@ -57,7 +59,7 @@ pub struct WasmHost {
     /// Grants from `[adapters.<name>]` in config.toml (a grant file beside the component wins).
     config_grants: BTreeMap<String, Grant>,
     /// Bundled components and their default grants.
-    bundled: Vec<(&'static str, &'static [u8], &'static str)>,
+    bundled: &'static [Bundled],
     generations: RwLock<HashMap<String, Arc<Generation>>>,
     /// Files seen by the last scan: path → (length, modified).
     seen: std::sync::Mutex<HashMap<PathBuf, (u64, SystemTime)>>,
@@ -77,7 +79,7 @@ impl WasmHost {
         services: Arc<Services>,
         data_dir: &Path,
         config_grants: BTreeMap<String, Grant>,
-        bundled: Vec<(&'static str, &'static [u8], &'static str)>,
+        bundled: &'static [Bundled],
         pooling: bool,
     ) -> anyhow::Result<Arc<Self>> {
         let (engine, pooled) = engine::build(pooling)?;
@@ -147,8 +149,8 @@ impl WasmHost {
         if let Some(grant) = self.config_grants.get(name) {
             return Ok(grant.clone());
         }
-        match self.bundled.iter().find(|(n, ..)| *n == name) {
-            Some((_, _, default)) => Grant::parse(default).map_err(anyhow::Error::msg),
+        match self.bundled(name) {
+            Some(bundled) => Grant::parse(bundled.grant).map_err(anyhow::Error::msg),
             None => Ok(Grant::default()),
         }
     }
@@ -241,7 +243,9 @@ impl WasmHost {
         let grant = match grant {
             Some(grant) => grant,
             None => self.grant_for(expected)?,
-        };
+        }
+        .resolve_env(|name| self.services.env.get(name))
+        .map_err(anyhow::Error::msg)?;
         let effective = component::grant_check(&compiled.imports, &request, &grant)?;
         let caller = Arc::new(Caller {
             adapter: expected.to_owned(),
@@ -258,6 +262,7 @@ impl WasmHost {
                 .into_iter()
                 .map(|r| (r.method, r.path))
                 .collect(),
+            metadata: description.metadata,
             pre,
             exports,
             caller,
@@ -276,6 +281,7 @@ impl WasmHost {
         entry.version = Some(generation.version.clone());
         entry.capabilities = generation.caller.effective.summary();
         entry.supports_toggle = generation.exports.lifecycle.is_some();
+        entry.metadata = generation.metadata.iter().cloned().collect();
         let disabled = lock(&self.disabled).contains(&name);
         entry.status = if disabled {
             AdapterStatus::Stopped
@@ -284,10 +290,16 @@ impl WasmHost {
         };
         entry.note = disabled.then(|| "disabled from the dashboard".to_owned());
         registry.insert(entry);
-        for secret in &generation.caller.effective.required_secrets {
-            if self.services.env.get(secret).is_none() {
-                registry.mark_error(&name, "ConfigError", &format!("{secret} is not set"));
-            }
+        let unset: Vec<String> = generation
+            .caller
+            .effective
+            .required_secrets
+            .iter()
+            .filter(|secret| self.services.env.get(secret).is_none())
+            .map(|secret| format!("{secret} is not set"))
+            .collect();
+        if !unset.is_empty() {
+            registry.mark_error(&name, "ConfigError", &unset.join("; "));
         }
         tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
         self.generations
@@ -411,27 +423,40 @@ impl WasmHost {
     /// file overrides the bundled component of the same name.
     pub async fn discover(&self) {
         let files = self.scan();
-        let mut names: Vec<String> = self.bundled.iter().map(|(n, ..)| (*n).to_owned()).collect();
+        let mut names: Vec<String> = self.bundled.iter().map(|b| b.name.to_owned()).collect();
         names.extend(files.keys().cloned());
         names.sort();
         names.dedup();
         for name in names {
             let bytes = match files.get(&name) {
                 Some(path) => std::fs::read(path).map_err(anyhow::Error::from),
-                None => Ok(self
-                    .bundled
-                    .iter()
-                    .find(|(n, ..)| *n == name)
-                    .map(|(_, b, _)| b.to_vec())
-                    .unwrap_or_default()),
+                None => self.bundled_bytes(&name),
             };
-            match bytes {
-                Ok(bytes) => match self.load(&name, bytes).await {
-                    Ok(generation) => self.install(generation).await,
-                    Err(e) => self.record_failure(&name, &e),
-                },
-                Err(e) => self.record_failure(&name, &e),
-            }
+            self.load_and_install(&name, bytes).await;
+        }
+    }
+
+    fn bundled(&self, name: &str) -> Option<&'static Bundled> {
+        self.bundled.iter().find(|b| b.name == name)
+    }
+
+    /// The bundled component's bytes, or why this binary has none.
+    fn bundled_bytes(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+        match self.bundled(name).map(|b| b.wasm) {
+            Some(Some(wasm)) => Ok(wasm.to_vec()),
+            Some(None) => Err(anyhow::anyhow!(NOT_BUILT)),
+            None => Err(anyhow::anyhow!("no bundled component named {name:?}")),
+        }
+    }
+
+    async fn load_and_install(&self, name: &str, bytes: anyhow::Result<Vec<u8>>) {
+        let loaded = match bytes {
+            Ok(bytes) => self.load(name, bytes).await,
+            Err(e) => Err(e),
+        };
+        match loaded {
+            Ok(generation) => self.install(generation).await,
+            Err(e) => self.record_failure(name, &e),
         }
     }
 
@@ -509,11 +534,12 @@ impl WasmHost {
             let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
                 continue;
             };
-            match self.bundled.iter().find(|(n, ..)| *n == name) {
-                Some((_, bytes, _)) => match self.load(name, bytes.to_vec()).await {
-                    Ok(generation) => self.install(generation).await,
-                    Err(e) => self.record_failure(name, &e),
-                },
+            match self.bundled(name).map(|_| self.bundled_bytes(name)) {
+                Some(Ok(bytes)) => self.load_and_install(name, Ok(bytes)).await,
+                Some(Err(e)) => {
+                    self.unload(name);
+                    self.record_failure(name, &e);
+                }
                 None => self.unload(name),
             }
         }
@@ -525,10 +551,9 @@ impl WasmHost {
         name: &str,
         request: HttpRequest,
     ) -> Result<HttpResponse, CallError> {
-        let generation = self.generation(name).ok_or_else(|| CallError {
-            status: 404,
-            message: format!("no adapter named {name:?}"),
-        })?;
+        let Some(generation) = self.generation(name) else {
+            return Err(self.not_loaded(name));
+        };
         if lock(&self.disabled).contains(name) {
             return Err(CallError {
                 status: 503,
@@ -551,13 +576,36 @@ impl WasmHost {
         Ok(response)
     }
 
-    /// Runs a job's payload in a fresh instance of the adapter that enqueued it.
-    pub async fn run_job(&self, name: &str, payload: Vec<u8>) -> Result<(), String> {
+    /// Why there is no generation to call: a component that failed to load (or a bundled one
+    /// this binary was built without) is not installed, 503; an unknown name is 404.
+    fn not_loaded(&self, name: &str) -> CallError {
+        match self.services.registry.get(name) {
+            Some(entry) if entry.kind == AdapterKind::Wasm => CallError {
+                status: 503,
+                message: format!(
+                    "the {name} adapter is not installed: {}",
+                    entry
+                        .error_message
+                        .as_deref()
+                        .unwrap_or("its component is not loaded")
+                ),
+            },
+            _ => CallError {
+                status: 404,
+                message: format!("no adapter named {name:?}"),
+            },
+        }
+    }
+
+    /// Runs a job's payload in a fresh instance of the adapter that enqueued it; agent runs
+    /// it starts report to the job's task.
+    pub async fn run_job(&self, name: &str, task_id: &str, payload: Vec<u8>) -> Result<(), String> {
         let generation = self
             .generation(name)
             .ok_or_else(|| format!("adapter {name:?} is not loaded"))?;
         let limit = generation.caller.effective.limits.run_job();
         self.call(&generation, limit, async |store, instance, exports| {
+            store.data_mut().job_task = Some(task_id.to_owned());
             exports
                 .handler
                 .load(&mut *store, instance)?

@@ -1,6 +1,7 @@
 //! The WebAssembly adapter host.
 
 mod bindings;
+pub mod bundled;
 mod caps;
 mod component;
 mod engine;

@@ -15,6 +15,7 @@ use super::grants::Effective;
 use super::outbound::Outbound;
 use crate::db::Db;
 use crate::environment::Environment;
+use crate::tasks::RunningTasks;
 
 /// What the host capabilities reach, shared by every adapter.
 pub struct Services {
@@ -23,6 +24,8 @@ pub struct Services {
     pub registry: Arc<AdapterRegistry>,
     pub agents: Arc<dyn AgentRunner>,
     pub tools: Arc<ToolRegistry>,
+    /// Lets a task delete cancel an adapter's agent run.
+    pub running: Arc<RunningTasks>,
     /// Wakes the job worker when a job is enqueued.
     pub jobs_ready: Arc<Notify>,
 }
@@ -52,6 +55,8 @@ pub struct HostState {
     pub caller: Arc<Caller>,
     /// Cancels agent runs started by this call when the call is abandoned.
     pub cancel: CancellationToken,
+    /// The task of the job this call runs, which its agent runs report to.
+    pub job_task: Option<String>,
 }
 
 /// Guest stderr is kept (64 KiB) so a panic or allocation failure can be named.
@@ -75,6 +80,7 @@ impl HostState {
                 .build(),
             caller,
             cancel: CancellationToken::new(),
+            job_task: None,
         }
     }
 }

@@ -70,7 +70,7 @@ impl Worker {
 async fn run_one(host: &WasmHost, db: &Db, running: &RunningTasks, job: Job) {
     let cancel = running.register(&job.task_id);
     let result = tokio::select! {
-        result = host.run_job(&job.adapter, job.payload) => result,
+        result = host.run_job(&job.adapter, &job.task_id, job.payload) => result,
         () = cancel.cancelled() => Err("cancelled".to_owned()),
     };
     running.finish(&job.task_id);

@@ -33,6 +33,12 @@ impl Host for HostState {
         Ok(self.granted_secret(&name).ok().flatten())
     }
 
+    async fn is_set(&mut self, name: String) -> wasmtime::Result<bool> {
+        Ok(self
+            .granted_secret(&name)
+            .is_ok_and(|value| value.is_some()))
+    }
+
     async fn verify_hmac_sha256(
         &mut self,
         name: String,
