@@ -11,6 +11,20 @@ pub fn query_param(query: &str, key: &str) -> Option<String> {
         .map(|(_, v)| percent_decode(v))
 }
 
+/// The first value of `key` in an `application/x-www-form-urlencoded` body, where `+` is a
+/// space (slash commands arrive this way).
+pub fn form_field(body: &str, key: &str) -> Option<String> {
+    query_param(&body.replace('+', "%20"), key)
+}
+
+/// The value of a header; names arrive lower case.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
 /// Decodes `%XX` escapes; a malformed escape is kept literally. Invalid UTF-8 is replaced.
 pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
@@ -51,6 +65,14 @@ mod tests {
         assert_eq!(query_param(q, "k").as_deref(), Some("a+b"));
         assert_eq!(query_param(q, "missing"), None);
         assert_eq!(query_param("", "a"), None);
+    }
+
+    #[test]
+    fn decodes_forms() {
+        let body = "command=%2Fask&text=what+is+1%2B1%3F&user_id=U1";
+        assert_eq!(form_field(body, "text").as_deref(), Some("what is 1+1?"));
+        assert_eq!(form_field(body, "command").as_deref(), Some("/ask"));
+        assert_eq!(form_field(body, "channel_id"), None);
     }
 
     #[test]

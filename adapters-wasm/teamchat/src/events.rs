@@ -1,0 +1,110 @@
+//! `POST /events`: the URL handshake and event callbacks. A callback worth answering is
+//! claimed by its `event_id` (so the platform's retries, even across restarts, run it once)
+//! and handed to a job; the platform gets its 200 at once.
+
+use serde_json::{Value, json};
+
+use crate::reply::Job;
+use crate::service::adapter::{jobs, kv};
+use crate::{HttpResponse, error};
+
+/// How long an `event_id` is remembered; the platform retries within minutes.
+const CLAIM_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+pub fn handle(body: &[u8]) -> HttpResponse {
+    let Ok(envelope) = serde_json::from_slice::<Value>(body) else {
+        return error(400, "the body is not JSON");
+    };
+    match envelope["type"].as_str() {
+        Some("url_verification") => match envelope["challenge"].as_str() {
+            Some(challenge) => crate::json(200, &json!({ "challenge": challenge })),
+            None => error(400, "url_verification without a challenge"),
+        },
+        Some("event_callback") => callback(&envelope),
+        Some(_) => ack("ignored: not an event callback"),
+        None => error(400, "the body has no type"),
+    }
+}
+
+fn ack(outcome: &str) -> HttpResponse {
+    crate::json(200, &json!({ "ok": true, "outcome": outcome }))
+}
+
+fn callback(envelope: &Value) -> HttpResponse {
+    let (Some(event_id), Some(event)) =
+        (envelope["event_id"].as_str(), envelope["event"].as_object())
+    else {
+        return error(400, "event_callback without event_id or event");
+    };
+    let kind = event.get("type").and_then(Value::as_str);
+    let direct = kind == Some("message")
+        && event.get("channel_type").and_then(Value::as_str) == Some("im")
+        // Edits, deletions and joins carry a subtype; only new messages are prompts.
+        && event.get("subtype").is_none();
+    if kind != Some("app_mention") && !direct {
+        return ack("ignored: not a mention or a direct message");
+    }
+    // The bot never answers itself or other bots.
+    if event.contains_key("bot_id")
+        || event.get("subtype").and_then(Value::as_str) == Some("bot_message")
+    {
+        return ack("ignored: from a bot");
+    }
+    let (Some(channel), Some(text)) = (
+        event.get("channel").and_then(Value::as_str),
+        event.get("text").and_then(Value::as_str),
+    ) else {
+        return error(400, "the event has no channel or text");
+    };
+    let prompt = strip_mentions(text);
+    if prompt.is_empty() {
+        return ack("ignored: nothing but a mention");
+    }
+    let claim = format!("event:{event_id}");
+    if !kv::claim(&claim, CLAIM_TTL_MS) {
+        return ack("duplicate");
+    }
+    let job = Job {
+        channel: channel.to_owned(),
+        thread_ts: event
+            .get("thread_ts")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        prompt: prompt.to_owned(),
+    };
+    match jobs::enqueue(&job.to_bytes()) {
+        Ok(_) => ack("queued"),
+        Err(e) => {
+            // Let the platform's retry try again.
+            kv::delete(&claim);
+            error(500, &format!("cannot queue the reply: {e}"))
+        }
+    }
+}
+
+/// Drops the leading `<@U123>` mention tokens (the bot's, possibly with a display name after a
+/// `|`).
+fn strip_mentions(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    while let Some(after) = rest.strip_prefix("<@") {
+        match after.find('>') {
+            Some(end) => rest = after[end + 1..].trim_start(),
+            None => break,
+        }
+    }
+    rest.trim_end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_mentions;
+
+    #[test]
+    fn strips_leading_mentions_only() {
+        assert_eq!(strip_mentions("<@U123> hello <@U9>"), "hello <@U9>");
+        assert_eq!(strip_mentions("  <@U1|bot> <@U2>  hi "), "hi");
+        assert_eq!(strip_mentions("<@U1>"), "");
+        assert_eq!(strip_mentions("<@broken hi"), "<@broken hi");
+        assert_eq!(strip_mentions("plain"), "plain");
+    }
+}
