@@ -1,0 +1,102 @@
+"""python-echo: a minimal adapter written in Python (componentize-py).
+
+Serves `POST /echo` and `GET /hello` under `/api/adapters/python-echo/`, and offers agents one
+tool, `python_reverse`. It asks for no capabilities: its one import, `registry`, is always
+available (wit/python-echo.wit keeps the component from importing the rest of the contract).
+"""
+
+import json
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import registry
+from wit_world.imports.types import (
+    Capabilities,
+    Description,
+    HttpRequest,
+    HttpResponse,
+    Route,
+    ToolSpec,
+)
+
+NAME = "python-echo"
+VERSION = "0.1.0"
+
+# `describe` reports these and `handle_http` serves exactly these.
+ROUTES = [("POST", "/echo"), ("GET", "/hello")]
+
+REVERSE_PARAMETERS = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "description": "The text to reverse"}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+
+
+def respond(status: int, text: str) -> HttpResponse:
+    return HttpResponse(
+        status=status,
+        headers=[("content-type", "text/plain; charset=utf-8")],
+        body=text.encode("utf-8"),
+    )
+
+
+class Handler(exports.Handler):
+    def describe(self) -> Description:
+        return Description(
+            name=NAME,
+            version=VERSION,
+            routes=[Route(method=m, path=p) for m, p in ROUTES],
+            # Asking for nothing: a grant file is not even needed.
+            capabilities=Capabilities(
+                secrets=[],
+                outbound_hosts=[],
+                agent=False,
+                tools=[],
+                kv=False,
+                jobs=False,
+            ),
+            metadata=[("language", "python"), ("auth", "none")],
+        )
+
+    def handle_http(self, request: HttpRequest) -> HttpResponse:
+        route = (request.method, request.path)
+        if route == ("POST", "/echo"):
+            # The body is raw bytes; undecodable bytes are replaced rather than failing.
+            body = request.body.decode("utf-8", errors="replace")
+            # Shows as `last_activity_at` on the adapter's registry entry.
+            registry.touch()
+            return respond(200, f"{NAME} got: {body}")
+        if route == ("GET", "/hello"):
+            registry.touch()
+            return respond(200, f"hello from {NAME} {VERSION}")
+        return respond(404, "no route")
+
+    def run_job(self, payload: bytes) -> None:
+        # This adapter never enqueues jobs, so the host has no reason to call this.
+        raise Err("python-echo has no jobs")
+
+
+class ToolProvider(exports.ToolProvider):
+    def list_tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name="python_reverse",
+                description="Reverses the characters of a text",
+                parameters_json=json.dumps(REVERSE_PARAMETERS),
+            )
+        ]
+
+    def call_tool(self, name: str, args_json: str) -> str:
+        if name != "python_reverse":
+            raise Err(f"unknown tool {name}")
+        # The host checks arguments against the schema first; checking again costs little and
+        # turns a host bug into an error the model can read instead of a trap.
+        try:
+            args = json.loads(args_json)
+        except ValueError as e:
+            raise Err(f"arguments are not JSON: {e}") from None
+        text = args.get("text") if isinstance(args, dict) else None
+        if not isinstance(text, str):
+            raise Err('expected {"text": <string>}')
+        return text[::-1]

@@ -1,0 +1,229 @@
+//! An adapter written in Python (`adapters-wasm/examples/python-echo`, built with
+//! componentize-py) through the real binary: hot-loaded without a grant, it answers over HTTP and
+//! serves its tool to an agent.
+//!
+//! Without componentize-py on PATH the test says so loudly and passes without running; with
+//! `CI=true` that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::fakes::llm::{self, Reply};
+use crate::support::{Server, eventually, openai_env, stream_frames};
+
+const COMPONENTIZE_PY: &str = "componentize-py";
+/// The contract's world, intersected with the example's own world of what it uses (see its
+/// README: componentize-py would otherwise import every interface of the contract).
+const WORLD: &str = "service:adapter/adapter-with-tools@0.1.0";
+const USES: &str = "example:python-echo/python-echo";
+
+fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/examples/python-echo")
+}
+
+/// Whether componentize-py can run here; panics on CI when it cannot.
+fn componentize_py_available() -> bool {
+    let runs = Command::new(COMPONENTIZE_PY)
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if runs {
+        return true;
+    }
+    let message = "PYTHON ADAPTER TEST SKIPPED: componentize-py is not on PATH \
+                   (pip install componentize-py==0.25.1)";
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{message}; CI=true requires it"
+    );
+    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
+    false
+}
+
+/// Builds the component once per test run into `<target>/python-guests/`, with the command of
+/// the example's `build.sh`. The Python sources are copied there first: componentize-py writes
+/// `__pycache__` beside them, and a test run should leave the source tree as it found it.
+fn python_echo() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let example = example_dir();
+            // `<target>/tmp` for integration tests; the guests build beside it.
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .parent()
+                .unwrap()
+                .join("python-guests");
+            let src = out.join("src");
+            std::fs::create_dir_all(&src).unwrap();
+            for entry in std::fs::read_dir(&example).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|ext| ext == "py") {
+                    std::fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
+                }
+            }
+            let wasm = out.join("python-echo.wasm");
+            let started = Instant::now();
+            let built = Command::new(COMPONENTIZE_PY)
+                .arg("-d")
+                .arg(example.join("../../../wit"))
+                .arg("-d")
+                .arg(example.join("wit"))
+                .args(["-w", WORLD, "componentize", "-i", USES, "-p"])
+                .arg(&src)
+                .arg("app")
+                .arg("-o")
+                .arg(&wasm)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "componentize-py failed:\n{}{}",
+                String::from_utf8_lossy(&built.stdout),
+                String::from_utf8_lossy(&built.stderr)
+            );
+            eprintln!(
+                "built {} ({} bytes) in {:.1?}",
+                wasm.display(),
+                std::fs::metadata(&wasm).unwrap().len(),
+                started.elapsed()
+            );
+            wasm
+        })
+        .clone()
+}
+
+/// A request to one of python-echo's routes: the status and the body as text.
+async fn call(server: &Server, method: Method, route: &str, body: &str) -> (StatusCode, String) {
+    let response = reqwest::Client::new()
+        .request(
+            method,
+            server.url(&format!("/api/adapters/python-echo{route}")),
+        )
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_python_component_serves_http_and_a_tool_to_agents() {
+    if !componentize_py_available() {
+        return;
+    }
+    let wasm = python_echo();
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![(
+            "call_py",
+            "python_reverse",
+            json!({"text": "stressed \u{1F40D}"}),
+        )]),
+        Reply::Text("It says: snake, desserts."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+
+    // Hot-loaded while the server runs, written beside and renamed so the watcher never sees
+    // half a file. It asks for no capabilities, so it needs no grant file.
+    let adapters = server.data_dir.join("adapters");
+    std::fs::create_dir_all(&adapters).unwrap();
+    std::fs::copy(&wasm, adapters.join(".python-echo.partial")).unwrap();
+    std::fs::rename(
+        adapters.join(".python-echo.partial"),
+        adapters.join("python-echo.wasm"),
+    )
+    .unwrap();
+
+    // The interpreter makes an 18 MB component; a debug build compiles it in tens of seconds.
+    let entry = eventually(240, async || {
+        let entry = server.adapter("python-echo").await?;
+        assert_ne!(entry["status"], "error", "refused: {entry}");
+        (entry["status"] == "running").then_some(entry)
+    })
+    .await;
+    assert_eq!(
+        (
+            entry["kind"].as_str(),
+            entry["version"].as_str(),
+            entry["supports_toggle"].as_bool()
+        ),
+        (Some("wasm"), Some("0.1.0"), Some(false))
+    );
+    assert_eq!(entry["capabilities"], json!([]), "it asked for nothing");
+
+    assert_eq!(
+        call(&server, Method::POST, "/echo", "hi from Rust \u{1F980}").await,
+        (
+            StatusCode::OK,
+            "python-echo got: hi from Rust \u{1F980}".into()
+        )
+    );
+    assert_eq!(
+        call(&server, Method::GET, "/hello", "").await,
+        (StatusCode::OK, "hello from python-echo 0.1.0".into())
+    );
+    assert_eq!(
+        call(&server, Method::GET, "/nowhere", "").await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        server.adapter("python-echo").await.unwrap()["last_activity_at"].is_string(),
+        "its handler touched the registry"
+    );
+
+    // An agent run: the scripted model calls the Python tool and reads its result.
+    let frames = stream_frames(&server, json!({"prompt": "reverse it"})).await;
+    let result = frames
+        .iter()
+        .find(|f| f["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("no tool result: {frames:#?}"));
+    assert_eq!(
+        (result["name"].as_str(), result["output"].as_str()),
+        (Some("python_reverse"), Some("\u{1F40D} desserts")),
+        "{result}"
+    );
+    let done = frames.last().unwrap();
+    assert_eq!(done["type"], "done", "{frames:#?}");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let offered = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "python_reverse")
+        .expect("the model was offered python_reverse");
+    assert_eq!(
+        offered["function"]["parameters"]["required"],
+        json!(["text"])
+    );
+    let answer: &Value = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool message went back to the model");
+    assert_eq!(
+        (answer["tool_call_id"].as_str(), answer["content"].as_str()),
+        (Some("call_py"), Some("\u{1F40D} desserts"))
+    );
+
+    let trace_id = done["trace_id"].as_str().unwrap();
+    let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(trace["status"], "ok", "{trace}");
+    let step = trace["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "tool_invocation")
+        .unwrap_or_else(|| panic!("no tool step: {trace}"));
+    assert_eq!(
+        (step["tool_name"].as_str(), step["output"].as_str()),
+        (Some("python_reverse"), Some("\u{1F40D} desserts"))
+    );
+}
