@@ -1,0 +1,272 @@
+//! `cargo bench -p service-runtime --bench teamchat_events`
+//!
+//! 1. Throughput and latency of signed event callbacks on the bundled teamchat component,
+//!    against a native Rust handler doing the same work (signature check, JSON parse, kv claim)
+//!    behind the same HTTP server, in the same run. Both receive a retried event, so both do
+//!    exactly verify + parse + claim. Target: wasm / native throughput >= 0.6.
+//! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
+//!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use service_runtime::app::App;
+use service_runtime::db::Db;
+use service_runtime::http::{self, AppState, guards::Binding};
+use service_runtime::kv;
+use service_runtime::wasm::Worker;
+use sha2::Sha256;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const CONCURRENCY: usize = 16;
+const REQUESTS: usize = 4_000;
+const RATE: u64 = 500;
+const STEADY_SECS: u64 = 5;
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn sign(timestamp: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("v0:{timestamp}:").as_bytes());
+    mac.update(body);
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn event(event_id: &str) -> String {
+    json!({
+        "type": "event_callback",
+        "event_id": event_id,
+        "event": {"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> status?", "ts": "1.2"},
+    })
+    .to_string()
+}
+
+/// The baseline: what the component does for an event, as a native axum handler.
+async fn native_events(
+    State(db): State<Db>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, Json<Value>) {
+    let reject = |status, message: &str| (status, Json(json!({ "error": message })));
+    let Some(timestamp) = headers
+        .get("x-slack-request-timestamp")
+        .and_then(|v| v.to_str().ok()?.parse::<i64>().ok())
+    else {
+        return reject(StatusCode::UNAUTHORIZED, "bad timestamp");
+    };
+    if (now() - timestamp).abs() > 300 {
+        return reject(StatusCode::UNAUTHORIZED, "too old");
+    }
+    let Some(signature) = headers
+        .get("x-slack-signature")
+        .and_then(|v| v.to_str().ok()?.strip_prefix("v0="))
+        .and_then(|hex_sig| hex::decode(hex_sig).ok())
+    else {
+        return reject(StatusCode::UNAUTHORIZED, "bad signature");
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("v0:{timestamp}:").as_bytes());
+    mac.update(&body);
+    if mac.verify_slice(&signature).is_err() {
+        return reject(StatusCode::UNAUTHORIZED, "bad signature");
+    }
+    let Ok(envelope) = serde_json::from_slice::<Value>(&body) else {
+        return reject(StatusCode::BAD_REQUEST, "not JSON");
+    };
+    let (Some(event_id), Some(_text)) = (
+        envelope["event_id"].as_str(),
+        envelope["event"]["text"].as_str(),
+    ) else {
+        return reject(StatusCode::BAD_REQUEST, "no event");
+    };
+    let key = format!("event:{event_id}");
+    let claimed = db
+        .call(move |conn| kv::claim(conn, "native-baseline", &key, 86_400_000))
+        .await
+        .unwrap();
+    let outcome = if claimed { "queued" } else { "duplicate" };
+    (
+        StatusCode::OK,
+        Json(json!({ "ok": true, "outcome": outcome })),
+    )
+}
+
+/// A model that answers after a minute: every queued reply stays busy.
+async fn slow_llm() -> String {
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(async || {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            StatusCode::SERVICE_UNAVAILABLE
+        }),
+    );
+    serve(router).await
+}
+
+async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    format!("http://{addr}")
+}
+
+async fn send(client: &reqwest::Client, url: &str, body: String) -> Duration {
+    let timestamp = now().to_string();
+    let signature = sign(&timestamp, body.as_bytes());
+    let started = Instant::now();
+    let response = client
+        .post(url)
+        .header("x-slack-request-timestamp", &timestamp)
+        .header("x-slack-signature", signature)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let answer = response.bytes().await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    elapsed
+}
+
+struct Figures {
+    per_sec: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn figures(mut samples: Vec<Duration>, wall: Duration) -> Figures {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    Figures {
+        per_sec: samples.len() as f64 / wall.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+/// Closed loop: `CONCURRENCY` clients send the same (retried) event `REQUESTS` times.
+async fn closed_loop(client: &reqwest::Client, url: &str) -> Figures {
+    let body = event("EvRetried");
+    send(client, url, body.clone()).await;
+    let started = Instant::now();
+    let workers = (0..CONCURRENCY).map(|_| {
+        let (client, url, body) = (client.clone(), url.to_owned(), body.clone());
+        tokio::spawn(async move {
+            let mut samples = Vec::new();
+            for _ in 0..REQUESTS / CONCURRENCY {
+                samples.push(send(&client, &url, body.clone()).await);
+            }
+            samples
+        })
+    });
+    let mut samples = Vec::new();
+    for worker in futures_util::future::join_all(workers).await {
+        samples.extend(worker.unwrap());
+    }
+    figures(samples, started.elapsed())
+}
+
+/// Open loop: fresh events at `RATE` per second, each queueing a job for the slow model.
+async fn steady_rate(client: &reqwest::Client, url: &str) -> Figures {
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    let started = Instant::now();
+    let mut sent = Vec::new();
+    for i in 0..RATE * STEADY_SECS {
+        tick.tick().await;
+        let (client, url) = (client.clone(), url.to_owned());
+        sent.push(tokio::spawn(async move {
+            send(&client, &url, event(&format!("EvSteady{i}"))).await
+        }));
+    }
+    let mut samples = Vec::new();
+    for request in sent {
+        samples.push(request.await.unwrap());
+    }
+    figures(samples, started.elapsed())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let llm = slow_llm().await;
+        std::fs::write(
+            tmp.path().join(".env"),
+            format!(
+                "SERVICE_TEAMCHAT_SIGNING_SECRET={SECRET}\nSERVICE_TEAMCHAT_BOT_TOKEN=xoxb-bench\n\
+                 SERVICE_TEAMCHAT_API_BASE=http://127.0.0.1:9/api\nSERVICE_PROVIDER=openai\n\
+                 SERVICE_OPENAI_BASE_URL={llm}/v1\nOPENAI_API_KEY=sk-bench\n"
+            ),
+        )
+        .unwrap();
+        let app = App::open(tmp.path()).unwrap();
+        app.wasm.discover().await;
+        assert!(app.wasm.generation("teamchat").is_some(), "teamchat is not bundled");
+        let worker = Worker {
+            host: Arc::clone(&app.wasm),
+            db: app.db.clone(),
+            running: Arc::clone(&app.running),
+            ready: Arc::clone(&app.jobs_ready),
+        };
+        tokio::spawn(worker.run(Default::default()));
+        let router = http::router(AppState::new(&app).unwrap(), Binding { loopback: true }).merge(
+            axum::Router::new()
+                .route("/native/events", post(native_events))
+                .with_state(app.db.clone()),
+        );
+        let base = serve(router).await;
+        let client = reqwest::Client::new();
+        let wasm_url = format!("{base}/api/adapters/teamchat/events");
+        let native_url = format!("{base}/native/events");
+
+        let native = closed_loop(&client, &native_url).await;
+        let wasm = closed_loop(&client, &wasm_url).await;
+        println!("signed event callbacks, {REQUESTS} requests, {CONCURRENCY} concurrent clients (verify + parse + claim)");
+        for (label, f) in [("native handler (baseline)", &native), ("teamchat component", &wasm)] {
+            println!(
+                "  {label:26} {:8.0} req/s   p50 {:6.2} ms   p99 {:6.2} ms",
+                f.per_sec,
+                ms(f.p50),
+                ms(f.p99)
+            );
+        }
+        println!(
+            "  wasm / native throughput: {:.2} (target >= 0.6)",
+            wasm.per_sec / native.per_sec
+        );
+
+        let steady = steady_rate(&client, &wasm_url).await;
+        println!(
+            "fresh events at {RATE} req/s for {STEADY_SECS} s, model busy for a minute per run: ack p50 {:.2} ms, p99 {:.2} ms (target p99 < 5 ms; {:.0} req/s achieved)",
+            ms(steady.p50),
+            ms(steady.p99),
+            steady.per_sec
+        );
+        std::process::exit(0);
+    });
+}
