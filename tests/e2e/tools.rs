@@ -143,7 +143,12 @@ async fn shell_exec_needs_the_switch_and_an_explicit_grant() {
         Reply::Text("no shell"),
         Reply::Tools(vec![("s", "shell_exec", input.clone())]),
         Reply::Text("ran"),
-        Reply::Text("no shell"),
+        Reply::Tools(vec![(
+            "s2",
+            "shell_exec",
+            json!({"argv": ["touch", "pwned"]}),
+        )]),
+        Reply::Text("refused"),
     ])
     .await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
@@ -195,8 +200,9 @@ async fn shell_exec_needs_the_switch_and_an_explicit_grant() {
     let result = output(&call_tool(&server, "Admin", "shell_exec", input).await);
     assert_eq!(result["exit_code"], 0);
     assert_eq!(result["stdout"], "hello shell\n");
-    // A profile that leaves its tools unset never inherits a gated tool.
-    server.post("/api/chat", json!({"prompt": "hi"})).await;
+    // A profile that leaves its tools unset never inherits a gated tool: it is not offered,
+    // and a model that calls it anyway gets an error instead of a shell.
+    let (_, answer) = server.post("/api/chat", json!({"prompt": "hi"})).await;
     let offered_to_default = &fake.requests()[3].body["tools"];
     assert!(
         offered_to_default
@@ -205,6 +211,11 @@ async fn shell_exec_needs_the_switch_and_an_explicit_grant() {
             .iter()
             .all(|t| t["function"]["name"] != "shell_exec")
     );
+    assert_eq!(
+        answer["tool_calls"][0]["error"], "tool \"shell_exec\" is not available to this agent",
+        "{answer}"
+    );
+    assert!(!server.data_dir.join("shell/pwned").exists());
     let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
     assert!(log.contains("shell_exec"), "every call is logged");
 }

@@ -29,8 +29,8 @@ pub struct ToolSpec {
 pub struct ToolContext {
     /// Runs agents, for tools that delegate.
     pub agents: Arc<dyn AgentRunner>,
-    /// The run that called the tool.
-    pub trace_id: String,
+    /// The agent run that called the tool; `None` when a component calls it directly.
+    pub trace_id: Option<String>,
     /// How many delegations deep that run is.
     pub depth: u32,
     pub cancel: CancellationToken,
@@ -157,6 +157,11 @@ impl ToolRegistry {
             .cloned()
     }
 
+    /// The gate variable of a registered tool that has one.
+    pub fn gate_of(&self, name: &str) -> Option<&'static str> {
+        self.get(name).and_then(|r| r.tool.gate)
+    }
+
     pub fn list(&self) -> Vec<ToolInfo> {
         let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
         tools
@@ -240,4 +245,139 @@ impl ToolRegistry {
 /// Deserializes schema-checked input into the handler's own type.
 pub fn args<T: DeserializeOwned>(input: Value) -> Result<T, String> {
     serde_json::from_value(input).map_err(|e| format!("invalid arguments: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(name: &str, answer: &'static str) -> Tool {
+        Tool::new(
+            name,
+            "test tool",
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+            move |_input, _ctx| async move { Ok::<_, String>(answer.to_owned()) },
+        )
+    }
+
+    fn context() -> ToolContext {
+        struct NoAgents;
+        impl AgentRunner for NoAgents {
+            fn run(
+                &self,
+                _request: crate::agent::RunRequest,
+                _cancel: CancellationToken,
+            ) -> BoxFuture<'static, Result<crate::agent::RunReply, crate::agent::RunFailure>>
+            {
+                unreachable!("these tools run no agents")
+            }
+
+            fn provider_name(&self) -> String {
+                "none".into()
+            }
+        }
+        ToolContext {
+            agents: Arc::new(NoAgents),
+            trace_id: None,
+            depth: 0,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_is_taken_once_unless_replaced() {
+        let registry = ToolRegistry::new();
+        registry.register(tool("lookup", "first"), false).unwrap();
+        let duplicate = registry.register(tool("lookup", "second"), false);
+        assert!(
+            matches!(&duplicate, Err(RegistryError::Duplicate(name)) if name == "lookup"),
+            "{duplicate:?}"
+        );
+        assert_eq!(
+            duplicate.unwrap_err().to_string(),
+            "a tool named \"lookup\" is already registered (register with replace to swap it)"
+        );
+        let input = json!({"n": 1});
+        assert_eq!(
+            registry.invoke("lookup", input.clone(), context()).await,
+            Ok("first".to_owned()),
+            "a refused registration changes nothing"
+        );
+        registry.register(tool("lookup", "second"), true).unwrap();
+        assert_eq!(
+            registry.invoke("lookup", input, context()).await,
+            Ok("second".to_owned())
+        );
+        assert_eq!(registry.list().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn input_is_checked_against_the_schema_first() {
+        let registry = ToolRegistry::new();
+        registry.register(tool("lookup", "ran"), false).unwrap();
+        let error = registry
+            .invoke("lookup", json!({"n": "one"}), context())
+            .await
+            .unwrap_err();
+        assert!(
+            error.starts_with("invalid arguments for lookup at /n"),
+            "{error}"
+        );
+        let missing = registry.invoke("lookup", json!({}), context()).await;
+        assert!(
+            missing
+                .unwrap_err()
+                .contains("\"n\" is a required property")
+        );
+        let unknown = registry.invoke("nope", json!({}), context()).await;
+        assert_eq!(unknown, Err("unknown tool \"nope\"".to_owned()));
+    }
+
+    #[test]
+    fn bad_names_and_schemas_are_refused() {
+        let registry = ToolRegistry::new();
+        assert!(matches!(
+            registry.register(tool("two words", "x"), false),
+            Err(RegistryError::InvalidName(_))
+        ));
+        let bad_schema = Tool::new(
+            "odd",
+            "x",
+            json!({"type": "no-such-type"}),
+            |_input, _ctx| async { Ok::<_, String>(String::new()) },
+        );
+        assert!(matches!(
+            registry.register(bad_schema, false),
+            Err(RegistryError::InvalidSchema { .. })
+        ));
+        assert!(registry.list().is_empty());
+    }
+
+    #[test]
+    fn gated_tools_are_never_inherited() {
+        let registry = ToolRegistry::new();
+        registry.register(tool("notes", "x"), false).unwrap();
+        let mut shell = tool("shell", "x");
+        shell.gate = Some("SHELL_ON");
+        registry.register(shell, false).unwrap();
+        assert_eq!(registry.gate_of("shell"), Some("SHELL_ON"));
+        let names = |specs: Vec<ToolSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
+
+        let (unset, _) = registry.allowed(None, |_| true);
+        assert_eq!(names(unset), ["notes"]);
+        let listed = ["shell".to_owned(), "gone".to_owned()];
+        let (closed, warnings) = registry.allowed(Some(&listed), |_| false);
+        assert!(closed.is_empty());
+        assert_eq!(
+            warnings,
+            [
+                "tool \"shell\" is disabled; set SHELL_ON=true to allow it",
+                "tool \"gone\" is not registered; skipped"
+            ]
+        );
+        let (open, _) = registry.allowed(Some(&listed), |gate| gate == "SHELL_ON");
+        assert_eq!(names(open), ["shell"]);
+    }
 }

@@ -5,6 +5,7 @@ pub mod provider;
 pub mod settings;
 pub mod tools;
 
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -297,6 +298,7 @@ impl Engine {
             engine: self,
             trace_id: trace_id.clone(),
             depth: request.parent.as_ref().map_or(0, |p| p.depth),
+            offered: specs.iter().map(|s| s.name.clone()).collect(),
             provider: provider.as_ref(),
             events,
             cancel,
@@ -368,6 +370,8 @@ struct Run<'a> {
     engine: &'a Arc<Engine>,
     trace_id: String,
     depth: u32,
+    /// The tools the model was offered: the only ones it may call.
+    offered: HashSet<String>,
     provider: &'a dyn Provider,
     events: Option<&'a Events>,
     cancel: &'a CancellationToken,
@@ -519,15 +523,22 @@ impl Run<'_> {
         let clock = Instant::now();
         let context = ToolContext {
             agents: Arc::clone(self.engine) as Arc<dyn AgentRunner>,
-            trace_id: self.trace_id.clone(),
+            trace_id: Some(self.trace_id.clone()),
             depth: self.depth,
             cancel: self.cancel.clone(),
         };
-        let result = self
-            .engine
-            .tools
-            .invoke(&call.name, call.input.clone(), context)
-            .await;
+        // A model may name a tool it was not offered; the profile's list is the boundary.
+        let result = if self.offered.contains(&call.name) {
+            self.engine
+                .tools
+                .invoke(&call.name, call.input.clone(), context)
+                .await
+        } else {
+            Err(format!(
+                "tool {:?} is not available to this agent",
+                call.name
+            ))
+        };
         let latency_ms = clock.elapsed().as_millis() as i64;
         let (output, error) = match result {
             Ok(output) => (Some(output), None),

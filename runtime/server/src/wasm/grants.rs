@@ -228,8 +228,18 @@ impl Effective {
         }
     }
 
-    pub fn allows_tool(&self, name: &str) -> bool {
-        self.tools.as_ref().is_none_or(|t| t.contains(name))
+    /// Whether the grant covers a tool; a gated tool (`gate` is its variable) must be named
+    /// explicitly, never through `*`, and `gate_open` must say its variable is `true`.
+    pub fn allows_tool(
+        &self,
+        name: &str,
+        gate: Option<&str>,
+        gate_open: impl Fn(&str) -> bool,
+    ) -> bool {
+        match gate {
+            None => self.tools.as_ref().is_none_or(|t| t.contains(name)),
+            Some(gate) => self.tools.as_ref().is_some_and(|t| t.contains(name)) && gate_open(gate),
+        }
     }
 
     /// The granted capabilities as the registry lists them.
@@ -294,7 +304,11 @@ mod tests {
             "the default port matches the explicit one"
         );
         assert!(effective.agent && !effective.kv && !effective.jobs);
-        assert!(effective.allows_tool("search_notes") && !effective.allows_tool("shell_exec"));
+        let open = |_: &str| true;
+        assert!(
+            effective.allows_tool("search_notes", None, open)
+                && !effective.allows_tool("shell_exec", None, open)
+        );
         assert_eq!(effective.limits.handle_http(), Duration::from_millis(500));
         assert_eq!(
             effective.limits.memory_mib, 64,

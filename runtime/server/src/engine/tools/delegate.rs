@@ -42,7 +42,7 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                     profile: ProfileChoice::Required(agent),
                     model: None,
                     source: "delegate".to_owned(),
-                    parent: Some(Parent { trace_id: ctx.trace_id.clone(), depth: ctx.depth + 1 }),
+                    parent: ctx.trace_id.map(|trace_id| Parent { trace_id, depth: ctx.depth + 1 }),
                 };
                 let reply = ctx
                     .agents

@@ -68,7 +68,7 @@ async fn exec(
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT),
     );
-    tracing::info!(trace_id = %ctx.trace_id, argv = ?exec.argv, "shell_exec");
+    tracing::info!(trace_id = ?ctx.trace_id, argv = ?exec.argv, "shell_exec");
     let mut child = Command::new(program)
         .args(rest)
         .current_dir(&dir)

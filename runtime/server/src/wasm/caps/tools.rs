@@ -4,7 +4,17 @@ use service_contract::tools::ToolContext;
 
 use super::super::bindings::service::adapter::tools::Host;
 use super::super::bindings::types::ToolSpec;
-use super::super::state::HostState;
+use super::super::state::{Caller, HostState};
+
+/// Whether the adapter's grant covers `name` (gated tools only when named and switched on).
+fn granted(caller: &Caller, name: &str) -> bool {
+    let services = &caller.services;
+    caller
+        .effective
+        .allows_tool(name, services.tools.gate_of(name), |gate| {
+            services.env.get(gate).as_deref() == Some("true")
+        })
+}
 
 impl Host for HostState {
     async fn list(&mut self) -> wasmtime::Result<Vec<ToolSpec>> {
@@ -14,7 +24,7 @@ impl Host for HostState {
             .tools
             .list()
             .into_iter()
-            .filter(|t| caller.effective.allows_tool(&t.name))
+            .filter(|t| granted(&caller, &t.name))
             .map(|t| ToolSpec {
                 name: t.name,
                 description: t.description,
@@ -29,7 +39,7 @@ impl Host for HostState {
         args_json: String,
     ) -> wasmtime::Result<Result<String, String>> {
         let caller = self.caller.clone();
-        if !caller.effective.allows_tool(&name) {
+        if !granted(&caller, &name) {
             caller.deny(&format!("tool {name:?} is not granted"));
             return Ok(Err(format!("tool {name:?} is not granted")));
         }
@@ -39,7 +49,7 @@ impl Host for HostState {
         };
         let context = ToolContext {
             agents: caller.services.agents.clone(),
-            trace_id: format!("adapter:{}", caller.adapter),
+            trace_id: None,
             depth: 0,
             cancel: self.cancel.child_token(),
         };
