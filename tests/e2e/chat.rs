@@ -534,3 +534,173 @@ async fn cli_run_streams_the_answer_and_prints_the_trace_id() {
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stderr).contains("no agent named \"Nobody\""));
 }
+
+#[tokio::test]
+async fn anthropic_failures_are_typed_and_cut_streams_are_not_answers() {
+    let overloaded =
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    let fake = llm::anthropic(vec![
+        Reply::Status(
+            401,
+            json!({"type": "error", "error": {"message": "invalid x-api-key sk-ant-test"}}),
+        ),
+        Reply::Garbage,
+        Reply::Cut("half an ans"),
+        Reply::Status(529, overloaded.clone()),
+        Reply::Status(529, overloaded.clone()),
+        Reply::Status(529, overloaded.clone()),
+        Reply::Status(529, overloaded),
+    ])
+    .await;
+    let server = Server::start_with(&[
+        ("SERVICE_PROVIDER", "anthropic"),
+        ("SERVICE_ANTHROPIC_BASE_URL", &fake.url),
+        ("ANTHROPIC_API_KEY", "sk-ant-test"),
+    ]);
+    let ask = async || server.post("/api/chat", json!({"prompt": "hi"})).await;
+    let denied = ask().await;
+    assert_error(
+        &denied,
+        StatusCode::BAD_GATEWAY,
+        "anthropic rejected the credentials (HTTP 401)",
+    );
+    assert!(!denied.1.to_string().contains("sk-ant"));
+    assert_error(
+        &ask().await,
+        StatusCode::BAD_GATEWAY,
+        "anthropic sent a malformed answer",
+    );
+    let cut = ask().await;
+    assert_error(
+        &cut,
+        StatusCode::BAD_GATEWAY,
+        "closed the answer stream before it was complete",
+    );
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            cut.1["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        (trace["status"].as_str(), &trace["response"]),
+        (Some("error"), &Value::Null)
+    );
+    assert_error(
+        &ask().await,
+        StatusCode::BAD_GATEWAY,
+        "anthropic answered HTTP 529: Overloaded",
+    );
+    assert_eq!(fake.requests().len(), 7, "529 is retried three times");
+}
+
+#[tokio::test]
+async fn a_silent_provider_times_out_and_a_cut_stream_fails() {
+    let fake = llm::openai(vec![
+        Reply::Cut("half an ans"),
+        Reply::Slow(Duration::from_secs(3), "late"),
+        Reply::Slow(Duration::from_secs(3), "late"),
+        Reply::Slow(Duration::from_secs(3), "late"),
+        Reply::Slow(Duration::from_secs(3), "late"),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    std::fs::write(
+        server.data_dir.join("config.toml"),
+        "[provider]\ntimeout_secs = 1\n",
+    )
+    .unwrap();
+    let server = server.restart();
+    let ask = async || server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_error(
+        &ask().await,
+        StatusCode::BAD_GATEWAY,
+        "openai closed the answer stream before it was complete",
+    );
+    assert_error(
+        &ask().await,
+        StatusCode::BAD_GATEWAY,
+        "openai did not answer in time",
+    );
+    assert_eq!(fake.requests().len(), 5, "a timeout is retried three times");
+}
+
+#[tokio::test]
+async fn ollama_and_config_file_settings_choose_the_provider() {
+    let fake = llm::openai(vec![
+        Reply::Text("local answer"),
+        Reply::Text("configured answer"),
+    ])
+    .await;
+    let server = Server::start_with(&[
+        ("SERVICE_PROVIDER", "ollama"),
+        ("SERVICE_OLLAMA_URL", &fake.url),
+    ]);
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (StatusCode::OK, Some("local answer"))
+    );
+    let request = &fake.requests()[0];
+    assert!(
+        request.headers.get("authorization").is_none(),
+        "ollama takes no key"
+    );
+    assert_eq!(request.body["model"], "llama3.2");
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["provider"]["name"], "ollama");
+
+    // The same choice from config.toml, with the base URL from the environment.
+    let server = Server::start_with(&[("SERVICE_OPENAI_BASE_URL", &fake.url)]);
+    std::fs::write(
+        server.data_dir.join("config.toml"),
+        "[provider]\ndefault = \"openai\"\nmodel = \"from-config\"\n",
+    )
+    .unwrap();
+    let server = server.restart();
+    let (_, answer) = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_eq!(answer["text"], "configured answer", "{answer}");
+    assert_eq!(fake.requests()[1].body["model"], "from-config");
+}
+
+#[tokio::test]
+async fn delegation_stops_at_the_depth_limit() {
+    let delegate = || {
+        Reply::Tools(vec![(
+            "d",
+            "delegate_to_agent",
+            json!({"agent": "default", "prompt": "go deeper"}),
+        )])
+    };
+    // Depths 0, 1, 2 and 3 each delegate; the fourth delegation is refused.
+    let fake = llm::openai(vec![
+        delegate(),
+        delegate(),
+        delegate(),
+        delegate(),
+        Reply::Text("deepest"),
+        Reply::Text("level 2"),
+        Reply::Text("level 1"),
+        Reply::Text("top"),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "recurse"})).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (StatusCode::OK, Some("top")),
+        "{answer}"
+    );
+    let refused = &fake.requests()[4].body["messages"];
+    let last = &refused[refused.as_array().unwrap().len() - 1];
+    assert_eq!(last["role"], "tool");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("delegation depth limit (3) reached"),
+        "{last}"
+    );
+    let (_, traces) = server.get("/api/traces").await;
+    assert_eq!(traces["total"], 4, "the top run and three delegated ones");
+}

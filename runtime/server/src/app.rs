@@ -10,6 +10,7 @@ use service_contract::{
     Adapter, AdapterContext, AdapterRegistry, AgentRunner, ContextConfig, Secrets,
 };
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::adapters::{Adapters, DbFeedback, DbTasks};
 use crate::agents::profiles;
@@ -38,6 +39,9 @@ pub struct App {
     pub wasm: Arc<WasmHost>,
     /// Wakes the job worker when a component enqueues a job.
     pub jobs_ready: Arc<Notify>,
+    /// Cancelled when the server shuts down: runs still streaming to a client end then, so
+    /// the graceful shutdown does not wait for them.
+    pub shutdown: CancellationToken,
 }
 
 /// Creates the data directory if needed and opens (migrating) its database with the `default`
@@ -59,6 +63,14 @@ impl App {
         let config = FileConfig::load(data_dir)?;
         let env = Arc::new(Environment::load(data_dir)?);
         let settings = ProviderSettings::load(&env, &config.provider)?;
+        let max_iterations = config
+            .engine
+            .max_iterations
+            .unwrap_or(DEFAULT_MAX_ITERATIONS);
+        anyhow::ensure!(
+            max_iterations >= 1,
+            "invalid [engine] settings in config.toml: max_iterations must be at least 1, got {max_iterations}"
+        );
         let db = open_db(data_dir)?;
 
         let registry = Arc::new(ToolRegistry::new());
@@ -77,13 +89,12 @@ impl App {
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(std::time::Duration::from_secs(10))
-                .read_timeout(std::time::Duration::from_secs(120))
+                .read_timeout(std::time::Duration::from_secs(
+                    config.provider.timeout_secs.unwrap_or(120),
+                ))
                 .build()?,
             settings,
-            max_iterations: config
-                .engine
-                .max_iterations
-                .unwrap_or(DEFAULT_MAX_ITERATIONS),
+            max_iterations,
             tools: registry,
         })
         .context("invalid [engine] settings in config.toml")?;
@@ -144,6 +155,7 @@ impl App {
             dispatcher,
             wasm,
             jobs_ready,
+            shutdown: CancellationToken::new(),
         })
     }
 }

@@ -38,6 +38,8 @@ pub struct FileConfig {
 pub struct ProviderSection {
     pub default: Option<String>,
     pub model: Option<String>,
+    /// How long a provider may stay silent (before answering, or mid-stream); default 120.
+    pub timeout_secs: Option<u64>,
 }
 
 /// `[engine]`: limits of the agent loop.

@@ -30,6 +30,8 @@ pub enum Reply {
     Garbage,
     /// Waits this long before answering with the text.
     Slow(Duration, &'static str),
+    /// Starts streaming the text, then closes the stream without its end marker.
+    Cut(&'static str),
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +90,7 @@ async fn start(
     (spawn_fake(router).await, requests)
 }
 
+/// Events as an SSE stream; `done` appends OpenAI's `[DONE]` marker.
 fn sse(events: Vec<(Option<&str>, Value)>, done: bool) -> Response {
     let mut text = String::new();
     for (name, data) in events {
@@ -126,19 +129,26 @@ fn error_response(status: u16, body: Value) -> Response {
 }
 
 fn openai_reply(reply: Reply) -> Response {
-    let chunk = |delta: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let choice = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    let chunk = |delta: Value| choice(delta, Value::Null);
     let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}});
+    let text_events = |text: &str| {
+        let mut events = vec![(None, chunk(json!({"role": "assistant", "content": ""})))];
+        events.extend(
+            words(text)
+                .into_iter()
+                .map(|w| (None, chunk(json!({"content": w})))),
+        );
+        events
+    };
     match reply {
         Reply::Text(text) => {
-            let mut events = vec![(None, chunk(json!({"role": "assistant", "content": ""})))];
-            events.extend(
-                words(text)
-                    .into_iter()
-                    .map(|w| (None, chunk(json!({"content": w})))),
-            );
+            let mut events = text_events(text);
+            events.push((None, choice(json!({}), json!("stop"))));
             events.push((None, usage));
             sse(events, true)
         }
+        Reply::Cut(text) => sse(text_events(text), false),
         Reply::Tools(calls) => {
             let mut events = vec![(None, chunk(json!({"role": "assistant", "content": null})))];
             for (index, (id, name, args)) in calls.iter().enumerate() {
@@ -146,6 +156,7 @@ fn openai_reply(reply: Reply) -> Response {
                 events.push((None, chunk(json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": first}}]}))));
                 events.push((None, chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": second}}]}))));
             }
+            events.push((None, choice(json!({}), json!("tool_calls"))));
             events.push((None, usage));
             sse(events, true)
         }
@@ -172,17 +183,22 @@ fn anthropic_reply(reply: Reply) -> Response {
             (Some("message_stop"), json!({"type": "message_stop"})),
         ]
     };
+    let text_events = |text: &str| {
+        let mut events = vec![
+            start.clone(),
+            (
+                Some("content_block_start"),
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ];
+        events.push((Some("ping"), json!({"type": "ping"})));
+        events.extend(words(text).into_iter().map(|w| (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}))));
+        events
+    };
     match reply {
+        Reply::Cut(text) => sse(text_events(text), false),
         Reply::Text(text) => {
-            let mut events = vec![
-                start,
-                (
-                    Some("content_block_start"),
-                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                ),
-            ];
-            events.push((Some("ping"), json!({"type": "ping"})));
-            events.extend(words(text).into_iter().map(|w| (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}))));
+            let mut events = text_events(text);
             events.push((
                 Some("content_block_stop"),
                 json!({"type": "content_block_stop", "index": 0}),

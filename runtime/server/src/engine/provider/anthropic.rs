@@ -130,9 +130,10 @@ impl Provider for Anthropic {
 
             let mut turn = Turn::default();
             let mut blocks: Vec<Block> = Vec::new();
+            let mut finished = false;
             let mut events = response.bytes_stream().eventsource();
             while let Some(event) = events.next().await {
-                let event = event.map_err(|e| ProviderError::malformed(NAME, e.to_string()))?;
+                let event = event.map_err(|e| ProviderError::stream(NAME, e))?;
                 let data: Value = serde_json::from_str(&event.data).map_err(|e| {
                     ProviderError::malformed(NAME, format!("bad stream event: {e}"))
                 })?;
@@ -175,9 +176,15 @@ impl Provider for Anthropic {
                             message: message.to_owned(),
                         });
                     }
-                    "message_stop" => break,
+                    "message_stop" => {
+                        finished = true;
+                        break;
+                    }
                     _ => {}
                 }
+            }
+            if !finished {
+                return Err(ProviderError::Truncated { provider: NAME });
             }
             turn.tool_calls = blocks
                 .into_iter()

@@ -6,6 +6,7 @@ pub mod openai;
 
 use std::time::Duration;
 
+use eventsource_stream::EventStreamError;
 use futures_util::future::BoxFuture;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -100,6 +101,9 @@ pub enum ProviderError {
         provider: &'static str,
         detail: String,
     },
+    /// The stream ended without its end marker: the answer may be cut short.
+    #[error("{provider} closed the answer stream before it was complete")]
+    Truncated { provider: &'static str },
     #[error("cannot reach {provider}: {detail}")]
     Transport {
         provider: &'static str,
@@ -123,6 +127,15 @@ impl ProviderError {
         Self::Malformed {
             provider,
             detail: detail.into(),
+        }
+    }
+
+    /// A failure reading the event stream: the connection's (a timeout, a reset) or the
+    /// stream's framing.
+    pub(crate) fn stream(provider: &'static str, e: EventStreamError<reqwest::Error>) -> Self {
+        match e {
+            EventStreamError::Transport(e) => Self::transport(provider, &e),
+            other => Self::malformed(provider, other.to_string()),
         }
     }
 }

@@ -94,6 +94,9 @@ fn body(request: &ChatRequest) -> Value {
     body
 }
 
+/// More parallel tool calls than this in one turn is a broken stream, not a model.
+const MAX_TOOL_CALLS: usize = 128;
+
 /// Tool calls arrive in fragments keyed by `index`.
 #[derive(Default)]
 struct PartialCall {
@@ -126,11 +129,13 @@ impl Provider for OpenAi {
 
             let mut turn = Turn::default();
             let mut calls: Vec<PartialCall> = Vec::new();
+            // `[DONE]`, or a choice's `finish_reason` for servers that omit the marker.
+            let mut finished = false;
             let mut events = response.bytes_stream().eventsource();
             while let Some(event) = events.next().await {
-                let event =
-                    event.map_err(|e| ProviderError::malformed(self.name, e.to_string()))?;
+                let event = event.map_err(|e| ProviderError::stream(self.name, e))?;
                 if event.data == "[DONE]" {
+                    finished = true;
                     break;
                 }
                 let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
@@ -149,13 +154,21 @@ impl Provider for OpenAi {
                         output_tokens: usage["completion_tokens"].as_i64(),
                     };
                 }
-                let delta = &chunk["choices"][0]["delta"];
+                let choice = &chunk["choices"][0];
+                finished |= choice["finish_reason"].is_string();
+                let delta = &choice["delta"];
                 if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
                     tokens(text);
                     turn.text.push_str(text);
                 }
                 for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
                     let index = fragment["index"].as_u64().unwrap_or(0) as usize;
+                    if index >= MAX_TOOL_CALLS {
+                        return Err(ProviderError::malformed(
+                            self.name,
+                            format!("tool call index {index} is out of range"),
+                        ));
+                    }
                     if calls.len() <= index {
                         calls.resize_with(index + 1, PartialCall::default);
                     }
@@ -171,6 +184,11 @@ impl Provider for OpenAi {
                         call.arguments.push_str(arguments);
                     }
                 }
+            }
+            if !finished {
+                return Err(ProviderError::Truncated {
+                    provider: self.name,
+                });
             }
             turn.tool_calls = calls
                 .into_iter()
