@@ -209,3 +209,31 @@ async fn export_is_a_bundle_that_imports_back_to_an_equal_profile() {
         "system_prompt is required",
     );
 }
+
+#[tokio::test]
+async fn an_installed_featured_bundle_exports_as_itself_and_installs_back_equal() {
+    let server = Server::start();
+    let (status, installed) = server.post("/api/store/atlas/install", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{installed}");
+    let (_, exported) = server.get("/api/agents/Atlas/export").await;
+    let (_, mut featured) = server.get("/api/store/atlas").await;
+    featured.as_object_mut().unwrap().remove("installed");
+    assert_eq!(
+        exported, featured,
+        "role, persona, tools and paired adapters survive"
+    );
+
+    let other = Server::start();
+    let (status, imported) = other.post("/api/store/import", exported).await;
+    assert_eq!(status, StatusCode::CREATED, "{imported}");
+    for field in [
+        "name",
+        "system_prompt",
+        "description",
+        "color",
+        "default_model",
+        "tools",
+    ] {
+        assert_eq!(imported[field], installed[field], "{field}");
+    }
+}

@@ -26,18 +26,20 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Exports a profile. `paired_adapters` comes from the caller (the store knows them for
-    /// its own bundles); the role is the profile's one-line description.
-    pub fn from_profile(profile: &Profile, paired_adapters: Vec<String>) -> Self {
+    /// Exports a profile. A profile installed from a featured bundle keeps that bundle's role
+    /// and paired adapters; a custom one's role is its one-line description.
+    pub fn from_profile(profile: &Profile, featured: Option<&Bundle>) -> Self {
         Self {
             slug: slugify(&profile.name),
             name: profile.name.clone(),
-            role: profile.description.clone(),
+            role: featured.map_or_else(|| profile.description.clone(), |b| b.role.clone()),
             description: profile.description.clone(),
             system_prompt: profile.system_prompt.clone(),
             recommended_model: profile.default_model.clone(),
             recommended_tools: profile.tools.clone(),
-            paired_adapters,
+            paired_adapters: featured
+                .map(|b| b.paired_adapters.clone())
+                .unwrap_or_default(),
             color: profile.color.clone(),
         }
     }

@@ -57,7 +57,7 @@ const FEATURED: [Featured; 3] = [
     Featured {
         slug: "vitriol",
         name: "Vitriol",
-        role: "wellness researcher",
+        role: "wellness researcher (education only, no medical advice)",
         description: "Researches health and wellness questions for education only; never gives \
             medical advice.",
         color: "#10b981",
@@ -72,7 +72,7 @@ const FEATURED: [Featured; 3] = [
     Featured {
         slug: "sol",
         name: "Sol",
-        role: "reflective companion",
+        role: "reflective companion and journaling partner (no clinical claims)",
         description: "A reflective companion and journaling partner; makes no clinical claims.",
         color: "#f59e0b",
         tools: &["search_notes", "create_note", "append_note"],
@@ -98,13 +98,9 @@ pub fn find(slug: &str) -> Option<&'static Bundle> {
     BUNDLES.iter().find(|b| b.slug.eq_ignore_ascii_case(slug))
 }
 
-/// The adapters a featured bundle of this display name pairs with (empty for custom agents).
-pub fn paired_adapters(profile_name: &str) -> Vec<String> {
-    BUNDLES
-        .iter()
-        .find(|b| b.name == profile_name)
-        .map(|b| b.paired_adapters.clone())
-        .unwrap_or_default()
+/// The featured bundle installed under this display name, if any.
+pub fn named(profile_name: &str) -> Option<&'static Bundle> {
+    BUNDLES.iter().find(|b| b.name == profile_name)
 }
 
 #[cfg(test)]

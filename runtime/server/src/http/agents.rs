@@ -52,7 +52,7 @@ pub async fn export(
     PathParam(name): PathParam<String>,
 ) -> ApiResult<impl IntoResponse> {
     let profile = find(&app, name).await?;
-    let bundle = Bundle::from_profile(&profile, store::paired_adapters(&profile.name));
+    let bundle = Bundle::from_profile(&profile, store::named(&profile.name));
     let disposition = format!("attachment; filename=\"{}.agent.json\"", bundle.slug);
     Ok(([(header::CONTENT_DISPOSITION, disposition)], Json(bundle)))
 }
