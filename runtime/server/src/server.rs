@@ -14,7 +14,7 @@ use crate::app::App;
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::{self, AppState, guards::Binding};
 use crate::wasm::Worker;
-use crate::{adapters, scheduler, tasks, traces};
+use crate::{adapters, kv, scheduler, tasks, traces};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -50,7 +50,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let router = http::router(state, binding);
 
     // Installed before anything slow, so a signal during start-up shuts down cleanly too.
-    let shutdown = shutdown_signal()?;
+    let signal = shutdown_signal()?;
+    let runs = app.shutdown.clone();
+    let shutdown = async move {
+        signal.await;
+        runs.cancel();
+    };
     app.adapters.start_all(&held_back(&app)).await?;
     let background = start_wasm(&app).await?;
     // Printed on stdout (logs go to stderr) once everything runs, so scripts and tests can
@@ -70,6 +75,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     .with_graceful_shutdown(shutdown)
     .await;
     background.cancel();
+    // The reverse of the start order: components, then native adapters.
+    app.wasm.stop_all().await;
     app.adapters.stop_all().await;
     served?;
     tracing::info!("stopped");
@@ -77,7 +84,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
 }
 
 /// Loads the components, then keeps watching the adapters folder (hot reload, polled twice a
-/// second) and runs enqueued jobs. Cancelling the token stops both.
+/// second), runs enqueued jobs and purges expired kv entries. Cancelling the token stops all.
 async fn start_wasm(app: &App) -> anyhow::Result<CancellationToken> {
     app.wasm
         .set_disabled(adapters::disabled_names(&app.db).await?);
@@ -99,6 +106,21 @@ async fn start_wasm(app: &App) -> anyhow::Result<CancellationToken> {
         ready: Arc::clone(&app.jobs_ready),
     };
     tokio::spawn(worker.run(stop.clone()));
+    // Expired kv entries (a day's worth of event claims, say) go at start and then hourly.
+    let (db, purge_stop) = (app.db.clone(), stop.clone());
+    tokio::spawn(async move {
+        let mut hourly = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = hourly.tick() => {
+                    if let Err(e) = db.call(|conn| kv::purge_expired(conn)).await {
+                        tracing::warn!("cannot purge expired kv entries: {e}");
+                    }
+                }
+                () = purge_stop.cancelled() => return,
+            }
+        }
+    });
     Ok(stop)
 }
 

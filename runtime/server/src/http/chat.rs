@@ -59,7 +59,7 @@ pub async fn complete(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<Json<RunOutput>> {
-    let cancel = CancellationToken::new();
+    let cancel = app.shutdown.child_token();
     // The run is a task of its own so its trace is always finished; if the client goes away
     // this handler is dropped and the guard cancels the run.
     let _cancel_on_drop = cancel.clone().drop_guard();
@@ -89,7 +89,7 @@ pub async fn stream(
         .map_err(run_error)?;
     let (events, receiver) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = oneshot::channel();
-    let cancel = CancellationToken::new();
+    let cancel = app.shutdown.child_token();
     let finished = CancellationToken::new();
 
     // Cancels the run when the client disconnects (the stream, and with it the receiver, is

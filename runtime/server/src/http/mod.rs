@@ -21,6 +21,8 @@ use axum::Router;
 use axum::middleware;
 use axum::routing::{any, delete, get, post};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::adapters::Adapters;
 use crate::app::App;
 use crate::db::Db;
@@ -40,6 +42,8 @@ pub struct AppState {
     pub wasm: Arc<WasmHost>,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
+    /// Cancelled at shutdown; chat runs are its children.
+    pub shutdown: CancellationToken,
 }
 
 impl AppState {
@@ -51,6 +55,7 @@ impl AppState {
             adapters: Arc::clone(&app.adapters),
             running: Arc::clone(&app.running),
             wasm: Arc::clone(&app.wasm),
+            shutdown: app.shutdown.clone(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
