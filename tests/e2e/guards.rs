@@ -136,6 +136,17 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         "task untouched"
     );
     assert!(!tmp.path().join(".env").exists(), "no key written");
+    for toggle in ["disable", "enable"] {
+        let answer = call(
+            Method::POST,
+            format!("/api/adapters/scheduler/{toggle}"),
+            json!(null),
+            remote,
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status(), StatusCode::FORBIDDEN, "{toggle}");
+    }
 
     // The same requests from a loopback peer go through.
     let answer = call(

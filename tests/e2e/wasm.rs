@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::{echo_v2, guest};
-use crate::support::{Server, eventually, openai_env, spawn_fake};
+use crate::support::{Server, assert_error, eventually, openai_env, spawn_fake};
 
 /// Drops a component (and its grant) into the running server's adapters folder.
 fn drop_in(server: &Server, name: &str, wasm: &Path, grant: &str) {
@@ -75,7 +75,7 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
         }),
     ))
     .await;
-    let server = Server::start_with(&[("ECHO_TOKEN", "s3cret")]);
+    let server = Server::start_with(&[("ECHO_TOKEN", "s3cret"), ("SERVICE_SHELL_ENABLED", "true")]);
     let grant = ECHO_GRANT.replace("http://127.0.0.1:9", &target);
     drop_in(&server, "echo", &guest("echo"), &grant);
 
@@ -102,7 +102,12 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
         get(&server, "/api/adapters/echo/hello").await,
         (StatusCode::OK, "hello from echo v1".into())
     );
-    assert!(server.adapter("echo").await.unwrap()["last_activity_at"].is_string());
+    let entry = server.adapter("echo").await.unwrap();
+    assert!(entry["last_activity_at"].is_string());
+    assert_eq!(
+        entry["error_count"], 0,
+        "a plain call records nothing: {entry}"
+    );
     assert_eq!(
         post(&server, "/api/adapters/echo/echo", "raw \u{1F600} body")
             .await
@@ -155,6 +160,54 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
     assert!(answer.starts_with("[offline]"));
     let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
     assert_eq!(trace["source"], "echo");
+
+    // Tools through the `tools` import: `*` covers every ungated tool, including delegation
+    // (a sub-run without a parent trace), but never a gated one.
+    let note = post(
+        &server,
+        "/api/adapters/echo/tool?name=create_note",
+        r#"{"title": "from a component"}"#,
+    )
+    .await;
+    assert_eq!(note.0, StatusCode::OK, "{}", note.1);
+    let delegated = post(
+        &server,
+        "/api/adapters/echo/tool?name=delegate_to_agent",
+        r#"{"agent": "default", "prompt": "a sub-task"}"#,
+    )
+    .await;
+    assert_eq!(delegated.0, StatusCode::OK, "{}", delegated.1);
+    let delegated: Value = serde_json::from_str(&delegated.1).unwrap();
+    assert!(
+        delegated["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("[offline]")
+    );
+    let (_, child) = server
+        .get(&format!(
+            "/api/traces/{}",
+            delegated["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        (child["status"].as_str(), &child["parent_trace_id"]),
+        (Some("ok"), &Value::Null),
+        "{child}"
+    );
+    let shell = post(
+        &server,
+        "/api/adapters/echo/tool?name=shell_exec",
+        r#"{"argv": ["touch", "pwned"]}"#,
+    )
+    .await;
+    assert_eq!(
+        shell,
+        (
+            StatusCode::BAD_GATEWAY,
+            "tool \"shell_exec\" is not granted".into()
+        )
+    );
 
     let denial = server.adapter("echo").await.unwrap();
     assert!(
@@ -312,54 +365,74 @@ async fn hostile_components_are_contained() {
         "{entry_now}"
     );
 
-    let (status, body) = get(&server, "/api/adapters/hostile/grow").await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(body.contains("MemoryLimit"), "{body}");
-    let (status, body) = get(&server, "/api/adapters/hostile/panic").await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    // Each misdeed: what the caller gets, and what the entry records (the details stay on
+    // the entry; the caller learns only the kind).
+    let cases: [(&str, StatusCode, &str, &str); 5] = [
+        (
+            "/grow",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "MemoryLimit",
+            "MemoryLimit:",
+        ),
+        (
+            "/panic",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Panic",
+            "Panic: ",
+        ),
+        (
+            "/file",
+            StatusCode::FORBIDDEN,
+            "denied:",
+            "CapabilityDenied: filesystem access",
+        ),
+        (
+            "/fetch?url=http://127.0.0.1:8765/api/health",
+            StatusCode::BAD_GATEWAY,
+            "not granted",
+            "CapabilityDenied: outbound request to http://127.0.0.1:8765",
+        ),
+        (
+            "/secret?name=SECRET_OF_OTHERS",
+            StatusCode::OK,
+            "none",
+            "CapabilityDenied: secret SECRET_OF_OTHERS",
+        ),
+    ];
+    let mut errors = server.adapter("hostile").await.unwrap()["error_count"]
+        .as_u64()
+        .unwrap();
+    for (route, status, answer, recorded) in cases {
+        let (got, body) = get(&server, &format!("/api/adapters/hostile{route}")).await;
+        assert_eq!(got, status, "{route}: {body}");
+        assert!(body.contains(answer), "{route}: {body}");
+        let entry = server.adapter("hostile").await.unwrap();
+        errors += 1;
+        assert_eq!(entry["error_count"], errors, "{route}: {entry}");
+        let message = entry["error_message"].as_str().unwrap();
+        assert!(message.starts_with(recorded), "{route}: {message}");
+    }
+    let (_, panicked) = get(&server, "/api/adapters/hostile/panic").await;
     assert!(
-        body.contains("Panic") && body.contains("hostile panic"),
-        "{body}"
+        !panicked.contains("hostile panic"),
+        "guest output stays on the entry: {panicked}"
     );
-
-    let (status, body) = get(&server, "/api/adapters/hostile/file").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(body.starts_with("denied:"), "no filesystem: {body}");
+    assert!(
+        server.adapter("hostile").await.unwrap()["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("hostile panic")
+    );
     assert_eq!(
         get(&server, "/api/adapters/hostile/env").await.1,
         "env=0 args=0",
         "no inherited environment"
-    );
-    let (status, body) = get(
-        &server,
-        "/api/adapters/hostile/fetch?url=http://127.0.0.1:8765/api/health",
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_GATEWAY);
-    assert!(body.contains("not granted"), "{body}");
-    assert_eq!(
-        get(
-            &server,
-            "/api/adapters/hostile/secret?name=SECRET_OF_OTHERS"
-        )
-        .await
-        .1,
-        "none"
     );
     assert_eq!(
         get(&server, "/api/adapters/hostile/secret?name=HOSTILE_TOKEN")
             .await
             .1,
         "h"
-    );
-
-    let hostile = server.adapter("hostile").await.unwrap();
-    assert!(hostile["error_count"].as_u64().unwrap() >= 5, "{hostile}");
-    assert!(
-        hostile["error_message"]
-            .as_str()
-            .unwrap()
-            .contains("SECRET_OF_OTHERS")
     );
     assert_eq!(
         get(&server, "/api/adapters/hostile/ok").await,
@@ -574,5 +647,201 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
     assert!(
         !missing.status.success()
             && String::from_utf8_lossy(&missing.stderr).contains("no component named")
+    );
+}
+
+async fn lifecycle_log(server: &Server) -> String {
+    get(server, "/api/adapters/echo/kv?key=lifecycle").await.1
+}
+
+#[tokio::test]
+async fn component_hooks_run_on_load_toggle_and_removal_and_a_failing_hook_changes_nothing() {
+    let server = Server::start();
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    assert_eq!(lifecycle_log(&server).await, "start", "started when loaded");
+
+    // A hook that fails leaves the adapter serving, says why, and remembers nothing.
+    post(&server, "/api/adapters/echo/kv?key=fail-hooks", "yes").await;
+    let refused = server.post("/api/adapters/echo/disable", json!(null)).await;
+    assert_error(
+        &refused,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "stop failed: stop refused on purpose",
+    );
+    let entry = server.adapter("echo").await.unwrap();
+    assert_eq!(
+        entry["error_message"],
+        "HookError: stop failed: stop refused on purpose"
+    );
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::OK
+    );
+
+    post(&server, "/api/adapters/echo/kv?key=fail-hooks", "no").await;
+    let (status, entry) = server.post("/api/adapters/echo/disable", json!(null)).await;
+    assert_eq!(
+        (status, entry["status"].as_str()),
+        (StatusCode::OK, Some("stopped"))
+    );
+
+    // The choice survives a restart: loaded, but neither started nor serving.
+    let server = server.restart();
+    let entry = loaded(&server, "echo").await;
+    assert_eq!(entry["status"], "stopped", "{entry}");
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let (status, _) = server.post("/api/adapters/echo/enable", json!(null)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lifecycle_log(&server).await, "start,stop,start");
+
+    // Removing the file stops it; loading it again starts it.
+    std::fs::remove_file(server.data_dir.join("adapters/echo.wasm")).unwrap();
+    eventually(10, async || {
+        server.adapter("echo").await.is_none().then_some(())
+    })
+    .await;
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    assert_eq!(lifecycle_log(&server).await, "start,stop,start,stop,start");
+
+    // An adapter without start and stop cannot be toggled.
+    assert_error(
+        &server
+            .post("/api/adapters/webhook/disable", json!(null))
+            .await,
+        StatusCode::CONFLICT,
+        "it has no start and stop",
+    );
+    assert_error(
+        &server.post("/api/adapters/nope/enable", json!(null)).await,
+        StatusCode::NOT_FOUND,
+        "no adapter named",
+    );
+}
+
+#[tokio::test]
+async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_changes() {
+    let server = Server::start();
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    let granted = |entry: &Value, capability: &str| {
+        entry["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == capability)
+    };
+    assert!(granted(&loaded(&server, "echo").await, "tools:*"));
+
+    // A new grant takes effect without touching the component.
+    let narrower = ECHO_GRANT.replace("tools = [\"*\"]", "tools = [\"search_notes\"]");
+    std::fs::write(server.data_dir.join("adapters/echo.toml"), narrower).unwrap();
+    eventually(10, async || {
+        let entry = server.adapter("echo").await?;
+        granted(&entry, "tool:search_notes").then_some(())
+    })
+    .await;
+
+    // A broken file is reported once, not on every pass of the watcher.
+    std::fs::write(server.data_dir.join("adapters/broken.wasm"), b"\0asm junk").unwrap();
+    let broken = eventually(10, async || server.adapter("broken").await).await;
+    assert_eq!(
+        (broken["status"].as_str(), &broken["error_count"]),
+        (Some("error"), &json!(1))
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(server.adapter("broken").await.unwrap()["error_count"], 1);
+
+    // Removing it removes its entry.
+    std::fs::remove_file(server.data_dir.join("adapters/broken.wasm")).unwrap();
+    eventually(10, async || {
+        server.adapter("broken").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn jobs_wait_out_restarts_and_deleting_a_running_job_cancels_it() {
+    let server = Server::start();
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    let status_of = async |server: &Server, task_id: &str| {
+        let (_, tasks) = server.get("/api/tasks").await;
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == task_id)
+            .map(|t| t["status"].as_str().unwrap().to_owned())
+    };
+
+    // Deleting the task of a running job cancels it.
+    let (_, cancelled) = post(&server, "/api/adapters/echo/job", "slow:30000").await;
+    eventually(10, async || {
+        (status_of(&server, &cancelled).await.as_deref() == Some("running")).then_some(())
+    })
+    .await;
+    let (status, removal) = server.delete(&format!("/api/tasks/{cancelled}")).await;
+    assert_eq!(
+        (status, removal["result"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+
+    // A job running when the process dies is failed, never re-run; four slow jobs fill the
+    // worker, so the fifth is still pending at the kill and runs after the restart.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        slow.push(
+            post(&server, "/api/adapters/echo/job", "slow:30000")
+                .await
+                .1,
+        );
+    }
+    let (_, queued) = post(&server, "/api/adapters/echo/job", "after-restart").await;
+    eventually(10, async || {
+        (status_of(&server, &slow[3]).await.as_deref() == Some("running")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        status_of(&server, &queued).await.as_deref(),
+        Some("pending")
+    );
+    let server = server.restart();
+    loaded(&server, "echo").await;
+    eventually(10, async || {
+        (status_of(&server, &queued).await.as_deref() == Some("completed")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/kv?key=job-done:after-restart")
+            .await
+            .1,
+        "after-restart"
+    );
+    let (_, failed) = server.get("/api/tasks?status=error").await;
+    let interrupted: Vec<&Value> = failed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| slow.contains(&t["task_id"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(interrupted.len(), 4, "{failed}");
+    assert!(
+        interrupted.iter().all(|t| t["description"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted by restart")),
+        "{interrupted:?}"
+    );
+    assert_eq!(
+        status_of(&server, &cancelled).await.as_deref(),
+        Some("cancelled")
     );
 }

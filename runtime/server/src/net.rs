@@ -104,6 +104,23 @@ impl Guard {
     }
 }
 
+/// A name refused because it resolves to private or local addresses only.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing {0}: it resolves to a private or local address")]
+pub struct PrivateAddress(String);
+
+/// Whether a request failed because the guard refused the address a name resolved to.
+pub fn refused_by_guard(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if cause.is::<PrivateAddress>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 struct GuardedResolver {
     guard: Guard,
 }
@@ -121,9 +138,7 @@ impl Resolve for GuardedResolver {
                 addrs.into_iter().filter(|a| is_public(a.ip())).collect()
             };
             if allowed.is_empty() {
-                return Err(
-                    format!("refusing {host}: it resolves to a private or local address").into(),
-                );
+                return Err(PrivateAddress(host).into());
             }
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
@@ -239,5 +254,23 @@ mod tests {
         );
         assert!(guard.check_url(&url("file:///etc/passwd")).is_err());
         assert!(guard.check_url(&url("https://example.com/")).is_ok());
+    }
+
+    #[tokio::test]
+    async fn names_resolving_to_local_addresses_are_refused_and_said_so() {
+        let client = Guard::new([]).client_builder().build().unwrap();
+        let refused = client.get("http://localhost:9/").send().await.unwrap_err();
+        assert!(refused_by_guard(&refused), "{refused:?}");
+        assert!(describe(refused).contains("refusing localhost: it resolves to a private"));
+
+        let trusted = Guard::new(["localhost".to_owned()])
+            .client_builder()
+            .build()
+            .unwrap();
+        let unreachable = trusted.get("http://localhost:9/").send().await.unwrap_err();
+        assert!(
+            !refused_by_guard(&unreachable),
+            "connection refused, not the guard"
+        );
     }
 }

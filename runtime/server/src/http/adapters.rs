@@ -20,7 +20,7 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
         app.wasm.toggle(name, enable).await.map_err(|e| {
             let status =
                 StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            ApiError::new(status, e.message)
+            ApiError::new(status, e.public)
         })?;
         adapters::remember_toggle(&app.db, name, enable).await?;
         let entry = app.adapters.registry().get(name);

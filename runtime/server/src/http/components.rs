@@ -42,7 +42,7 @@ pub async fn dispatch(
         Err(e) => {
             let status =
                 StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            return ApiError::new(status, e.message).into_response();
+            return ApiError::new(status, e.public).into_response();
         }
     };
     let Ok(status) = StatusCode::from_u16(answer.status) else {

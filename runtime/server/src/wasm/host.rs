@@ -2,13 +2,13 @@
 //! limits, discovery of `<data_dir>/adapters/*.wasm`, and hot reload. A failing component
 //! only ever affects its own requests and its own registry entry.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use service_contract::{AdapterEntry, AdapterKind, AdapterStatus, Tool};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -31,7 +31,6 @@ pub struct Generation {
     pub name: String,
     pub version: String,
     pub sha256: String,
-    pub routes: Vec<(String, String)>,
     pub metadata: Vec<(String, String)>,
     pre: InstancePre<HostState>,
     exports: Exports,
@@ -46,7 +45,21 @@ pub type HttpResponse = types::HttpResponse;
 #[derive(Debug)]
 pub struct CallError {
     pub status: u16,
+    /// The whole story, for the registry entry, a job's task and a tool's result.
     pub message: String,
+    /// What an outside HTTP caller is told: no trap text or guest output, which the
+    /// operator reads on the registry entry.
+    pub public: String,
+}
+
+impl CallError {
+    fn new(status: u16, message: String) -> Self {
+        Self {
+            status,
+            public: message.clone(),
+            message,
+        }
+    }
 }
 
 pub struct WasmHost {
@@ -61,14 +74,27 @@ pub struct WasmHost {
     /// Bundled components and their default grants.
     bundled: &'static [Bundled],
     generations: RwLock<HashMap<String, Arc<Generation>>>,
-    /// Files seen by the last scan: path → (length, modified).
-    seen: std::sync::Mutex<HashMap<PathBuf, (u64, SystemTime)>>,
+    /// What the last scan saw of each adapter's files; a file that failed to load stays here,
+    /// so it is tried again only once it changes.
+    seen: std::sync::Mutex<BTreeMap<String, Files>>,
     disabled: RwLock<HashSet<String>>,
+    /// One enable or disable at a time, so the hooks of one adapter never interleave.
+    toggling: tokio::sync::Mutex<()>,
     /// Tools each adapter registered, removed again when it unloads.
     tools: std::sync::Mutex<HashMap<String, Vec<String>>>,
     permits: Semaphore,
     this: std::sync::Weak<WasmHost>,
 }
+
+/// An adapter's files in the adapters folder, as (length, modified) stamps: a changed stamp
+/// is a changed file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Files {
+    wasm: Option<(PathBuf, Stamp)>,
+    grant: Option<Stamp>,
+}
+
+type Stamp = (u64, SystemTime);
 
 fn lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(PoisonError::into_inner)
@@ -85,6 +111,7 @@ impl WasmHost {
         let (engine, pooled) = engine::build(pooling)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        super::caps::shadow_preopens(&mut linker)?;
         AdapterHost::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
             &mut linker,
             |s| s,
@@ -105,16 +132,13 @@ impl WasmHost {
             generations: RwLock::default(),
             seen: Default::default(),
             disabled: RwLock::default(),
+            toggling: tokio::sync::Mutex::new(()),
             permits: Semaphore::new(engine::MAX_INSTANCES),
         }))
     }
 
     pub fn pooled(&self) -> bool {
         self.pooled
-    }
-
-    pub fn adapters_dir(&self) -> &Path {
-        &self.adapters_dir
     }
 
     pub fn generation(&self, name: &str) -> Option<Arc<Generation>> {
@@ -257,11 +281,6 @@ impl WasmHost {
             name: expected.to_owned(),
             version: description.version,
             sha256: compiled.sha256,
-            routes: description
-                .routes
-                .into_iter()
-                .map(|r| (r.method, r.path))
-                .collect(),
             metadata: description.metadata,
             pre,
             exports,
@@ -269,8 +288,9 @@ impl WasmHost {
         }))
     }
 
-    /// Makes `generation` the one that serves its name, and brings its registry entry and its
-    /// tools up to date.
+    /// Makes `generation` the one that serves its name, brings its registry entry and its
+    /// tools up to date, and runs the lifecycle: `stop` of the generation it replaces, then
+    /// its own `start` (unless the operator disabled the adapter).
     pub async fn install(&self, generation: Arc<Generation>) {
         let registry = &self.services.registry;
         let name = generation.name.clone();
@@ -302,11 +322,77 @@ impl WasmHost {
             registry.mark_error(&name, "ConfigError", &unset.join("; "));
         }
         tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
-        self.generations
+        let replaced = self
+            .generations
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.clone(), Arc::clone(&generation));
         self.register_tools(&generation).await;
+        if !disabled {
+            // Failures are on the entry already; the generation serves regardless.
+            if let Some(replaced) = replaced {
+                let _ = self.hook(&replaced, false).await;
+            }
+            let _ = self.hook(&generation, true).await;
+        }
+    }
+
+    /// Runs a component's `start` or `stop` export, when it has them. A hook that returns an
+    /// error is recorded on the entry as `HookError`, like a trap or a timeout.
+    async fn hook(&self, generation: &Generation, start: bool) -> Result<(), CallError> {
+        let Some(lifecycle) = &generation.exports.lifecycle else {
+            return Ok(());
+        };
+        let permit = self.permit().await;
+        let limit = generation.caller.effective.limits.handle_http();
+        let outcome = self
+            .call(permit, generation, limit, async |store, instance, _| {
+                let guest = lifecycle.load(&mut *store, instance)?;
+                if start {
+                    guest.call_start(&mut *store).await
+                } else {
+                    guest.call_stop(&mut *store).await
+                }
+            })
+            .await?;
+        outcome.map_err(|message| {
+            let hook = if start { "start" } else { "stop" };
+            let message = format!("{hook} failed: {message}");
+            self.services
+                .registry
+                .mark_error(&generation.name, "HookError", &message);
+            CallError::new(500, message)
+        })
+    }
+
+    /// Runs `stop` of every loaded component in reverse name order (shutdown).
+    pub async fn stop_all(&self) {
+        let mut loaded: Vec<Arc<Generation>> = lock(&self.generations).values().cloned().collect();
+        loaded.sort_by(|a, b| b.name.cmp(&a.name));
+        for generation in loaded {
+            if !self.is_disabled(&generation.name) && self.hook(&generation, false).await.is_ok() {
+                self.services.registry.mark_stopped(&generation.name);
+            }
+        }
+    }
+
+    fn is_disabled(&self, name: &str) -> bool {
+        lock(&self.disabled).contains(name)
+    }
+
+    /// A permit for a request: when none is left the request gets 503 at once, not a queue.
+    fn permit_now(&self) -> Result<SemaphorePermit<'_>, CallError> {
+        self.permits
+            .try_acquire()
+            .map_err(|_| CallError::new(503, "too many adapter requests at once; try again".into()))
+    }
+
+    /// A permit for background work (jobs, hooks, tools), which waits its turn.
+    async fn permit(&self) -> SemaphorePermit<'_> {
+        self.permits
+            .acquire()
+            .await
+            .expect("the instance semaphore is never closed")
     }
 
     /// Registers the tools a component offers (`tool-provider`), replacing its previous ones.
@@ -317,8 +403,9 @@ impl WasmHost {
             return;
         };
         let limit = generation.caller.effective.limits.handle_http();
+        let permit = self.permit().await;
         let Ok(specs) = self
-            .call(generation, limit, async |store, instance, _| {
+            .call(permit, generation, limit, async |store, instance, _| {
                 indices
                     .load(&mut *store, instance)?
                     .call_list_tools(&mut *store)
@@ -384,7 +471,8 @@ impl WasmHost {
             return Err(format!("adapter {adapter:?} no longer offers tools"));
         };
         let limit = generation.caller.effective.limits.handle_http();
-        self.call(&generation, limit, async |store, instance, _| {
+        let permit = self.permit().await;
+        self.call(permit, &generation, limit, async |store, instance, _| {
             indices
                 .load(&mut *store, instance)?
                 .call_call_tool(&mut *store, tool, &args)
@@ -394,18 +482,27 @@ impl WasmHost {
         .map_err(|e| e.message)?
     }
 
-    /// Unloads an adapter (its file was removed).
-    pub fn unload(&self, name: &str) {
+    /// Unloads an adapter (its file was removed): its tools, its `stop`, and its entry, also
+    /// one that only said why the file never loaded.
+    pub async fn unload(&self, name: &str) {
         self.unregister_tools(name);
-        if self
+        let removed = self
             .generations
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(name)
-            .is_some()
-        {
-            self.services.registry.remove(name);
+            .remove(name);
+        if let Some(generation) = removed {
+            if !self.is_disabled(name) {
+                let _ = self.hook(&generation, false).await;
+            }
             tracing::info!(adapter = %name, "component unloaded");
+        }
+        let registry = &self.services.registry;
+        if registry
+            .get(name)
+            .is_some_and(|e| e.kind == AdapterKind::Wasm)
+        {
+            registry.remove(name);
         }
     }
 
@@ -423,17 +520,21 @@ impl WasmHost {
     /// file overrides the bundled component of the same name.
     pub async fn discover(&self) {
         let files = self.scan();
-        let mut names: Vec<String> = self.bundled.iter().map(|b| b.name.to_owned()).collect();
-        names.extend(files.keys().cloned());
+        let mut names: Vec<&String> = files
+            .iter()
+            .filter(|(_, f)| f.wasm.is_some())
+            .map(|(name, _)| name)
+            .collect();
+        let bundled: Vec<String> = self.bundled.iter().map(|b| b.name.to_owned()).collect();
+        names.extend(&bundled);
         names.sort();
         names.dedup();
         for name in names {
-            let bytes = match files.get(&name) {
-                Some(path) => std::fs::read(path).map_err(anyhow::Error::from),
-                None => self.bundled_bytes(&name),
-            };
-            self.load_and_install(&name, bytes).await;
+            if let Err(e) = self.reload(name, files.get(name)).await {
+                self.record_failure(name, &e);
+            }
         }
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = files;
     }
 
     fn bundled(&self, name: &str) -> Option<&'static Bundled> {
@@ -449,98 +550,85 @@ impl WasmHost {
         }
     }
 
-    async fn load_and_install(&self, name: &str, bytes: anyhow::Result<Vec<u8>>) {
-        let loaded = match bytes {
-            Ok(bytes) => self.load(name, bytes).await,
-            Err(e) => Err(e),
+    /// Loads an adapter from its file, else its bundled component, and installs it unless
+    /// the same component under the same grant already serves.
+    async fn reload(&self, name: &str, files: Option<&Files>) -> anyhow::Result<()> {
+        let bytes = match files.and_then(|f| f.wasm.as_ref()) {
+            Some((path, _)) => std::fs::read(path)?,
+            None => self.bundled_bytes(name)?,
         };
-        match loaded {
-            Ok(generation) => self.install(generation).await,
-            Err(e) => self.record_failure(name, &e),
+        let generation = self.load(name, bytes).await?;
+        let unchanged = self.generation(name).is_some_and(|current| {
+            current.sha256 == generation.sha256
+                && current.caller.effective == generation.caller.effective
+        });
+        if !unchanged {
+            self.install(generation).await;
         }
+        Ok(())
     }
 
-    /// `*.wasm` files of the adapters folder by name, remembering what was seen.
-    fn scan(&self) -> BTreeMap<String, PathBuf> {
-        let mut found = BTreeMap::new();
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.clear();
+    /// The adapters folder by adapter name: its component and its grant file.
+    fn scan(&self) -> BTreeMap<String, Files> {
+        let mut found: BTreeMap<String, Files> = BTreeMap::new();
         for entry in std::fs::read_dir(&self.adapters_dir)
             .into_iter()
             .flatten()
             .flatten()
         {
             let path = entry.path();
-            let Some(name) = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .filter(|_| path.extension().is_some_and(|e| e == "wasm"))
-            else {
+            let (Some(name), Some(extension), Ok(meta)) = (
+                path.file_stem().and_then(|s| s.to_str()),
+                path.extension().and_then(|e| e.to_str()),
+                entry.metadata(),
+            ) else {
                 continue;
             };
-            if let Ok(meta) = entry.metadata() {
-                seen.insert(
-                    path.clone(),
-                    (
-                        meta.len(),
-                        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                    ),
-                );
+            let stamp = (
+                meta.len(),
+                meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            );
+            let files = match extension {
+                "wasm" | "toml" => found.entry(name.to_owned()).or_default(),
+                _ => continue,
+            };
+            if extension == "wasm" {
+                files.wasm = Some((path, stamp));
+            } else {
+                files.grant = Some(stamp);
             }
-            found.insert(name.to_owned(), path);
         }
         found
     }
 
-    /// One hot-reload pass: loads new or changed files (off the request path), unloads
-    /// removed ones (falling back to a bundled component of that name).
+    /// One hot-reload pass (off the request path): a new or changed component or grant file
+    /// (re)loads its adapter; a removed component unloads it, or brings back the bundled
+    /// component of that name. A file that fails to load is tried again once it changes (a
+    /// file still being written fails now and loads when it is complete).
     pub async fn reload_changed(&self) {
-        let before = self
-            .seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
         let files = self.scan();
-        let after = self
-            .seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        for (name, path) in &files {
-            if before.get(path) == after.get(path) {
+        let before = std::mem::replace(
+            &mut *self.seen.lock().unwrap_or_else(PoisonError::into_inner),
+            files.clone(),
+        );
+        let names: BTreeSet<&String> = before.keys().chain(files.keys()).collect();
+        for name in names {
+            let (old, new) = (before.get(name), files.get(name));
+            if old == new {
                 continue;
             }
-            // A file still being written fails to load now and loads on the next pass.
-            let result = match std::fs::read(path) {
-                Ok(bytes) => self.load(name, bytes).await,
-                Err(e) => Err(e.into()),
-            };
-            match result {
-                Ok(generation)
-                    if self
-                        .generation(name)
-                        .is_some_and(|g| g.sha256 == generation.sha256) => {}
-                Ok(generation) => self.install(generation).await,
-                Err(e) => {
-                    self.seen
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(path);
+            let had_wasm = old.is_some_and(|f| f.wasm.is_some());
+            let has_wasm = new.is_some_and(|f| f.wasm.is_some());
+            if has_wasm || self.bundled(name).is_some() {
+                if let Err(e) = self.reload(name, new).await {
+                    if had_wasm && !has_wasm {
+                        // The file is gone and nothing replaces it.
+                        self.unload(name).await;
+                    }
                     self.record_failure(name, &e);
                 }
-            }
-        }
-        for path in before.keys().filter(|p| !after.contains_key(*p)) {
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
-                continue;
-            };
-            match self.bundled(name).map(|_| self.bundled_bytes(name)) {
-                Some(Ok(bytes)) => self.load_and_install(name, Ok(bytes)).await,
-                Some(Err(e)) => {
-                    self.unload(name);
-                    self.record_failure(name, &e);
-                }
-                None => self.unload(name),
+            } else if had_wasm {
+                self.unload(name).await;
             }
         }
     }
@@ -554,23 +642,27 @@ impl WasmHost {
         let Some(generation) = self.generation(name) else {
             return Err(self.not_loaded(name));
         };
-        if lock(&self.disabled).contains(name) {
-            return Err(CallError {
-                status: 503,
-                message: format!("adapter {name:?} is disabled"),
-            });
+        if self.is_disabled(name) {
+            return Err(CallError::new(503, format!("adapter {name:?} is disabled")));
         }
         let limit = generation.caller.effective.limits.handle_http();
+        let permit = self.permit_now()?;
         let response = self
-            .call(&generation, limit, async |store, instance, exports| {
-                exports
-                    .handler
-                    .load(&mut *store, instance)?
-                    .call_handle_http(&mut *store, &request)
-                    .await
-            })
+            .call(
+                permit,
+                &generation,
+                limit,
+                async |store, instance, exports| {
+                    exports
+                        .handler
+                        .load(&mut *store, instance)?
+                        .call_handle_http(&mut *store, &request)
+                        .await
+                },
+            )
             .await?;
-        if response.status < 500 {
+        // Activity is what the adapter handled, not what it turned away (an unsigned request).
+        if response.status < 400 {
             self.services.registry.touch(name);
         }
         Ok(response)
@@ -589,38 +681,45 @@ impl WasmHost {
                         .as_deref()
                         .unwrap_or("its component is not loaded")
                 ),
+                public: format!(
+                    "the {name} adapter is not installed; its entry in /api/adapters says why"
+                ),
             },
-            _ => CallError {
-                status: 404,
-                message: format!("no adapter named {name:?}"),
-            },
+            _ => CallError::new(404, format!("no adapter named {name:?}")),
         }
     }
 
     /// Runs a job's payload in a fresh instance of the adapter that enqueued it; agent runs
-    /// it starts report to the job's task.
+    /// it starts report to the job's task. A job waits for a free instance.
     pub async fn run_job(&self, name: &str, task_id: &str, payload: Vec<u8>) -> Result<(), String> {
         let generation = self
             .generation(name)
             .ok_or_else(|| format!("adapter {name:?} is not loaded"))?;
         let limit = generation.caller.effective.limits.run_job();
-        self.call(&generation, limit, async |store, instance, exports| {
-            store.data_mut().job_task = Some(task_id.to_owned());
-            exports
-                .handler
-                .load(&mut *store, instance)?
-                .call_run_job(&mut *store, &payload)
-                .await
-        })
+        let permit = self.permit().await;
+        self.call(
+            permit,
+            &generation,
+            limit,
+            async |store, instance, exports| {
+                store.data_mut().job_task = Some(task_id.to_owned());
+                exports
+                    .handler
+                    .load(&mut *store, instance)?
+                    .call_run_job(&mut *store, &payload)
+                    .await
+            },
+        )
         .await
         .map_err(|e| e.message)?
     }
 
-    /// One call in a fresh store: a permit (503 when none is left), the deadline as epochs
-    /// and as a timer (a guest blocked in a host call does not see epochs), memory limits,
-    /// and any failure recorded on the adapter's entry.
+    /// One call in a fresh store, holding an instance permit: the deadline as epochs and as a
+    /// timer (a guest blocked in a host call does not see epochs), memory limits, and any
+    /// failure recorded on the adapter's entry.
     async fn call<T>(
         &self,
+        _permit: SemaphorePermit<'_>,
         generation: &Generation,
         limit: Duration,
         f: impl AsyncFnOnce(
@@ -630,10 +729,6 @@ impl WasmHost {
         ) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
         let name = &generation.name;
-        let _permit = self.permits.try_acquire().map_err(|_| CallError {
-            status: 503,
-            message: "too many adapter requests at once; try again".into(),
-        })?;
         let memory = generation
             .caller
             .effective
@@ -657,37 +752,33 @@ impl WasmHost {
         Err(CallError {
             status,
             message: format!("adapter {name:?} failed: {kind}: {message}"),
+            public: format!(
+                "adapter {name:?} failed ({kind}); its entry in /api/adapters has the details"
+            ),
         })
     }
 
-    /// Runs the adapter's `start` or `stop` export, and remembers the choice.
+    /// Runs the adapter's `start` or `stop` export and, when it succeeds, takes the adapter
+    /// into or out of service. The caller persists the choice.
     pub async fn toggle(&self, name: &str, enable: bool) -> Result<(), CallError> {
-        let generation = self.generation(name).ok_or_else(|| CallError {
-            status: 404,
-            message: format!("no adapter named {name:?}"),
-        })?;
-        let Some(lifecycle) = &generation.exports.lifecycle else {
-            return Err(CallError {
-                status: 409,
-                message: format!(
-                    "adapter {name:?} cannot be enabled or disabled: it has no start and stop"
-                ),
-            });
-        };
-        let hook = self
-            .call(
-                &generation,
-                generation.caller.effective.limits.handle_http(),
-                async |store, instance, _| {
-                    let guest = lifecycle.load(&mut *store, instance)?;
-                    if enable {
-                        guest.call_start(&mut *store).await
-                    } else {
-                        guest.call_stop(&mut *store).await
-                    }
-                },
-            )
-            .await?;
+        let _one_at_a_time = self.toggling.lock().await;
+        let generation = self
+            .generation(name)
+            .ok_or_else(|| CallError::new(404, format!("no adapter named {name:?}")))?;
+        if generation.exports.lifecycle.is_none() {
+            return Err(CallError::new(
+                409,
+                format!("adapter {name:?} cannot be enabled or disabled: it has no start and stop"),
+            ));
+        }
+        // A hook that fails, traps or times out leaves the adapter as it was.
+        self.hook(&generation, enable)
+            .await
+            .map_err(|e| CallError {
+                status: 500,
+                public: e.message.clone(),
+                ..e
+            })?;
         let mut disabled = self
             .disabled
             .write()
@@ -699,16 +790,10 @@ impl WasmHost {
         }
         drop(disabled);
         let registry = &self.services.registry;
-        match hook {
-            Ok(()) if enable => registry.mark_running(name),
-            Ok(()) => registry.mark_stopped_because(name, "disabled from the dashboard"),
-            Err(message) => {
-                registry.mark_error(name, "HookError", &message);
-                return Err(CallError {
-                    status: 500,
-                    message,
-                });
-            }
+        if enable {
+            registry.mark_running(name);
+        } else {
+            registry.mark_stopped_because(name, "disabled from the dashboard");
         }
         Ok(())
     }
@@ -719,10 +804,6 @@ impl WasmHost {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .extend(names);
-    }
-
-    pub fn names(&self) -> Vec<String> {
-        lock(&self.generations).keys().cloned().collect()
     }
 }
 

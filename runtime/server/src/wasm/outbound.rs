@@ -98,11 +98,13 @@ impl Outbound {
             for (name, value) in &headers {
                 builder = builder.header(name, value);
             }
-            let response = builder
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(|e| Failure::Failed(net::describe(e)))?;
+            let response = builder.body(body.clone()).send().await.map_err(|e| {
+                if net::refused_by_guard(&e) {
+                    Failure::Denied(net::describe(e))
+                } else {
+                    Failure::Failed(net::describe(e))
+                }
+            })?;
             let status = response.status();
             if status.is_redirection()
                 && let Some(location) = response.headers().get(reqwest::header::LOCATION)

@@ -11,6 +11,7 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::engine;
 use super::grants::Effective;
 use super::outbound::Outbound;
 use crate::db::Db;
@@ -76,6 +77,8 @@ impl HostState {
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(memory_bytes)
+                .memories(engine::MAX_MEMORIES)
+                .tables(engine::MAX_TABLES)
                 .instances(32)
                 .build(),
             caller,

@@ -2,6 +2,7 @@
 //! only (its identity comes from the store, never from an argument) and within its grant.
 
 mod agent;
+mod filesystem;
 mod jobs;
 mod kv;
 mod log;
@@ -9,6 +10,8 @@ mod outbound_http;
 mod registry;
 mod secrets;
 mod tools;
+
+pub use filesystem::shadow_preopens;
 
 use super::bindings::types;
 use super::state::HostState;
