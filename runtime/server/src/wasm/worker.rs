@@ -28,7 +28,18 @@ impl Worker {
     pub async fn run(self, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(CONCURRENCY));
         loop {
-            let free = slots.available_permits() as u32;
+            // With every slot busy the queue is not read (a burst of enqueues would read it
+            // once each for nothing); a finishing job frees a slot and the loop goes on.
+            let free = match slots.available_permits() {
+                0 => {
+                    tokio::select! {
+                        permit = Arc::clone(&slots).acquire_owned() => drop(permit),
+                        () = stop.cancelled() => return,
+                    }
+                    continue;
+                }
+                free => free as u32,
+            };
             let claimed = self
                 .db
                 .call(move |conn| {
@@ -69,6 +80,16 @@ impl Worker {
 
 async fn run_one(host: &WasmHost, db: &Db, running: &RunningTasks, job: Job) {
     let cancel = running.register(&job.task_id);
+    // A delete between the claim and the registration found no token to cancel; it did
+    // leave the task `cancelled`, which is checked once the token is in place.
+    let task_id = job.task_id.clone();
+    let still_wanted = db
+        .call(move |conn| Ok(tasks::get(conn, &task_id)?.is_some_and(|t| t.status.is_active())))
+        .await;
+    if matches!(still_wanted, Ok(false)) {
+        running.finish(&job.task_id);
+        return;
+    }
     let result = tokio::select! {
         result = host.run_job(&job.adapter, &job.task_id, job.payload) => result,
         () = cancel.cancelled() => Err("cancelled".to_owned()),
