@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, eventually, json_of, openai_env, spawn_fake};
+use crate::support::{Server, assert_error, eventually, json_of, openai_env, spawn_fake};
 
 const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const BOT_TOKEN: &str = "xoxb-test-token";
@@ -122,6 +122,7 @@ fn callback(event_id: &str, event: Value) -> String {
         "type": "event_callback",
         "event_id": event_id,
         "event_time": now(),
+        "authorizations": [{"enterprise_id": null, "team_id": "T1", "user_id": "UBOT", "is_bot": true, "is_enterprise_install": false}],
         "event": event,
     })
     .to_string()
@@ -239,7 +240,7 @@ async fn mentions_in_threads_and_direct_messages_get_replies() {
 
     let in_thread = callback(
         "Ev001",
-        mention("<@UBOT> what is the plan?", Some("1700000000.000100")),
+        mention("<@UBOT> <@U2> what is the plan?", Some("1700000000.000100")),
     );
     let started = Instant::now();
     let (status, body) = signed(&server, "events", &in_thread).await;
@@ -250,9 +251,12 @@ async fn mentions_in_threads_and_direct_messages_get_replies() {
     assert_eq!(auth, &format!("Bearer {BOT_TOKEN}"));
     assert_eq!(message["channel"], "C1");
     assert_eq!(message["thread_ts"], "1700000000.000100");
-    // The offline responder quotes its prompt: the mention token is gone.
+    // The offline responder quotes its prompt: the bot's mention is gone, the other stays.
     let text = message["text"].as_str().unwrap();
-    assert!(text.contains("You said: \"what is the plan?\""), "{text}");
+    assert!(
+        text.contains("You said: \"<@U2> what is the plan?\""),
+        "{text}"
+    );
     println!("mention answered in {:?}", started.elapsed());
 
     let dm = callback(
@@ -440,13 +444,11 @@ async fn missing_secrets_are_registry_errors() {
 
     let handshake = r#"{"type":"url_verification","challenge":"c"}"#;
     for route in ["events", "commands"] {
-        let (status, body) = signed(&server, route, handshake).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .contains("signing secret is not set")
+        let answer = signed(&server, route, handshake).await;
+        assert_error(
+            &answer,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "signing secret is not set",
         );
     }
     let entry = server.adapter("teamchat").await.unwrap();
@@ -486,14 +488,11 @@ async fn a_teamchat_component_that_fails_to_load_is_not_installed() {
     let entry = server.adapter("teamchat").await.unwrap();
     assert_eq!(entry["status"], "error", "{entry}");
     for route in ["events", "commands"] {
-        let (status, body) = signed(&server, route, "{}").await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .contains("the teamchat adapter is not installed"),
-            "{body}"
+        let answer = signed(&server, route, "{}").await;
+        assert_error(
+            &answer,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the teamchat adapter is not installed",
         );
     }
     assert_eq!(server.adapter("webhook").await.unwrap()["kind"], "wasm");
@@ -508,4 +507,51 @@ async fn a_teamchat_component_that_fails_to_load_is_not_installed() {
     .await;
     assert_eq!(body["challenge"], "back");
     drop(tmp);
+}
+
+#[tokio::test]
+async fn the_configured_profile_answers_and_a_missing_one_falls_back_to_the_defaults() {
+    let llm = llm::openai(vec![
+        Reply::Text("as the concierge"),
+        Reply::Text("as the default"),
+    ])
+    .await;
+    let api = FakeApi::start(json!({"ok": true})).await;
+    let mut env = api.env();
+    env.extend(openai_env(&llm.url));
+    env.push(("SERVICE_TEAMCHAT_AGENT_PROFILE", "Concierge".into()));
+    let server = Server::start_with_owned(&env);
+    let concierge = json!({"name": "Concierge", "system_prompt": "You are the concierge."});
+    assert_eq!(
+        server.post("/api/agents", concierge).await.0,
+        StatusCode::CREATED
+    );
+    let event = callback("EvProfile", mention("<@UBOT> where is lunch?", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    assert_eq!(posts(&api, 1).await[0].1["text"], "as the concierge");
+    assert_eq!(
+        llm.requests()[0].body["messages"][0],
+        json!({"role": "system", "content": "You are the concierge."})
+    );
+
+    // A profile name that matches nothing (names are exact) runs with the server's defaults.
+    env.pop();
+    env.push(("SERVICE_TEAMCHAT_AGENT_PROFILE", "concierge".into()));
+    let server = Server::start_with_owned(&env);
+    let event = callback("EvFallback", mention("<@UBOT> where is lunch?", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    assert_eq!(posts(&api, 2).await[1].1["text"], "as the default");
+    let first = &llm.requests()[1].body["messages"][0];
+    assert_eq!(first["role"], "user", "no system prompt: {first}");
+    let (_, trace) = eventually(20, async || {
+        runs(&server)
+            .await
+            .into_iter()
+            .find(|(_, trace)| trace["status"] != "running")
+    })
+    .await;
+    assert_eq!(
+        (trace["status"].as_str(), &trace["agent_profile_name"]),
+        (Some("ok"), &Value::Null)
+    );
 }

@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::support::{Server, json_of};
+use crate::support::{Server, assert_error, json_of};
 
 const SECRET: &str = "webhook-test-secret";
 
@@ -56,6 +56,16 @@ async fn signed_requests_run_agents() {
     let (status, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(trace["source"], "webhook");
+    // Without `agent`, the default profile answers.
+    let (status, answer) = signed(&server, r#"{"prompt": "no agent named"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            answer["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(trace["agent_profile_name"], "default");
 
     let (status, _) = run(&server, &body, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -84,12 +94,7 @@ async fn signed_requests_run_agents() {
             "nobody",
         ),
     ] {
-        let (got, answer) = signed(&server, bad).await;
-        assert_eq!(got, status, "{bad}: {answer}");
-        assert!(
-            answer["error"].as_str().unwrap().contains(needle),
-            "{answer}"
-        );
+        assert_error(&signed(&server, bad).await, status, needle);
     }
 
     let (status, answer) = server.get("/api/adapters/webhook/run").await;
@@ -108,12 +113,10 @@ async fn an_unset_secret_answers_503() {
             .contains("SERVICE_WEBHOOK_SECRET is not set")
     );
     let body = r#"{"prompt": "hi"}"#;
-    let (status, answer) = run(&server, body, Some(sign(SECRET, body))).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
-    assert!(
-        answer["error"]
-            .as_str()
-            .unwrap()
-            .contains("SERVICE_WEBHOOK_SECRET")
+    let answer = run(&server, body, Some(sign(SECRET, body))).await;
+    assert_error(
+        &answer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "SERVICE_WEBHOOK_SECRET",
     );
 }

@@ -56,7 +56,9 @@ fn callback(envelope: &Value) -> HttpResponse {
     ) else {
         return error(400, "the event has no channel or text");
     };
-    let prompt = strip_mentions(text);
+    // The bot's own user id, as the platform states it for this installation.
+    let bot = envelope["authorizations"][0]["user_id"].as_str();
+    let prompt = strip_mentions(text, bot);
     if prompt.is_empty() {
         return ack("ignored: nothing but a mention");
     }
@@ -82,14 +84,22 @@ fn callback(envelope: &Value) -> HttpResponse {
     }
 }
 
-/// Drops the leading `<@U123>` mention tokens (the bot's, possibly with a display name after a
-/// `|`).
-fn strip_mentions(text: &str) -> &str {
+/// Drops the bot's leading `<@BOT>` mention tokens (also `<@BOT|name>`); other people
+/// mentioned stay in the prompt. Without the bot's id the first leading mention is taken to be
+/// the bot's, as an `app_mention` starts with it.
+fn strip_mentions<'a>(text: &'a str, bot: Option<&str>) -> &'a str {
     let mut rest = text.trim_start();
     while let Some(after) = rest.strip_prefix("<@") {
-        match after.find('>') {
-            Some(end) => rest = after[end + 1..].trim_start(),
-            None => break,
+        let Some(end) = after.find('>') else {
+            break;
+        };
+        let id = after[..end].split('|').next().unwrap_or_default();
+        if bot.is_some_and(|bot| bot != id) {
+            break;
+        }
+        rest = after[end + 1..].trim_start();
+        if bot.is_none() {
+            break;
         }
     }
     rest.trim_end()
@@ -100,11 +110,18 @@ mod tests {
     use super::strip_mentions;
 
     #[test]
-    fn strips_leading_mentions_only() {
-        assert_eq!(strip_mentions("<@U123> hello <@U9>"), "hello <@U9>");
-        assert_eq!(strip_mentions("  <@U1|bot> <@U2>  hi "), "hi");
-        assert_eq!(strip_mentions("<@U1>"), "");
-        assert_eq!(strip_mentions("<@broken hi"), "<@broken hi");
-        assert_eq!(strip_mentions("plain"), "plain");
+    fn strips_the_bots_leading_mentions_only() {
+        let bot = Some("UBOT");
+        assert_eq!(strip_mentions("<@UBOT> hello <@U9>", bot), "hello <@U9>");
+        assert_eq!(strip_mentions("  <@UBOT|bot> <@UBOT>  hi ", bot), "hi");
+        assert_eq!(
+            strip_mentions("<@UBOT> <@U2> review this", bot),
+            "<@U2> review this"
+        );
+        assert_eq!(strip_mentions("<@U2> hi", bot), "<@U2> hi");
+        assert_eq!(strip_mentions("<@UBOT>", bot), "");
+        assert_eq!(strip_mentions("<@broken hi", bot), "<@broken hi");
+        assert_eq!(strip_mentions("plain", bot), "plain");
+        assert_eq!(strip_mentions("<@U1> <@U2> hi", None), "<@U2> hi");
     }
 }
