@@ -215,19 +215,49 @@ fn cli_validates_before_writing() {
         &["schedule", "edit", "digest", "--cron", "nonsense"],
     ));
     failed(&cli(dir, &["schedule", "edit", "digest"]));
+    let unchanged: Value =
+        serde_json::from_str(&ok(&cli(dir, &["schedule", "list", "--json"]))).unwrap();
+    assert_eq!(unchanged, listed, "a refused edit changes nothing");
+    let unknown_agent = cli(dir, &["schedule", "edit", "digest", "--agent", "Nobody"]);
+    assert!(
+        String::from_utf8_lossy(&unknown_agent.stderr)
+            .contains("no agent profile named \"Nobody\""),
+        "a warning, not an error"
+    );
+    assert!(ok(&unknown_agent).contains("agent:           Nobody"));
 
     ok(&cli(dir, &["schedule", "disable", "digest"]));
     assert!(ok(&cli(dir, &["schedule", "show", "digest"])).contains("enabled:         false"));
     ok(&cli(dir, &["schedule", "enable", "digest"]));
     for missing in [
-        ["show", "nope"],
-        ["enable", "nope"],
-        ["delete", "nope"],
-        ["run", "nope"],
+        &["show", "nope"][..],
+        &["enable", "nope"],
+        &["disable", "nope"],
+        &["delete", "nope"],
+        &["run", "nope"],
+        &["edit", "nope", "--prompt", "p"],
     ] {
-        let message = failed(&cli(dir, &["schedule", missing[0], missing[1]]));
+        let args: Vec<&str> = ["schedule"].iter().chain(missing).copied().collect();
+        let message = failed(&cli(dir, &args));
         assert!(message.contains("no schedule named \"nope\""), "{message}");
     }
+    let paused = ok(&cli(
+        dir,
+        &[
+            "schedule",
+            "create",
+            "paused",
+            "--cron",
+            "@daily",
+            "--agent",
+            "default",
+            "--prompt",
+            "p",
+            "--disabled",
+        ],
+    ));
+    assert!(paused.contains("next run: disabled"), "{paused}");
+    ok(&cli(dir, &["schedule", "delete", "paused"]));
     ok(&cli(dir, &["schedule", "delete", "digest"]));
     assert_eq!(ok(&cli(dir, &["schedule", "list", "--json"])).trim(), "[]");
 }
@@ -480,6 +510,21 @@ async fn bad_schedules_are_recorded_and_the_others_still_run() {
             .starts_with("ScheduleError: schedule \"broken\""),
         "{entry}"
     );
+    assert_eq!(entry["status"], "error");
+
+    // Reported once, not on every tick; fixed, the scheduler is running again.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let errors = server.adapter("scheduler").await.unwrap()["error_count"].clone();
+    assert_eq!(errors, entry["error_count"]);
+    ok(&cli(
+        &server.data_dir,
+        &["schedule", "edit", "broken", "--cron", "@daily"],
+    ));
+    eventually(5, async || {
+        let entry = server.adapter("scheduler").await.unwrap();
+        (entry["status"] == "running").then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -577,4 +622,39 @@ async fn schedule_run_fires_once_outside_the_cron() {
     assert_eq!(listed["last_trace_id"], trace_id);
     assert_eq!(listed["next_run_at"], before, "the cron is untouched");
     assert_eq!(runs_of(&server, "manual").await[0]["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_manual_run_never_overlaps_a_run_in_progress() {
+    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(4), "slow one")]).await;
+    let server = Server::start();
+    create(&server, "manual", "@yearly", "coalesce");
+    // The CLI reads the data directory's settings, as the server does.
+    std::fs::write(
+        server.data_dir.join(".env"),
+        format!(
+            "SERVICE_PROVIDER=openai\nSERVICE_OPENAI_BASE_URL={}\nOPENAI_API_KEY=sk-test\n",
+            fake.url
+        ),
+    )
+    .unwrap();
+    let first = crate::support::command(server.data_dir.parent().unwrap())
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .args(["schedule", "run", "manual"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = tokio::task::spawn_blocking(move || first.wait_with_output().unwrap());
+    eventually(10, async || {
+        let runs = runs_of(&server, "manual").await;
+        runs.first().filter(|r| r["status"] == "running").cloned()
+    })
+    .await;
+    let refused = failed(&cli(&server.data_dir, &["schedule", "run", "manual"]));
+    assert!(refused.contains("still in progress"), "{refused}");
+    assert!(ok(&first.await.unwrap()).contains("ran \"manual\""));
+    assert_eq!(runs_of(&server, "manual").await.len(), 1);
+    assert_eq!(fake.requests().len(), 1);
 }

@@ -138,6 +138,13 @@ pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
         .ok_or_else(|| Error::Internal(anyhow::anyhow!("task vanished after insert")))
 }
 
+/// Creates a task that starts running at once (its work is already under way); returns its id.
+pub fn create_running(conn: &Connection, task: &NewTask<'_>) -> Result<String> {
+    let task = create(conn, task)?;
+    set_status(conn, &task.task_id, TaskStatus::Running)?;
+    Ok(task.task_id)
+}
+
 pub fn get(conn: &Connection, task_id: &str) -> Result<Option<Task>> {
     Ok(conn
         .query_row(

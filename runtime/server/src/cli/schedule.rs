@@ -11,6 +11,7 @@ use service_runtime::agents::profiles;
 use service_runtime::app::{self, App};
 use service_runtime::db::Db;
 use service_runtime::environment::Environment;
+use service_runtime::scheduler;
 use service_runtime::scheduler::cron::{self, CronExpr};
 use service_runtime::scheduler::plan::{self, CatchUp};
 use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
@@ -134,9 +135,9 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             catch_up,
             disabled,
         } => {
-            let (db, tz) = open(data_dir)?;
             let cron = parse_cron(&cron)?;
             let catch_up = parse_policy(&catch_up)?;
+            let (db, tz) = open(data_dir)?;
             warn_unknown_profile(&db, &agent)?;
             let new = NewSchedule {
                 name: &name,
@@ -190,12 +191,12 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             prompt,
             catch_up,
         } => {
-            let (db, tz) = open(data_dir)?;
             let cron = cron.as_deref().map(parse_cron).transpose()?;
             let catch_up = catch_up.as_deref().map(parse_policy).transpose()?;
             if cron.is_none() && agent.is_none() && prompt.is_none() && catch_up.is_none() {
                 anyhow::bail!("nothing to change: give --cron, --agent, --prompt or --catch-up");
             }
+            let (db, tz) = open(data_dir)?;
             if let Some(agent) = &agent {
                 warn_unknown_profile(&db, agent)?;
             }
@@ -236,7 +237,17 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
         }
         ScheduleCommand::Run { name } => {
             let app = App::open(data_dir)?;
-            let schedule = app.db.blocking(|conn| store::require(conn, &name))?;
+            let (schedule, in_progress) = app.db.blocking(|conn| {
+                Ok::<_, service_runtime::error::Error>((
+                    store::require(conn, &name)?,
+                    scheduler::run_in_progress(conn, &name)?,
+                ))
+            })?;
+            if let Some(task) = in_progress {
+                anyhow::bail!(
+                    "a run of {name:?} is still in progress (task {task}); a schedule never overlaps itself"
+                );
+            }
             let due = Due {
                 name: schedule.name,
                 agent: schedule.agent_profile_name,

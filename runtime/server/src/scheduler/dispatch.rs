@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use rusqlite::{Connection, OptionalExtension};
 use service_contract::agent::{AgentRunner, ProfileChoice, RunFailureKind, RunRequest};
 
 use super::store;
@@ -17,6 +18,24 @@ pub struct Ran {
     pub trace_id: Option<String>,
 }
 
+/// The title of a schedule's run task, which is also how a run in progress is found.
+fn task_title(schedule: &str) -> String {
+    format!("Scheduled run: {schedule}")
+}
+
+/// The task of a run of `schedule` that has not ended (`schedule run` checks it first, so a
+/// manual run never overlaps a scheduled one).
+pub fn run_in_progress(conn: &Connection, schedule: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_row(
+            "SELECT task_id FROM tasks WHERE title = ?1 AND status IN ('pending', 'running') \
+             LIMIT 1",
+            [task_title(schedule)],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
 pub struct Dispatcher {
     pub db: Db,
     pub agents: Arc<dyn AgentRunner>,
@@ -27,12 +46,12 @@ impl Dispatcher {
     /// Runs the schedule's prompt with its profile as a task and writes the trace id back.
     /// Deleting the task while it runs cancels the run.
     pub async fn run(&self, due: Due) -> Result<Ran> {
-        let title = format!("Scheduled run: {}", due.name);
+        let title = task_title(&due.name);
         let (agent, prompt) = (due.agent.clone(), due.prompt.clone());
         let task_id = self
             .db
             .call(move |conn| {
-                let task = tasks::create(
+                tasks::create_running(
                     conn,
                     &NewTask {
                         title: &title,
@@ -40,9 +59,7 @@ impl Dispatcher {
                         agent_profile_name: Some(&agent),
                         trace_id: None,
                     },
-                )?;
-                tasks::set_status(conn, &task.task_id, TaskStatus::Running)?;
-                Ok(task.task_id)
+                )
             })
             .await?;
         let cancel = self.running.register(&task_id);

@@ -20,7 +20,7 @@ use service_contract::{Adapter, AdapterContext, AdapterError, AdapterStatus, Hoo
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use dispatch::Dispatcher;
+pub use dispatch::{Dispatcher, run_in_progress};
 
 use crate::db::Db;
 
@@ -118,6 +118,32 @@ impl Adapter for Scheduler {
     }
 }
 
+/// A schedule's place in `in_flight` for as long as its run lasts; dropped when the run ends,
+/// even by a panic, so the schedule is never held back for good.
+struct Landed {
+    in_flight: Arc<Mutex<HashSet<String>>>,
+    name: String,
+}
+
+impl Landed {
+    fn take_off(in_flight: Arc<Mutex<HashSet<String>>>, name: String) -> Self {
+        in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone());
+        Self { in_flight, name }
+    }
+}
+
+impl Drop for Landed {
+    fn drop(&mut self) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.name);
+    }
+}
+
 /// The tick loop's state.
 struct Ticker {
     db: Db,
@@ -162,15 +188,17 @@ impl Ticker {
                 return;
             }
         };
-        for (schedule, problem) in plan.problems {
-            if self.reported.insert((schedule.clone(), problem.clone())) {
-                registry.mark_error(
-                    NAME,
-                    "ScheduleError",
-                    &format!("schedule {schedule:?}: {problem}"),
-                );
-            }
+        // A problem is reported when it appears; once none is left (the schedule was fixed
+        // or deleted) the scheduler is running again.
+        let problems: HashSet<(String, String)> = plan.problems.into_iter().collect();
+        for (schedule, problem) in problems.difference(&self.reported) {
+            registry.mark_error(
+                NAME,
+                "ScheduleError",
+                &format!("schedule {schedule:?}: {problem}"),
+            );
         }
+        self.reported = problems;
         if self.reported.is_empty()
             && registry
                 .get(NAME)
@@ -179,22 +207,15 @@ impl Ticker {
             registry.mark_running(NAME);
         }
         for due in plan.due {
-            self.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(due.name.clone());
-            let (dispatcher, in_flight) =
-                (Arc::clone(&self.dispatcher), Arc::clone(&self.in_flight));
+            let landed = Landed::take_off(Arc::clone(&self.in_flight), due.name.clone());
+            let dispatcher = Arc::clone(&self.dispatcher);
             // Off the tick loop: a slow run never delays the next tick.
             tokio::spawn(async move {
                 let name = due.name.clone();
                 if let Err(e) = dispatcher.run(due).await {
                     tracing::error!(schedule = %name, "scheduled run could not be recorded: {e}");
                 }
-                in_flight
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&name);
+                drop(landed);
             });
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::plan::{self, CatchUp};
 use super::{cron, store};
@@ -38,7 +38,8 @@ pub fn plan_tick(
     tz: &Tz,
     in_flight: &HashSet<String>,
 ) -> Result<TickPlan> {
-    let tx = conn.transaction()?;
+    // Immediate: the plan is read and written in one go, even while the CLI writes too.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut result = TickPlan::default();
     for schedule in store::due(&tx, now)? {
         if in_flight.contains(&schedule.name) {

@@ -108,7 +108,7 @@ impl HostState {
         let created = services
             .db
             .call(move |conn| {
-                let task = tasks::create(
+                tasks::create_running(
                     conn,
                     &NewTask {
                         title: &title,
@@ -116,9 +116,7 @@ impl HostState {
                         agent_profile_name: Some(&profile),
                         trace_id: None,
                     },
-                )?;
-                tasks::set_status(conn, &task.task_id, TaskStatus::Running)?;
-                Ok(task.task_id)
+                )
             })
             .await;
         let task_id = match created {
