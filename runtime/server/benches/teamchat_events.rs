@@ -1,9 +1,10 @@
 //! `cargo bench -p service-runtime --bench teamchat_events`
 //!
 //! 1. Throughput and latency of signed event callbacks on the bundled teamchat component,
-//!    against a native Rust handler doing the same work (signature check, JSON parse, kv claim)
-//!    behind the same HTTP server, in the same run. Both receive a retried event, so both do
-//!    exactly verify + parse + claim. Target: wasm / native throughput >= 0.6.
+//!    against a native Rust handler doing the same work (signature check, JSON parse, kv claim
+//!    through the same database handle) behind the same HTTP server, in the same run. Both
+//!    receive a retried event, so both do exactly verify + parse + claim. Target: wasm / native
+//!    throughput >= 0.6.
 //! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
 //!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
 
@@ -26,6 +27,7 @@ use service_runtime::wasm::Worker;
 use sha2::Sha256;
 
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const ROUNDS: usize = 5;
 const CONCURRENCY: usize = 16;
 const REQUESTS: usize = 4_000;
 const RATE: u64 = 500;
@@ -94,7 +96,7 @@ async fn native_events(
     };
     let key = format!("event:{event_id}");
     let claimed = db
-        .call(move |conn| kv::claim(conn, "native-baseline", &key, 86_400_000))
+        .call_inline(move |conn| kv::claim(conn, "native-baseline", &key, 86_400_000))
         .await
         .unwrap();
     let outcome = if claimed { "queued" } else { "duplicate" };
@@ -206,8 +208,43 @@ async fn steady_rate(client: &reqwest::Client, url: &str) -> Figures {
     figures(samples, started.elapsed())
 }
 
+/// The component call alone (no HTTP): one retried event at a time.
+async fn in_process(app: &App) -> Duration {
+    let body = event("EvRetried").into_bytes();
+    let mut samples = Vec::new();
+    for _ in 0..2_000 {
+        let timestamp = now().to_string();
+        let request = service_runtime::wasm::HttpRequest {
+            method: "POST".into(),
+            path: "/events".into(),
+            query: String::new(),
+            headers: vec![
+                ("x-slack-signature".into(), sign(&timestamp, &body)),
+                ("x-slack-request-timestamp".into(), timestamp),
+            ],
+            body: body.clone(),
+        };
+        let started = Instant::now();
+        let response = app.wasm.handle_http("teamchat", request).await.unwrap();
+        samples.push(started.elapsed());
+        assert_eq!(response.status, 200);
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "MISSED" }
 }
 
 fn main() {
@@ -244,28 +281,44 @@ fn main() {
         let wasm_url = format!("{base}/api/adapters/teamchat/events");
         let native_url = format!("{base}/native/events");
 
-        let native = closed_loop(&client, &native_url).await;
-        let wasm = closed_loop(&client, &wasm_url).await;
-        println!("signed event callbacks, {REQUESTS} requests, {CONCURRENCY} concurrent clients (verify + parse + claim)");
-        for (label, f) in [("native handler (baseline)", &native), ("teamchat component", &wasm)] {
-            println!(
-                "  {label:26} {:8.0} req/s   p50 {:6.2} ms   p99 {:6.2} ms",
-                f.per_sec,
-                ms(f.p50),
-                ms(f.p99)
-            );
+        // Rounds alternate between the two, so a slow moment of the machine hits both.
+        let (mut native, mut wasm, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let n = closed_loop(&client, &native_url).await;
+            let w = closed_loop(&client, &wasm_url).await;
+            ratios.push(w.per_sec / n.per_sec);
+            native.push(n);
+            wasm.push(w);
         }
         println!(
-            "  wasm / native throughput: {:.2} (target >= 0.6)",
-            wasm.per_sec / native.per_sec
+            "signed event callbacks, {ROUNDS} alternating rounds of {REQUESTS} requests, {CONCURRENCY} concurrent clients (verify + parse + claim); medians:"
+        );
+        for (label, rounds) in [("native handler (baseline)", &native), ("teamchat component", &wasm)] {
+            println!(
+                "  {label:26} {:8.0} req/s   p50 {:6.2} ms   p99 {:6.2} ms",
+                median(rounds.iter().map(|f| f.per_sec)),
+                median(rounds.iter().map(|f| ms(f.p50))),
+                median(rounds.iter().map(|f| ms(f.p99)))
+            );
+        }
+        let ratio = median(ratios.iter().copied());
+        println!(
+            "  wasm / native throughput: {ratio:.2} (target >= 0.6: {})",
+            verdict(ratio >= 0.6)
+        );
+
+        println!(
+            "  the component call alone (in process, sequential): median {:.3} ms",
+            ms(in_process(&app).await)
         );
 
         let steady = steady_rate(&client, &wasm_url).await;
         println!(
-            "fresh events at {RATE} req/s for {STEADY_SECS} s, model busy for a minute per run: ack p50 {:.2} ms, p99 {:.2} ms (target p99 < 5 ms; {:.0} req/s achieved)",
+            "fresh events at {RATE} req/s for {STEADY_SECS} s, model busy for a minute per run: ack p50 {:.2} ms, p99 {:.2} ms ({:.0} req/s achieved; target p99 < 5 ms: {})",
             ms(steady.p50),
             ms(steady.p99),
-            steady.per_sec
+            steady.per_sec,
+            verdict(steady.p99 < Duration::from_millis(5))
         );
         std::process::exit(0);
     });

@@ -58,6 +58,21 @@ impl Db {
         .map_err(|e| Error::Internal(anyhow::anyhow!("database task failed: {e}")))?
     }
 
+    /// Like [`Db::call`], but runs `f` right here when the connection is free. For the short
+    /// statements of component host calls: suspending a guest to wait for the blocking pool
+    /// costs more than the statement itself.
+    pub async fn call_inline<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let f = match self.conn.try_lock() {
+            Ok(mut conn) => return f(&mut conn),
+            Err(_) => f,
+        };
+        self.call(f).await
+    }
+
     /// Runs `f` with the connection on the current thread (CLI commands and tests).
     pub fn blocking<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
         f(&mut self.conn.lock().unwrap_or_else(PoisonError::into_inner))

@@ -15,6 +15,11 @@ pub const MAX_INSTANCES: usize = 64;
 /// The largest memory any instance may have; per-adapter limits are at most this.
 pub const MAX_MEMORY: usize = 256 << 20;
 
+/// Linear memories and tables of one component (its core instances together), with or
+/// without the pool: a store cannot multiply its memory budget by creating more.
+pub const MAX_MEMORIES: usize = 2;
+pub const MAX_TABLES: usize = 8;
+
 fn config(pooling: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
@@ -29,11 +34,18 @@ fn config(pooling: bool) -> Config {
             .total_tables(MAX_INSTANCES as u32 * 4)
             .total_stacks(MAX_INSTANCES as u32 * 2)
             .max_core_instances_per_component(16)
-            .max_memories_per_component(2)
-            .max_tables_per_component(8)
+            .max_memories_per_component(MAX_MEMORIES as u32)
+            .max_tables_per_component(MAX_TABLES as u32)
             .max_memory_size(MAX_MEMORY)
-            .max_unused_warm_slots(16);
+            // A freed slot's memory (up to 2 MiB) is zeroed in place rather than unmapped, and
+            // a new instance copies its data segments in rather than mapping a copy-on-write
+            // image: no page faults and no cross-core TLB shootdowns per request, which is
+            // what dominates short calls on a busy server (benches/teamchat_events.rs).
+            .max_unused_warm_slots(MAX_INSTANCES as u32 * 2)
+            .linear_memory_keep_resident(2 << 20)
+            .table_keep_resident(16 << 10);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        config.memory_init_cow(false);
     }
     config
 }

@@ -20,7 +20,7 @@ async fn with_kv<T: Send + 'static>(
     caller
         .services
         .db
-        .call(move |conn| op(conn, &adapter))
+        .call_inline(move |conn| op(conn, &adapter))
         .await
         .map_err(|e| wasmtime::Error::msg(e.to_string()))
 }
