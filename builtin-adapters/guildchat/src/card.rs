@@ -5,6 +5,7 @@
 use service_contract::TaskState;
 
 use crate::activity::state_label;
+use crate::notice::or_empty_notice;
 
 /// The placeholder posted before the agent runs.
 pub const PLACEHOLDER: &str = "Processing...";
@@ -43,11 +44,7 @@ impl StatusCard {
             "" => "unknown".to_owned(),
             name => name.to_owned(),
         };
-        let result = match result.trim() {
-            "" => "(empty reply)",
-            text => text,
-        };
-        let (shown, truncated) = truncate(result, FIELD_VALUE_CHARS);
+        let (shown, truncated) = truncate(or_empty_notice(result.trim()), FIELD_VALUE_CHARS);
         Self {
             title: truncate(title, TITLE_CHARS).0,
             fields: [

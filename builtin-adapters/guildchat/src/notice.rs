@@ -4,6 +4,19 @@
 
 use service_contract::{RunFailure, RunFailureKind};
 
+/// Shown for an answer with no text, so the asker is not left waiting for a reply that never
+/// comes.
+pub const EMPTY_REPLY: &str = "(empty reply)";
+
+/// The answer as posted: its text, or [`EMPTY_REPLY`] when it is blank.
+pub fn or_empty_notice(text: &str) -> &str {
+    if text.trim().is_empty() {
+        EMPTY_REPLY
+    } else {
+        text
+    }
+}
+
 pub fn failure_notice(failure: &RunFailure) -> String {
     let what = match failure.kind {
         RunFailureKind::NotConfigured => "No language model provider is configured on the server.",
@@ -27,6 +40,12 @@ mod tests {
             message: "provider said: key sk-123 is invalid".to_owned(),
             trace_id: trace_id.map(str::to_owned),
         }
+    }
+
+    #[test]
+    fn a_blank_answer_is_shown_as_empty() {
+        assert_eq!(or_empty_notice(" \n\t"), "(empty reply)");
+        assert_eq!(or_empty_notice("    code\n"), "    code\n");
     }
 
     #[test]

@@ -51,6 +51,30 @@ fn posts_in(platform: &FakePlatform, channel_id: u64) -> Vec<String> {
         .collect()
 }
 
+/// Reply bodies sent to a channel, whole.
+fn post_bodies_in(platform: &FakePlatform, channel_id: u64) -> Vec<Value> {
+    platform
+        .requests_to("POST", &format!("/channels/{channel_id}/messages"))
+        .into_iter()
+        .map(|r| r.body)
+        .collect()
+}
+
+/// What serenity sends for "no mentions at all".
+fn no_mentions() -> Value {
+    json!({ "parse": [], "users": [], "roles": [] })
+}
+
+/// The control category and channels, as `/service-setup` leaves them; returns the ids of
+/// `#service` and `#service-activity`.
+fn add_control_channels(platform: &FakePlatform) -> (u64, u64) {
+    let category = platform.add_channel("service", CATEGORY, None);
+    let service = platform.add_channel("service", TEXT, Some(category));
+    platform.add_channel("service-tasks", TEXT, Some(category));
+    let activity = platform.add_channel("service-activity", TEXT, Some(category));
+    (service, activity)
+}
+
 fn setup_command(id: u64, roles: &[u64]) -> Value {
     json!({
         "id": id.to_string(), "application_id": BOT_ID.to_string(), "type": 2,
@@ -232,10 +256,7 @@ async fn setup_refuses_non_admins_and_creates_the_channels_once() {
 #[tokio::test]
 async fn a_service_message_becomes_a_thread_with_a_status_card_and_votes_are_feedback() {
     let platform = FakePlatform::start(TOKEN).await;
-    let category = platform.add_channel("service", CATEGORY, None);
-    let service = platform.add_channel("service", TEXT, Some(category));
-    platform.add_channel("service-tasks", TEXT, Some(category));
-    let activity = platform.add_channel("service-activity", TEXT, Some(category));
+    let (service, activity) = add_control_channels(&platform);
     let harness = Harness::new(full_settings(&platform));
     harness.start_ready().await;
 
@@ -288,6 +309,7 @@ async fn a_service_message_becomes_a_thread_with_a_status_card_and_votes_are_fee
         ]
     );
     assert_eq!(embed["footer"]["text"], "trace trace-1");
+    assert_eq!(edit.body["allowed_mentions"], no_mentions());
 
     assert_eq!(
         lock(&harness.tasks.created).clone(),
@@ -317,6 +339,11 @@ async fn a_service_message_becomes_a_thread_with_a_status_card_and_votes_are_fee
     assert!(
         feed.iter()
             .all(|line| line.contains(&format!("<#{thread_id}>")))
+    );
+    assert!(
+        post_bodies_in(&platform, activity)
+            .iter()
+            .all(|body| body["allowed_mentions"] == no_mentions())
     );
 
     // Votes: other emoji are not feedback; a thumbs-up is, linked to the run's trace.
@@ -359,6 +386,95 @@ async fn a_failed_run_gets_a_notice_without_the_details() {
     })
     .await;
     assert_eq!(posts, ["Sorry, I could not answer that. (trace trace-1)"]);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_reply_never_pings_the_users_or_roles_it_names() {
+    let platform = FakePlatform::start(TOKEN).await;
+    let harness = Harness::new(full_settings(&platform));
+    harness.start_ready().await;
+
+    platform.dispatch(
+        "MESSAGE_CREATE",
+        mention(81, 300, "tell <@2001> and <@&600> and @everyone"),
+    );
+    let bodies = wait_for("the reply", || {
+        Some(post_bodies_in(&platform, 300)).filter(|p| !p.is_empty())
+    })
+    .await;
+    assert_eq!(
+        bodies[0]["content"],
+        "answer: tell <@2001> and <@&600> and @everyone"
+    );
+    assert_eq!(
+        bodies[0]["allowed_mentions"],
+        no_mentions(),
+        "an empty parse list and no ids: nobody is pinged"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn an_empty_reply_gets_a_notice() {
+    let platform = FakePlatform::start(TOKEN).await;
+    let harness = Harness::new(full_settings(&platform));
+    harness.start_ready().await;
+
+    platform.dispatch("MESSAGE_CREATE", mention(91, 300, "stay silent"));
+    let posts = wait_for("the notice", || {
+        Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
+    })
+    .await;
+    assert_eq!(posts, ["(empty reply)"]);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_result_too_long_for_the_card_follows_it_in_full() {
+    let platform = FakePlatform::start(TOKEN).await;
+    let (service, _) = add_control_channels(&platform);
+    let harness = Harness::new(full_settings(&platform));
+    harness.start_ready().await;
+
+    let prompt = "Write a long report for the team";
+    platform.dispatch("MESSAGE_CREATE", said(95, service, human(USER_ID), prompt));
+
+    let edit = wait_for("the status card", || {
+        platform
+            .requests_to("PATCH", "/channels/*/messages/*")
+            .pop()
+    })
+    .await;
+    let thread_id: u64 = edit.path.split('/').nth(2).unwrap().parse().unwrap();
+    let result = edit.body["embeds"][0]["fields"][2]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(result.chars().count(), 1024, "the embed field limit");
+    let shown = result.strip_suffix('…').expect("ends truncated");
+    assert!(long_reply().starts_with(shown));
+
+    // Placeholder, then the whole reply in three posts.
+    let posts = wait_for("the full reply", || {
+        Some(posts_in(&platform, thread_id)).filter(|p| p.len() == 4)
+    })
+    .await;
+    assert_eq!(posts[0], "Processing...");
+    assert!(posts[1..].iter().all(|p| p.chars().count() <= 2000));
+    assert_eq!(posts[1..].join("\n"), long_reply().trim_end());
+    let requests = platform.requests();
+    let card_at = requests.iter().position(|r| r.method == "PATCH").unwrap();
+    let thread_posts: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.method == "POST" && r.path == format!("/channels/{thread_id}/messages"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        thread_posts[0] < card_at && thread_posts[1..].iter().all(|&i| i > card_at),
+        "the full text comes below the card"
+    );
     harness.stop().await;
 }
 
@@ -420,30 +536,36 @@ async fn a_token_refused_by_the_gateway_is_an_auth_error() {
     harness.stop().await;
 }
 
-#[tokio::test]
-async fn without_control_settings_the_error_stays_and_mentions_still_work() {
+/// With the control bot misconfigured: the entry keeps `expected_error`, the control bot stays
+/// offline (no command, no reaction intent, `#service` is plain chatter), `/service-setup` is
+/// refused to everyone, and mentions still get replies.
+async fn control_bot_offline_but_mentions_work(
+    settings: impl FnOnce(&mut Vec<(&'static str, String)>),
+    expected_error: &str,
+) {
     let platform = FakePlatform::start(TOKEN).await;
-    let mut settings = full_settings(&platform);
-    settings.retain(|(name, _)| !name.ends_with("ADMIN_ROLE_ID"));
-    let harness = Harness::new(settings);
+    let (service, _) = add_control_channels(&platform);
+    let mut full = full_settings(&platform);
+    settings(&mut full);
+    let harness = Harness::new(full);
     harness.start().await;
     let message = harness.entry().error_message.unwrap();
-    assert!(
-        message.starts_with(
-            "ConfigError: SERVICE_GUILDCHAT_ADMIN_ROLE_ID is not set; the control bot is offline"
-        ),
-        "{message}"
-    );
+    assert!(message.starts_with(expected_error), "{message}");
 
     wait_for("the gateway session", || {
         (!platform.identifies().is_empty()).then_some(())
     })
     .await;
+    platform.dispatch(
+        "MESSAGE_CREATE",
+        said(50, service, human(USER_ID), "no thread please"),
+    );
     platform.dispatch("MESSAGE_CREATE", mention(51, 300, "still there?"));
-    wait_for("the reply", || {
+    let posts = wait_for("the reply", || {
         Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
     })
     .await;
+    assert_eq!(posts, ["answer: still there?"]);
     assert_eq!(
         harness.entry().status,
         AdapterStatus::Error,
@@ -459,7 +581,7 @@ async fn without_control_settings_the_error_stays_and_mentions_still_work() {
             .is_empty()
     );
 
-    // /service-setup registered by an earlier run is refused to everyone.
+    // /service-setup registered by an earlier run is refused to everyone, admins included.
     platform.dispatch("INTERACTION_CREATE", setup_command(52, &[ADMIN_ROLE_ID]));
     let refusal = wait_for("the refusal", || {
         platform
@@ -468,7 +590,47 @@ async fn without_control_settings_the_error_stays_and_mentions_still_work() {
     })
     .await;
     assert_eq!(refusal.body["type"], 4);
+    assert_eq!(refusal.body["data"]["flags"], 64, "ephemeral");
+    assert!(
+        refusal.body["data"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("lack the required admin role")
+    );
+    assert_eq!(platform.channels().len(), 4, "nothing created");
+    assert!(
+        platform
+            .requests_to("POST", "/channels/*/messages/*/threads")
+            .is_empty(),
+        "#service is not a task channel while the control bot is offline"
+    );
+    assert_eq!(harness.prompts().len(), 1, "only the mention ran the agent");
     harness.stop().await;
+}
+
+#[tokio::test]
+async fn without_control_settings_the_error_stays_and_mentions_still_work() {
+    control_bot_offline_but_mentions_work(
+        |settings| settings.retain(|(name, _)| !name.ends_with("ADMIN_ROLE_ID")),
+        "ConfigError: SERVICE_GUILDCHAT_ADMIN_ROLE_ID is not set; the control bot is offline",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_non_numeric_admin_role_denies_setup_to_everyone_and_mentions_still_work() {
+    control_bot_offline_but_mentions_work(
+        |settings| {
+            for (name, value) in settings.iter_mut() {
+                if name.ends_with("ADMIN_ROLE_ID") {
+                    *value = "admins".to_owned();
+                }
+            }
+        },
+        "ConfigError: SERVICE_GUILDCHAT_ADMIN_ROLE_ID must be a numeric id, got \"admins\"; \
+         the control bot is offline and /service-setup is denied to everyone",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -492,8 +654,30 @@ async fn a_denied_post_is_suppressed_and_the_bot_keeps_answering() {
     })
     .await;
     assert_eq!(posts, ["answer: and here?"]);
+
+    // Recorded on the entry, whose status stays running.
+    let entry = wait_for("the recorded failure", || {
+        Some(harness.entry()).filter(|e| e.metadata.contains_key("send_failures"))
+    })
+    .await;
+    assert_eq!(entry.status, AdapterStatus::Running);
+    assert_eq!(entry.error_count, 0);
+    assert_eq!(entry.error_message, None);
+    assert_eq!(entry.metadata["send_failures"], "1");
+    let last = &entry.metadata["last_send_failure"];
+    assert!(
+        last.starts_with("could not post a reply in channel 301: the bot lacks permission")
+            && last.contains("Missing Permissions"),
+        "{last}"
+    );
+
+    // A second failure counts on.
+    platform.dispatch("MESSAGE_CREATE", mention(63, 301, "again?"));
+    wait_for("the second failure", || {
+        (harness.entry().metadata["send_failures"] == "2").then_some(())
+    })
+    .await;
     assert_eq!(harness.entry().status, AdapterStatus::Running);
-    assert_eq!(harness.entry().error_count, 0);
     harness.stop().await;
 }
 

@@ -144,6 +144,14 @@ impl AdapterRegistry {
         });
     }
 
+    /// Sets one key of `metadata` (e.g. a count an adapter keeps of suppressed failures); the
+    /// status is unchanged.
+    pub fn set_metadata(&self, name: &str, key: &str, value: &str) {
+        self.update(name, |e| {
+            e.metadata.insert(key.to_owned(), value.to_owned());
+        });
+    }
+
     /// Sets `last_activity_at` to now; the status is unchanged.
     pub fn touch(&self, name: &str) {
         self.update(name, |e| e.last_activity_at = Some(now()));
@@ -214,5 +222,32 @@ mod tests {
         let names: Vec<String> = registry.entries().into_iter().map(|e| e.name).collect();
         assert_eq!(names, ["guildchat", "webhook"], "sorted by name");
         assert!(registry.remove("webhook") && !registry.remove("webhook"));
+    }
+
+    #[test]
+    fn set_metadata_keeps_the_status_and_ignores_unknown_names() {
+        let registry = AdapterRegistry::new();
+        let mut entry = AdapterEntry::new("guildchat", AdapterKind::Native);
+        entry.metadata.insert("auth".to_owned(), "token".to_owned());
+        registry.insert(entry);
+        registry.mark_running("guildchat");
+
+        registry.set_metadata("guildchat", "send_failures", "1");
+        registry.set_metadata("guildchat", "send_failures", "2");
+        let entry = registry.get("guildchat").unwrap();
+        assert_eq!(entry.status, AdapterStatus::Running);
+        assert_eq!(entry.error_count, 0);
+        assert_eq!(
+            entry.metadata.get("send_failures").map(String::as_str),
+            Some("2")
+        );
+        assert_eq!(
+            entry.metadata.get("auth").map(String::as_str),
+            Some("token"),
+            "other keys are kept"
+        );
+
+        registry.set_metadata("ghost", "k", "v");
+        assert!(registry.get("ghost").is_none());
     }
 }

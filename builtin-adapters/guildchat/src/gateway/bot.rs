@@ -1,6 +1,6 @@
 //! What every event handler shares for one gateway session.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serenity::all::UserId;
 use service_contract::{
@@ -11,6 +11,12 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::config::{Config, Control};
 use crate::layout::Layout;
+
+/// Metadata keys on the registry entry for suppressed send failures (spec 7): how many there
+/// were and the latest one. The status is left alone, since a channel the bot may not post in
+/// is how that channel is set up, not a fault of the adapter.
+pub(super) const SEND_FAILURES: &str = "send_failures";
+pub(super) const LAST_SEND_FAILURE: &str = "last_send_failure";
 
 pub(super) struct Bot {
     pub ctx: Arc<AdapterContext>,
@@ -23,6 +29,9 @@ pub(super) struct Bot {
     pub setup: tokio::sync::Mutex<()>,
     /// Cancels the agent runs of this session.
     runs: CancellationToken,
+    /// The count behind [`SEND_FAILURES`]; locked while the entry is written, so concurrent
+    /// failures are never counted out of order.
+    send_failures: Mutex<u64>,
 }
 
 impl Bot {
@@ -32,6 +41,12 @@ impl Bot {
         me: UserId,
         runs: CancellationToken,
     ) -> Self {
+        // The count carries on from earlier sessions: the entry outlives a reconnect.
+        let send_failures = ctx
+            .registry
+            .get(NAME)
+            .and_then(|entry| entry.metadata.get(SEND_FAILURES)?.parse().ok())
+            .unwrap_or(0);
         Self {
             ctx,
             config,
@@ -39,6 +54,7 @@ impl Bot {
             layout: RwLock::default(),
             setup: tokio::sync::Mutex::new(()),
             runs,
+            send_failures: Mutex::new(send_failures),
         }
     }
 
@@ -60,6 +76,18 @@ impl Bot {
     /// Records activity on the registry entry.
     pub fn touch(&self) {
         self.ctx.registry.touch(NAME);
+    }
+
+    /// Records a suppressed send failure on the registry entry without changing its status.
+    pub fn record_send_failure(&self, failure: &str) {
+        let mut count = self
+            .send_failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *count += 1;
+        let registry = &self.ctx.registry;
+        registry.set_metadata(NAME, SEND_FAILURES, &count.to_string());
+        registry.set_metadata(NAME, LAST_SEND_FAILURE, failure);
     }
 
     /// Runs the configured profile (or the server defaults when it does not exist). A failure

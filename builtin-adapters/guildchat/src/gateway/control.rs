@@ -7,7 +7,7 @@ use serenity::all::{
 };
 
 use super::bot::Bot;
-use super::reply::is_permission_denied;
+use super::reply::{is_permission_denied, send_failed};
 use crate::NAME;
 use crate::config::Control;
 use crate::gate::{REFUSAL, may_run_setup};
@@ -86,7 +86,7 @@ pub(super) async fn setup(bot: &Bot, http: &Http, command: &CommandInteraction) 
             .create_response(http, CreateInteractionResponse::Message(refusal))
             .await;
         if let Err(error) = answered {
-            tracing::warn!(adapter = NAME, "could not refuse /{SETUP_COMMAND}: {error}");
+            send_failed(bot, &format!("refuse /{SETUP_COMMAND}"), &error);
         }
         return;
     };
@@ -94,10 +94,7 @@ pub(super) async fn setup(bot: &Bot, http: &Http, command: &CommandInteraction) 
     let deferred =
         CreateInteractionResponse::Defer(CreateInteractionResponseMessage::new().ephemeral(true));
     if let Err(error) = command.create_response(http, deferred).await {
-        tracing::warn!(
-            adapter = NAME,
-            "could not acknowledge /{SETUP_COMMAND}: {error}"
-        );
+        send_failed(bot, &format!("acknowledge /{SETUP_COMMAND}"), &error);
         return;
     }
     let outcome = {
@@ -119,7 +116,7 @@ pub(super) async fn setup(bot: &Bot, http: &Http, command: &CommandInteraction) 
         .edit_response(http, EditInteractionResponse::new().content(summary))
         .await;
     if let Err(error) = edited {
-        tracing::warn!(adapter = NAME, "could not answer /{SETUP_COMMAND}: {error}");
+        send_failed(bot, &format!("answer /{SETUP_COMMAND}"), &error);
     }
 }
 

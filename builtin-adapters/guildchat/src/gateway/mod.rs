@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serenity::all::{
-    ApplicationId, ClientBuilder, CreateBotAuthParameters, GatewayError, GatewayIntents, Http,
-    HttpBuilder, HttpError, Permissions, Scope,
+    ApplicationId, ClientBuilder, CreateAllowedMentions, CreateBotAuthParameters, GatewayError,
+    GatewayIntents, Http, HttpBuilder, HttpError, Permissions, Scope,
 };
 use service_contract::AdapterContext;
 use tokio::task::JoinHandle;
@@ -163,7 +163,11 @@ async fn connect(ctx: &Arc<AdapterContext>, config: &Config, stop: &Cancellation
 }
 
 fn http_client(config: &Config) -> Http {
-    let builder = HttpBuilder::new(&config.token);
+    // None of the bot's posts or edits may ping: replies, cards and feed lines carry text from
+    // prompts and models, where `<@id>`, `<@&role>` or `@everyone` must stay plain text. Every
+    // message builder falls back to this default, interaction responses included.
+    let builder =
+        HttpBuilder::new(&config.token).default_allowed_mentions(CreateAllowedMentions::new());
     match &config.api_base {
         // Serenity swaps the platform's origin for this and keeps the `/api/v10/...` path, but
         // only on requests that skip its rate limiter: limiting is then the proxy's job.
@@ -263,5 +267,16 @@ mod tests {
         assert!(url.contains("client_id=1234"), "{url}");
         assert!(url.contains("scope=bot+applications.commands"), "{url}");
         assert!(url.contains("permissions=292057869376"), "{url}");
+    }
+
+    #[test]
+    fn the_client_allows_no_mentions_by_default() {
+        let config = Config::from_secrets(|name| (name == TOKEN).then(|| "t".to_owned())).unwrap();
+        let http = http_client(&config);
+        let allowed = serde_json::to_value(http.default_allowed_mentions).unwrap();
+        assert_eq!(
+            allowed,
+            serde_json::json!({ "parse": [], "users": [], "roles": [] })
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Answers to mentions and direct messages (spec 4.3 rules 1-3), and posting long text in
-//! parts. Send failures are suppressed so the connection stays open.
+//! parts. Send failures are suppressed so the connection stays open, and recorded on the
+//! registry entry so an operator can see them.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use service_contract::RunFailureKind;
 use super::bot::Bot;
 use crate::NAME;
 use crate::chunk::{MAX_POST_CHARS, split_reply};
-use crate::notice::failure_notice;
+use crate::notice::{failure_notice, or_empty_notice};
 
 /// Runs the profile on the prompt and replies in the message's channel or DM.
 pub(super) async fn answer(bot: &Bot, http: &Arc<Http>, message: &Message, prompt: String) {
@@ -21,38 +22,44 @@ pub(super) async fn answer(bot: &Bot, http: &Arc<Http>, message: &Message, promp
         Err(failure) => failure_notice(&failure),
     };
     drop(typing); // stops the typing indicator before the reply appears
-    post_in_parts(http, message.channel_id, &text).await;
+    // A blank answer would split into no posts at all, and the asker would wait for nothing.
+    post_in_parts(bot, http, message.channel_id, or_empty_notice(&text)).await;
 }
 
 /// Posts `text` as consecutive messages within the platform's length limit. After a failure
 /// the rest is dropped: a denied permission would deny every part.
-pub(super) async fn post_in_parts(http: &Http, channel: ChannelId, text: &str) {
+pub(super) async fn post_in_parts(bot: &Bot, http: &Http, channel: ChannelId, text: &str) {
     for part in split_reply(text, MAX_POST_CHARS) {
-        if sent(channel.say(http, part).await, "post a reply", channel).is_none() {
+        if sent(bot, channel.say(http, part).await, "post a reply", channel).is_none() {
             return;
         }
     }
 }
 
-/// The value of a request to the platform, or `None` with the failure logged. A missing
-/// permission is how a channel is set up, not a fault of the adapter, so it is logged as such
-/// and does not turn the registry entry to `error` (spec 7: suppressed silently).
-pub(super) fn sent<T>(result: serenity::Result<T>, action: &str, channel: ChannelId) -> Option<T> {
-    match result {
-        Ok(value) => Some(value),
-        Err(error) if is_permission_denied(&error) => {
-            tracing::warn!(
-                adapter = NAME,
-                %channel,
-                "could not {action}: the bot lacks permission in this channel ({error})"
-            );
-            None
-        }
-        Err(error) => {
-            tracing::warn!(adapter = NAME, %channel, "could not {action}: {error}");
-            None
-        }
-    }
+/// The value of a request to the platform in `channel`, or `None` with the failure logged and
+/// recorded.
+pub(super) fn sent<T>(
+    bot: &Bot,
+    result: serenity::Result<T>,
+    action: &str,
+    channel: ChannelId,
+) -> Option<T> {
+    result
+        .map_err(|error| send_failed(bot, &format!("{action} in channel {channel}"), &error))
+        .ok()
+}
+
+/// Logs a failed request and records it on the registry entry's metadata. The status stays as
+/// it is (spec 7: suppressed): a missing permission is how a channel is set up, not a fault of
+/// the adapter.
+pub(super) fn send_failed(bot: &Bot, action: &str, error: &serenity::Error) {
+    let failure = if is_permission_denied(error) {
+        format!("could not {action}: the bot lacks permission there ({error})")
+    } else {
+        format!("could not {action}: {error}")
+    };
+    tracing::warn!(adapter = NAME, "{failure}");
+    bot.record_send_failure(&failure);
 }
 
 pub(super) fn is_permission_denied(error: &serenity::Error) -> bool {

@@ -26,10 +26,11 @@ pub(super) async fn dispatch(bot: &Bot, http: &Http, message: &Message, prompt: 
         .channel_id
         .create_thread_from_message(http, message.id, CreateThread::new(title.clone()))
         .await;
-    let Some(thread) = sent(thread, "open a task thread", message.channel_id) else {
+    let Some(thread) = sent(bot, thread, "open a task thread", message.channel_id) else {
         return;
     };
     let Some(placeholder) = sent(
+        bot,
         thread.id.say(http, PLACEHOLDER).await,
         "post the placeholder",
         thread.id,
@@ -55,11 +56,11 @@ pub(super) async fn dispatch(bot: &Bot, http: &Http, message: &Message, prompt: 
     let card = StatusCard::new(&title, state, &provider, &result, trace_id.as_deref());
     let edit = EditMessage::new().content("").embed(embed(&card));
     let edited = thread.id.edit_message(http, placeholder.id, edit).await;
-    if sent(edited, "edit the status card", thread.id).is_none() {
+    if sent(bot, edited, "edit the status card", thread.id).is_none() {
         return;
     }
     if card.truncated {
-        post_in_parts(http, thread.id, &result).await;
+        post_in_parts(bot, http, thread.id, &result).await;
     }
     for vote in VOTES {
         let reaction = ReactionType::Unicode(vote.to_owned());
@@ -67,7 +68,7 @@ pub(super) async fn dispatch(bot: &Bot, http: &Http, message: &Message, prompt: 
             .id
             .create_reaction(http, placeholder.id, reaction)
             .await;
-        sent(added, "offer the feedback reactions", thread.id);
+        sent(bot, added, "offer the feedback reactions", thread.id);
     }
 }
 
@@ -139,6 +140,7 @@ impl<'a> Progress<'a> {
             self.thread.get(),
         );
         sent(
+            self.bot,
             feed.say(self.http, line).await,
             "post to the activity feed",
             feed,
