@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::agent::AgentRunner;
 use crate::records::{FeedbackStore, TaskTracker};
 use crate::registry::AdapterRegistry;
+use crate::routes::Routes;
 use crate::tools::ToolRegistry;
 
 /// A lifecycle hook's future.
@@ -26,8 +27,9 @@ pub trait Adapter: Send + Sync {
         Value::Null
     }
 
-    /// Called once at startup, before `start`, for setup such as registering tools.
-    fn bind(&self, _ctx: &Arc<AdapterContext>) -> Result<(), AdapterError> {
+    /// Called once at startup, before `start`: mounts the adapter's HTTP routes (served under
+    /// `/api/adapters/<name>/`) and does setup such as registering tools.
+    fn bind(&self, _routes: &mut Routes, _ctx: &Arc<AdapterContext>) -> Result<(), AdapterError> {
         Ok(())
     }
 

@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod agent;
 pub mod records;
 pub mod registry;
+pub mod routes;
 pub mod tools;
 
 pub use adapter::{Adapter, AdapterContext, AdapterError, ContextConfig, Hook, Secrets};
@@ -17,4 +18,5 @@ pub use agent::{
 };
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus};
+pub use routes::{HttpRequest, HttpResponse, RouteHandler, Routes};
 pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};

@@ -6,12 +6,13 @@ mod records;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use service_contract::{
-    Adapter, AdapterContext, AdapterEntry, AdapterError, AdapterKind, AdapterRegistry, Hook,
+    Adapter, AdapterContext, AdapterEntry, AdapterError, AdapterKind, AdapterRegistry,
+    AdapterStatus, Hook, HttpRequest, HttpResponse, Routes,
 };
 use tokio::sync::Mutex;
 
@@ -44,6 +45,17 @@ pub async fn remember_toggle(db: &Db, name: &str, enable: bool) -> Result<()> {
     .await
 }
 
+/// A JSON error answer, as every API error is.
+fn plain(status: u16, message: &str) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: serde_json::json!({ "error": message })
+            .to_string()
+            .into_bytes(),
+    }
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -69,6 +81,8 @@ pub struct Adapters {
     db: Db,
     /// One toggle at a time, so start and stop of one adapter never interleave.
     toggling: Mutex<()>,
+    /// The routes each adapter mounted in `bind`.
+    routes: RwLock<HashMap<String, Arc<Routes>>>,
 }
 
 fn supports_toggle(adapter: &dyn Adapter, ctx: &Arc<AdapterContext>) -> bool {
@@ -93,6 +107,7 @@ impl Adapters {
             native,
             db,
             toggling: Mutex::new(()),
+            routes: RwLock::default(),
         }
     }
 
@@ -121,9 +136,16 @@ impl Adapters {
         let disabled = disabled_names(&self.db).await?;
         for adapter in &self.native {
             let name = adapter.name();
-            if let Err(e) = adapter.bind(&self.context) {
+            let mut routes = Routes::default();
+            if let Err(e) = adapter.bind(&mut routes, &self.context) {
                 self.registry().mark_error(name, &e.kind, &e.message);
                 continue;
+            }
+            if !routes.is_empty() {
+                self.routes
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(name.to_owned(), Arc::new(routes));
             }
             if let Some(reason) = held_back.get(name) {
                 self.registry().mark_stopped_because(name, reason);
@@ -136,6 +158,42 @@ impl Adapters {
             }
         }
         Ok(())
+    }
+
+    /// Answers a request to a native adapter's routes. `Err` hands the request back when `name`
+    /// mounted no routes (a component may serve it).
+    pub async fn handle_http(
+        &self,
+        name: &str,
+        request: HttpRequest,
+    ) -> std::result::Result<HttpResponse, HttpRequest> {
+        let routes = self
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned();
+        let Some(routes) = routes else {
+            return Err(request);
+        };
+        let Some(handler) = routes.find(&request.method, &request.path) else {
+            return Ok(plain(
+                404,
+                &format!("no route {} {}", request.method, request.path),
+            ));
+        };
+        if self
+            .registry()
+            .get(name)
+            .is_some_and(|e| e.status == AdapterStatus::Stopped)
+        {
+            return Ok(plain(503, &format!("adapter {name:?} is stopped")));
+        }
+        let response = handler(request).await;
+        if response.status < 400 {
+            self.registry().touch(name);
+        }
+        Ok(response)
     }
 
     /// Stops every adapter that has a `stop`, in reverse start order.
@@ -235,10 +293,13 @@ impl Adapters {
 mod tests {
     use std::sync::Mutex as StdMutex;
 
-    use service_contract::AdapterStatus;
+    use axum::body::Body;
+    use axum::extract::ConnectInfo;
+    use tower::ServiceExt;
 
     use super::*;
     use crate::app::App;
+    use crate::http::{AppState, guards::Binding, router};
 
     /// An adapter whose start does what `behaviour` says, and which logs its hooks.
     struct Fake {
@@ -359,5 +420,101 @@ mod tests {
             ],
             "reverse order"
         );
+    }
+
+    /// Mounts `GET /ping` and can be toggled.
+    struct Pinger;
+
+    impl Adapter for Pinger {
+        fn name(&self) -> &str {
+            "pinger"
+        }
+
+        fn bind(
+            &self,
+            routes: &mut Routes,
+            _ctx: &Arc<AdapterContext>,
+        ) -> Result<(), AdapterError> {
+            routes.add("GET", "/ping", |request: HttpRequest| async move {
+                HttpResponse {
+                    status: 200,
+                    headers: vec![("x-query".into(), request.query)],
+                    body: b"pong".to_vec(),
+                }
+            })
+        }
+
+        fn start<'a>(&'a self, _ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {
+            Some(async { Ok(()) }.boxed())
+        }
+
+        fn stop(&self) -> Option<Hook<'_>> {
+            Some(async { Ok(()) }.boxed())
+        }
+    }
+
+    #[tokio::test]
+    async fn native_routes_are_served_under_the_adapters_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::open(tmp.path()).unwrap();
+        let adapters = Arc::new(Adapters::new(
+            Arc::clone(app.adapters.context()),
+            vec![Arc::new(Pinger)],
+            app.db.clone(),
+        ));
+        adapters.start_all(&HashMap::new()).await.unwrap();
+        let mut state = AppState::new(&app).unwrap();
+        state.adapters = Arc::clone(&adapters);
+        let service = router(state, Binding { loopback: true });
+        let call = |method: &str, path: &str| {
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", "127.0.0.1")
+                .extension(ConnectInfo(std::net::SocketAddr::from((
+                    [127, 0, 0, 1],
+                    4000,
+                ))))
+                .body(Body::empty())
+                .unwrap();
+            let service = service.clone();
+            async move {
+                let response = service.oneshot(request).await.unwrap();
+                let status = response.status().as_u16();
+                let query = response
+                    .headers()
+                    .get("x-query")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                (status, query, String::from_utf8(body.to_vec()).unwrap())
+            }
+        };
+
+        let (status, query, body) = call("GET", "/api/adapters/pinger/ping?n=1").await;
+        assert_eq!(
+            (status, query.as_deref(), body.as_str()),
+            (200, Some("n=1"), "pong")
+        );
+        assert!(
+            adapters
+                .registry()
+                .get("pinger")
+                .unwrap()
+                .last_activity_at
+                .is_some()
+        );
+        let (status, _, body) = call("POST", "/api/adapters/pinger/ping").await;
+        assert_eq!(status, 404, "{body}");
+        assert!(body.contains("no route POST /ping"), "{body}");
+
+        adapters.toggle("pinger", false).await.unwrap();
+        let (status, _, body) = call("GET", "/api/adapters/pinger/ping").await;
+        assert_eq!(status, 503, "{body}");
+        adapters.toggle("pinger", true).await.unwrap();
+        assert_eq!(call("GET", "/api/adapters/pinger/ping").await.0, 200);
+        // A name with no native routes goes on to the components.
+        assert_eq!(call("GET", "/api/adapters/nobody/ping").await.0, 404);
     }
 }

@@ -1,14 +1,15 @@
-//! `/api/adapters/{name}/...`: requests routed into WebAssembly adapters. The raw body is
-//! passed through untouched (signatures are computed over it).
+//! `/api/adapters/{name}/...`: requests routed into adapters, native ones (routes mounted in
+//! `bind`) or WebAssembly components. The raw body is passed through untouched (signatures are
+//! computed over it).
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use service_contract::HttpRequest;
 
 use super::AppState;
 use super::api::{ApiError, PathParam};
-use crate::wasm::HttpRequest;
 
 /// Headers the server sets itself.
 const HOP_BY_HOP: &[&str] = &[
@@ -37,27 +38,32 @@ pub async fn dispatch(
             .collect(),
         body: body.to_vec(),
     };
-    let answer = match app.wasm.handle_http(&name, request).await {
-        Ok(answer) => answer,
+    let request = match app.adapters.handle_http(&name, request).await {
+        Ok(answer) => return respond(&name, answer.status, answer.headers, answer.body),
+        Err(request) => request,
+    };
+    match app.wasm.handle_http(&name, request.into()).await {
+        Ok(answer) => respond(&name, answer.status, answer.headers, answer.body),
         Err(e) => {
             let status =
                 StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            return ApiError::new(status, e.public).into_response();
+            ApiError::new(status, e.public).into_response()
         }
-    };
-    let Ok(status) = StatusCode::from_u16(answer.status) else {
+    }
+}
+
+/// An adapter's answer as an HTTP response; an impossible status is the adapter's error.
+fn respond(name: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Response {
+    let Ok(status) = StatusCode::from_u16(status) else {
         return ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!(
-                "adapter {name:?} answered an invalid status {}",
-                answer.status
-            ),
+            format!("adapter {name:?} answered an invalid status {status}"),
         )
         .into_response();
     };
-    let mut response = Response::new(Body::from(answer.body));
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    for (key, value) in answer.headers {
+    for (key, value) in headers {
         if HOP_BY_HOP.contains(&key.to_ascii_lowercase().as_str()) {
             continue;
         }
