@@ -92,3 +92,41 @@ impl FeedbackStore for DbFeedback {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use service_contract::records::{Feedback, FeedbackStore, Vote};
+
+    use super::DbFeedback;
+    use crate::db::Db;
+
+    #[tokio::test]
+    async fn one_vote_per_user_and_message_the_latest_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Db::open(&tmp.path().join("service.sqlite")).unwrap();
+        let store = DbFeedback(db.clone());
+        let vote = |user: &str, vote| Feedback {
+            message_id: "M1".into(),
+            user_id: user.into(),
+            channel_id: "C1".into(),
+            vote,
+            trace_id: None,
+        };
+        store.record(vote("alice", Vote::Up)).await.unwrap();
+        store.record(vote("bob", Vote::Up)).await.unwrap();
+        store.record(vote("alice", Vote::Down)).await.unwrap();
+        let rows: Vec<(String, String)> = db.blocking(|conn| {
+            let mut stmt = conn
+                .prepare("SELECT user_id, value FROM guildchat_feedback ORDER BY user_id")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        });
+        assert_eq!(
+            rows,
+            [("alice".into(), "down".into()), ("bob".into(), "up".into())]
+        );
+    }
+}
