@@ -41,8 +41,16 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let db = Db::open(&tmp.path().join("service.sqlite")).unwrap();
     let tz = chrono_tz::Tz::UTC;
-    let crons =
-        ["every 1h", "*/15 * * * *", "0 9 * * MON-FRI", "@daily"].map(|c| cron::parse(c).unwrap());
+    // Every-minute schedules are the costliest to step through; weekday ones skip days.
+    let crons = [
+        "every 1m",
+        "every 5m",
+        "every 1h",
+        "*/15 * * * *",
+        "0 9 * * MON-FRI",
+        "@daily",
+    ]
+    .map(|c| cron::parse(c).unwrap());
     let future = Utc::now() + Span::hours(2);
     db.blocking(|conn| {
         let tx = conn.transaction().unwrap();

@@ -3,7 +3,7 @@
 //! croner matches the pattern against naive wall-clock times; mapping those to real
 //! instants is done here so that daylight-saving shifts neither skip nor repeat a slot.
 
-use chrono::{DateTime, LocalResult, NaiveDateTime, TimeDelta, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
@@ -102,6 +102,9 @@ impl CronExpr {
     /// fixed-time slot fires only on its first pass, while wildcard schedules such as
     /// `0 * * * *` fire on both passes because each one is a distinct real hour.
     pub fn next_after(&self, after: DateTime<Utc>, tz: &Tz) -> Option<DateTime<Utc>> {
+        if let Some(next) = self.next_without_shift(after, tz) {
+            return Some(next);
+        }
         let wall_clock = |instant: DateTime<Utc>| instant.with_timezone(tz).naive_local();
         // Around a fall-back repeat instants do not follow wall-clock order, so scan the
         // slots from MAX_SHIFT before `after` until MAX_SHIFT past the best instant found.
@@ -122,6 +125,22 @@ impl CronExpr {
                 .filter(|&instant| instant > after)
                 .chain(best)
                 .min();
+        }
+    }
+
+    /// The common case in one step. With no clock shift within `MAX_SHIFT` of `after`, every
+    /// later instant has a later wall-clock time, so the first slot after `after`'s wall-clock
+    /// time is the answer, provided that slot exists exactly once (not in a gap or a repeat).
+    fn next_without_shift(&self, after: DateTime<Utc>, tz: &Tz) -> Option<DateTime<Utc>> {
+        let offset = |instant: DateTime<Utc>| instant.with_timezone(tz).offset().fix();
+        if offset(after - MAX_SHIFT) != offset(after + MAX_SHIFT) {
+            return None;
+        }
+        let wall = after.with_timezone(tz).naive_local();
+        let next = self.schedule.find_next_occurrence(&wall, false).ok()?;
+        match tz.from_local_datetime(&next) {
+            LocalResult::Single(instant) => Some(instant.with_timezone(&Utc)),
+            _ => None,
         }
     }
 
