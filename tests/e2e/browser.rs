@@ -6,8 +6,8 @@
 //!
 //! - Missing Chromium or chromedriver: the tests say so loudly and pass without running; with
 //!   `CI=true` that is a failure (CI installs `chromium` and `chromium-driver`).
-//! - Screenshots of every tab go to `<target dir>/screenshots/` (the parent of
-//!   `CARGO_TARGET_TMPDIR`, so `target/screenshots/` unless `CARGO_TARGET_DIR` moves it).
+//! - Screenshots of every tab go to `<workspace root>/target/screenshots/`, the CI artifact,
+//!   even when `CARGO_TARGET_DIR` puts the build elsewhere (CI keeps it in a cache).
 //! - Every test ends by reading the browser's console log (chromedriver's `browser` log) and
 //!   fails on any error there, except the HTTP 4xx answers a test provokes on purpose.
 
@@ -34,10 +34,21 @@ const XSS_NAME: &str = "<img src=x onerror=alert(1)>";
 /// One browser at a time: parallel Chromium instances are slow and flaky on a small machine.
 static BROWSER_LOCK: Mutex<()> = Mutex::const_new(());
 
-/// Where screenshots go: `<target dir>/screenshots`.
+/// Where screenshots go: `<workspace root>/target/screenshots`, the CI artifact, wherever
+/// `CARGO_TARGET_DIR` puts the build (CI moves it to a cache outside the workspace).
 fn screenshot_dir() -> PathBuf {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    tmp.parent().unwrap_or(&tmp).join("screenshots")
+    // The e2e test belongs to `runtime/server`; the workspace root is two levels up.
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .nth(2)
+        .expect("the workspace root above runtime/server");
+    assert!(
+        root.join("Cargo.lock").is_file(),
+        "{} is not the workspace root",
+        root.display()
+    );
+    root.join("target").join("screenshots")
 }
 
 /// Whether the browser tests can run here; panics on CI when they cannot.
@@ -224,7 +235,7 @@ impl Browser {
                 return value;
             }
             if Instant::now() > deadline {
-                self.screenshot("failure").await;
+                self.failure_screenshot().await;
                 panic!("timed out waiting for {what}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -240,11 +251,27 @@ impl Browser {
         self.find(css).await.text().await.unwrap()
     }
 
-    async fn screenshot(&self, name: &str) {
+    /// Saves `<name>.png` under [`screenshot_dir`] and returns its path.
+    async fn screenshot(&self, name: &str) -> PathBuf {
         let dir = screenshot_dir();
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let png = self
+            .client
+            .screenshot()
+            .await
+            .unwrap_or_else(|e| panic!("screenshot {name}: {e}"));
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path
+    }
+
+    /// The screenshot taken when a wait times out; best effort, the timeout is the news.
+    async fn failure_screenshot(&self) {
         if let Ok(png) = self.client.screenshot().await {
-            std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+            let dir = screenshot_dir();
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(dir.join("failure.png"), png);
         }
     }
 
@@ -311,6 +338,79 @@ const TEXTS: &str =
 
 async fn texts(browser: &Browser, css: &str) -> Vec<String> {
     serde_json::from_value(browser.js(TEXTS, vec![json!(css)]).await).unwrap()
+}
+
+/// A fake OpenAI-compatible Chat Completions API whose answer the test streams by hand: each
+/// piece sent through `pieces` goes out at once as one `content` delta, and dropping `pieces`
+/// ends the stream (`finish_reason: stop`, usage, `[DONE]`). So the test decides when each token
+/// arrives and can look at the page in between. It answers one request.
+struct HandStreamedLlm {
+    url: String,
+    pieces: tokio::sync::mpsc::UnboundedSender<&'static str>,
+}
+
+impl HandStreamedLlm {
+    async fn start() -> Self {
+        use axum::body::Body;
+        use axum::response::{IntoResponse, Response};
+        use futures_util::StreamExt;
+        use std::sync::{Arc, Mutex as SyncMutex};
+
+        type Pieces = tokio::sync::mpsc::UnboundedReceiver<&'static str>;
+        let (pieces, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let receiver: Arc<SyncMutex<Option<Pieces>>> = Arc::new(SyncMutex::new(Some(receiver)));
+        fn chunk(delta: Value, finish: Value) -> String {
+            let event = json!({"id": "chatcmpl-hand", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {event}\n\n")
+        }
+        let handler = move || {
+            let receiver = receiver.lock().unwrap().take();
+            async move {
+                let Some(receiver) = receiver else {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        axum::Json(json!({"error": {"message": "the fake answers one request"}})),
+                    )
+                        .into_response();
+                };
+                let head = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+                let tokens = futures_util::stream::unfold(receiver, |mut receiver| async move {
+                    let piece = receiver.recv().await?;
+                    Some((chunk(json!({"content": piece}), Value::Null), receiver))
+                });
+                let usage = json!({"id": "chatcmpl-hand", "object": "chat.completion.chunk", "choices": [],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}});
+                let tail = [
+                    chunk(json!({}), json!("stop")),
+                    format!("data: {usage}\n\n"),
+                    "data: [DONE]\n\n".to_owned(),
+                ];
+                let body = futures_util::stream::iter([head])
+                    .chain(tokens)
+                    .chain(futures_util::stream::iter(tail))
+                    .map(Ok::<_, std::convert::Infallible>);
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .header("cache-control", "no-cache")
+                    .body(Body::from_stream(body))
+                    .unwrap()
+            }
+        };
+        let router =
+            axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+        let url = crate::support::spawn_fake(router).await;
+        Self {
+            url: format!("{url}/v1"),
+            pieces,
+        }
+    }
+
+    fn send(&self, piece: &'static str) {
+        self.pieces
+            .send(piece)
+            .expect("the server is reading the stream");
+    }
 }
 
 /// Not a browser test: the page and every asset it loads are served with their types, and
@@ -685,6 +785,77 @@ async fn chat_streams_the_answer_with_tool_calls_and_links_the_trace() {
 }
 
 #[tokio::test]
+async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
+    let fake = HandStreamedLlm::start().await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    browser
+        .type_into("#chat-prompt", "What is on the list?")
+        .await;
+    browser.click("#chat-send").await;
+
+    // What the page shows of the answer while it streams: the text so far, whether the turn
+    // still streams, and whether the end (footer with the trace link, or an error) is there.
+    let partial = "const turn = document.querySelector('.msg-agent');
+        return turn && {text: turn.querySelector('.msg-text')?.textContent ?? null,
+            streaming: turn.classList.contains('streaming'),
+            busy: turn.getAttribute('aria-busy'),
+            ended: turn.querySelector('.msg-foot, .msg-error, a[href^=\"#/traces/\"]') !== null,
+            stop: !document.getElementById('chat-stop').hidden,
+            sendDisabled: document.getElementById('chat-send').disabled}";
+    let wait_text = async |text: &str| {
+        browser
+            .wait_for_with(
+                &format!("{text:?} on screen"),
+                "const t = document.querySelector('.msg-agent .msg-text'); return t !== null && t.textContent === arguments[0]",
+                vec![json!(text)],
+            )
+            .await;
+        browser.js(partial, vec![]).await
+    };
+    let in_progress = |text: &str| json!({"text": text, "streaming": true, "busy": "true", "ended": false, "stop": true, "sendDisabled": true});
+
+    fake.send("Oat ");
+    assert_eq!(wait_text("Oat ").await, in_progress("Oat "));
+    fake.send("milk ");
+    assert_eq!(wait_text("Oat milk ").await, in_progress("Oat milk "));
+    fake.send("and ");
+    assert_eq!(
+        wait_text("Oat milk and ").await,
+        in_progress("Oat milk and ")
+    );
+    browser.screenshot("chat-streaming").await;
+    // The stream is held open: nothing more arrives and the run does not end by itself.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        browser.js(partial, vec![]).await,
+        in_progress("Oat milk and ")
+    );
+
+    fake.send("bread.");
+    drop(fake.pieces);
+    let footer = browser
+        .wait_for(
+            "the run to finish",
+            "return document.querySelector('.msg-agent:not(.streaming) .msg-foot')?.textContent",
+        )
+        .await;
+    assert!(footer.as_str().unwrap().contains("trace"), "{footer}");
+    let done = browser.js(partial, vec![]).await;
+    assert_eq!(done["text"], "Oat milk and bread.");
+    assert_eq!(done["streaming"], false);
+    assert_eq!(done["busy"], Value::Null);
+    assert_eq!(done["stop"], false);
+    assert_eq!(done["sendDisabled"], false);
+    // One text run, not a paragraph per token.
+    assert_eq!(texts(&browser, ".msg-agent .msg-text").await.len(), 1);
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn user_supplied_strings_render_as_text() {
     let server = Server::start();
     let (status, _) = server
@@ -712,6 +883,15 @@ async fn user_supplied_strings_render_as_text() {
         XSS_NAME,
         TaskStatus::Running,
     );
+    // Schedules are made with the CLI; this one's name, prompt and agent are all markup.
+    let output = cli(
+        &server.data_dir,
+        &[
+            "schedule", "create", XSS_NAME, "--cron", "@daily", "--agent", XSS_NAME, "--prompt",
+            XSS_NAME,
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
@@ -738,6 +918,31 @@ async fn user_supplied_strings_render_as_text() {
         texts(&browser, ".task-title").await,
         ["<svg onload=alert(3)>"]
     );
+
+    browser.tab("schedules").await;
+    let row = browser
+        .js(
+            "const rows = [...document.querySelectorAll('#schedule-table tr[data-schedule]')];
+             const cells = rows[0] ? [...rows[0].cells] : [];
+             return {rows: rows.length, key: rows[0]?.dataset.schedule ?? null,
+                     name: cells[0]?.textContent ?? null,
+                     prompt: cells[0]?.querySelector('[title]')?.getAttribute('title') ?? null,
+                     agent: cells[2]?.textContent ?? null,
+                     markup: document.querySelectorAll('main img, main svg, main script, main [onerror]').length}",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        row,
+        json!({"rows": 1, "key": XSS_NAME, "name": XSS_NAME, "prompt": XSS_NAME, "agent": XSS_NAME, "markup": 0})
+    );
+    // An `<img src=x>` that became an element would have failed to load and fired by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        browser.client.get_alert_text().await.is_err(),
+        "an alert opened on the Schedules tab"
+    );
+    browser.screenshot("schedules-xss").await;
 
     browser.tab("traces").await;
     browser.click("tr[data-trace] .trace-open").await;
@@ -1115,5 +1320,196 @@ async fn adapters_tab_shows_a_dropped_in_component_without_reload() {
             "return document.querySelector('tr[data-adapter=\"echo\"]') === null",
         )
         .await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn adapters_tab_shows_a_broken_component_and_its_error_as_it_happens() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let row = "tr[data-adapter=\"broken\"]";
+    assert_eq!(
+        browser
+            .js(
+                &format!("return document.querySelector('{row}') === null"),
+                vec![]
+            )
+            .await,
+        true
+    );
+    // Marks this page load: a reload would lose it.
+    browser.js("window.sameLoad = true", vec![]).await;
+
+    let dir = server.data_dir.join("adapters");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("broken.partial"), b"\0asm junk").unwrap();
+    std::fs::rename(dir.join("broken.partial"), dir.join("broken.wasm")).unwrap();
+    browser
+        .wait_for(
+            "the broken component's row, in error",
+            &format!("return document.querySelector('{row}')?.dataset.status === 'error'"),
+        )
+        .await;
+    assert_eq!(
+        browser.js("return window.sameLoad ?? false", vec![]).await,
+        true,
+        "the row appeared without a reload"
+    );
+    let cells = texts(&browser, &format!("{row} td")).await;
+    assert_eq!(cells[0], "broken", "{cells:?}");
+    assert_eq!(cells[1], "wasm", "{cells:?}");
+    assert_eq!(cells[2], "error", "{cells:?}");
+    assert_eq!(cells[3], "never", "{cells:?}");
+    assert_eq!(cells[4], "1", "{cells:?}");
+    let pill = browser
+        .find(&format!("{row} .pill"))
+        .await
+        .attr("class")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(pill.split(' ').any(|c| c == "pill-error"), "{pill}");
+    let message = server.adapter("broken").await.unwrap()["error_message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.starts_with("LoadError"), "{message}");
+    assert_eq!(cells[5], message, "{cells:?}");
+    let title = browser
+        .find(&format!("{row} .error-text"))
+        .await
+        .attr("title")
+        .await
+        .unwrap();
+    assert_eq!(
+        title.as_deref(),
+        Some(message.as_str()),
+        "full text on hover"
+    );
+    browser.screenshot("adapters-broken").await;
+
+    // Taking the file away takes the row away, again without a reload.
+    std::fs::remove_file(dir.join("broken.wasm")).unwrap();
+    browser
+        .wait_for(
+            "the broken row to go",
+            &format!("return document.querySelector('{row}') === null && window.sameLoad === true"),
+        )
+        .await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggled() {
+    let server = Server::start_with(&[("SERVICE_WEBHOOK_SECRET", "browser-test-secret")]);
+    let entry = server
+        .adapter("webhook")
+        .await
+        .expect("the bundled webhook component");
+    assert_eq!(
+        (&entry["status"], &entry["supports_toggle"]),
+        (&json!("running"), &json!(false)),
+        "{entry}"
+    );
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let button = browser
+        .js(
+            "const row = document.querySelector('tr[data-adapter=\"webhook\"]');
+             const b = row.querySelector('td:last-child button');
+             const described = document.getElementById(b.getAttribute('aria-describedby') ?? '');
+             return {count: row.querySelectorAll('button').length, text: b.textContent,
+                     disabled: b.disabled, toggle: b.classList.contains('toggle-button'),
+                     title: b.title, described: described && row.contains(described) ? described.textContent : null,
+                     visible: described ? described.getClientRects().length > 0 : false,
+                     focusable: (b.focus(), document.activeElement === b)}",
+            vec![],
+        )
+        .await;
+    assert_eq!(button["count"], 1, "{button}");
+    assert_eq!(button["text"], "Disable", "{button}");
+    assert_eq!(button["disabled"], true, "{button}");
+    assert_eq!(button["toggle"], false, "{button}");
+    assert_eq!(button["focusable"], false, "{button}");
+    assert_eq!(button["described"], "No start/stop hooks", "{button}");
+    assert_eq!(
+        button["visible"], true,
+        "the explanation is on screen: {button}"
+    );
+    let title = button["title"].as_str().unwrap();
+    assert!(
+        title.contains("no start and stop hooks")
+            && title.contains("cannot be enabled or disabled"),
+        "{title}"
+    );
+    // A click does nothing: the adapter keeps running and nothing is posted.
+    browser
+        .js(
+            "document.querySelector('tr[data-adapter=\"webhook\"] td:last-child button').click()",
+            vec![],
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelector('tr[data-adapter=\"webhook\"]').dataset.status",
+                vec![]
+            )
+            .await,
+        "running"
+    );
+    assert_eq!(
+        server.adapter("webhook").await.unwrap()["status"],
+        "running"
+    );
+    // A toggleable adapter on the same page has a live button.
+    assert_eq!(
+        browser
+            .js("return document.querySelector('tr[data-adapter=\"scheduler\"] .toggle-button').disabled", vec![])
+            .await,
+        false
+    );
+    browser
+        .js(
+            "document.querySelector('tr[data-adapter=\"webhook\"]').scrollIntoView({block: 'center'})",
+            vec![],
+        )
+        .await;
+    browser.screenshot("adapters-no-toggle").await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn screenshots_land_in_the_workspace_target_dir() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("agents").await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
+    assert!(root.join("Cargo.lock").is_file() && root.join("tests/e2e").is_dir());
+    let expected = root.join("target/screenshots/screenshot-check.png");
+    let _ = std::fs::remove_file(&expected);
+    let saved = browser.screenshot("screenshot-check").await;
+    assert_eq!(saved.canonicalize().unwrap(), expected);
+    let png = std::fs::read(&expected).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    // Not beside the build when CARGO_TARGET_DIR moves it out of the workspace (as CI does).
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        let target = std::path::PathBuf::from(target);
+        if !target.starts_with(&root) {
+            assert!(!saved.starts_with(&target), "{}", saved.display());
+        }
+    }
+    std::fs::remove_file(&expected).unwrap();
     browser.finish(&[]).await;
 }
