@@ -704,3 +704,55 @@ async fn delegation_stops_at_the_depth_limit() {
     let (_, traces) = server.get("/api/traces").await;
     assert_eq!(traces["total"], 4, "the top run and three delegated ones");
 }
+
+#[tokio::test]
+async fn tool_calls_of_one_turn_run_at_the_same_time() {
+    let delegate = |id, prompt| {
+        (
+            id,
+            "delegate_to_agent",
+            json!({"agent": "default", "prompt": prompt}),
+        )
+    };
+    // Each delegated run waits a second on the model; one after the other would take two.
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![delegate("a", "first"), delegate("b", "second")]),
+        Reply::Slow(Duration::from_secs(1), "one"),
+        Reply::Slow(Duration::from_secs(1), "two"),
+        Reply::Text("both done"),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "fan out"})).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (StatusCode::OK, Some("both done")),
+        "{answer}"
+    );
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            answer["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    let spans: Vec<(chrono::DateTime<chrono::Utc>, i64)> = trace["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "tool_invocation")
+        .map(|s| {
+            (
+                s["started_at"].as_str().unwrap().parse().unwrap(),
+                s["latency_ms"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(spans.len(), 2);
+    let (first, second) = (spans[0], spans[1]);
+    assert!(first.1 >= 900 && second.1 >= 900, "{spans:?}");
+    let gap = (second.0 - first.0).num_milliseconds().abs();
+    assert!(
+        gap < first.1.min(second.1),
+        "the second started before the first ended: {spans:?}"
+    );
+}
