@@ -165,3 +165,33 @@ fn default_data_dir_follows_xdg() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
     assert!(xdg.join("service-runtime/service.sqlite").exists());
 }
+
+/// The server built without the `guildchat` feature:
+/// `cargo test -p service-runtime --no-default-features --test e2e without_guildchat`.
+#[cfg(not(feature = "guildchat"))]
+#[tokio::test]
+async fn without_guildchat_compiled_in_its_entry_says_so_and_the_rest_runs() {
+    let server = Server::start_with(&[("SERVICE_GUILDCHAT_TOKEN", "unused")]);
+    let (status, health) = server.get("/api/health").await;
+    assert_eq!(
+        (status, health["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let guildchat = server.adapter("guildchat").await.unwrap();
+    assert_eq!(guildchat["status"], "error");
+    assert!(
+        guildchat["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("guildchat support is not compiled in"),
+        "{guildchat}"
+    );
+    assert_eq!(
+        server.adapter("scheduler").await.unwrap()["status"],
+        "running"
+    );
+    let (status, answer) = server
+        .post("/api/chat", serde_json::json!({"prompt": "still here?"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
