@@ -59,8 +59,9 @@ impl Db {
     }
 
     /// Like [`Db::call`], but runs `f` right here when the connection is free. For the short
-    /// statements of component host calls: suspending a guest to wait for the blocking pool
-    /// costs more than the statement itself.
+    /// single-row statements of component host calls: suspending a guest to wait for the
+    /// blocking pool costs more than the statement itself. (Should another process hold the
+    /// write lock, as the CLI briefly does, this thread waits for it like the pool would.)
     pub async fn call_inline<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,

@@ -43,15 +43,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Compiles `bytes`, reusing `<cache>/<sha256>-<engine hash>.cwasm` when present. Only files
-/// this host wrote are ever deserialized: the cache directory is the host's own (mode 0700)
-/// and files appear there by atomic rename after a successful compile.
+/// this host wrote are ever deserialized: the cache directory is the host's own (mode 0700),
+/// files appear there by atomic rename after a successful compile, and a file or directory that
+/// someone else could have written is not trusted.
 pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Compiled> {
     let sha256 = sha256_hex(bytes);
     let path = cache_path(engine, cache, &sha256);
-    let component = match path
-        .exists()
-        .then(|| unsafe { Component::deserialize_file(engine, &path) })
-    {
+    let cached = match path.exists() {
+        false => None,
+        // SAFETY: deserializing loads native code; `trusted` says the host wrote the file.
+        true if trusted(&path) => Some(unsafe { Component::deserialize_file(engine, &path) }),
+        true => {
+            tracing::warn!(
+                "not using {}: it or its folder is writable by others or has another owner",
+                path.display()
+            );
+            None
+        }
+    };
+    let component = match cached {
         Some(Ok(component)) => component,
         cached => {
             if let Some(Err(e)) = cached {
@@ -78,6 +88,26 @@ fn cache_path(engine: &Engine, cache: &Path, sha256: &str) -> PathBuf {
     let mut hasher = std::hash::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     cache.join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
+}
+
+/// Whether a cache file can only have been written by this host's user: the file and its
+/// folder belong to the owner of the data directory, and nobody else may write to either.
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(folder) = path.parent() else {
+        return false;
+    };
+    let Some(data_dir) = folder.parent() else {
+        return false;
+    };
+    let (Ok(file), Ok(folder), Ok(owner)) =
+        (path.metadata(), folder.metadata(), data_dir.metadata())
+    else {
+        return false;
+    };
+    [file, folder]
+        .iter()
+        .all(|m| m.uid() == owner.uid() && m.mode() & 0o022 == 0)
 }
 
 fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -167,4 +197,27 @@ pub fn grant_check(
         }
     }
     Ok(effective)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn only_files_nobody_else_could_write_are_trusted() {
+        let data_dir = tempfile::tempdir().unwrap();
+        let path = data_dir.path().join("cache/abc.cwasm");
+        write_cache(&path, b"compiled").unwrap();
+        assert!(trusted(&path));
+        let mode =
+            |p: &Path, mode| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+        mode(&path, 0o666).unwrap();
+        assert!(!trusted(&path), "a world-writable file");
+        mode(&path, 0o600).unwrap();
+        mode(path.parent().unwrap(), 0o777).unwrap();
+        assert!(!trusted(&path), "a folder others may write to");
+        assert!(!trusted(&data_dir.path().join("cache/missing.cwasm")));
+    }
 }
