@@ -51,6 +51,14 @@ fn posts_in(platform: &FakePlatform, channel_id: u64) -> Vec<String> {
         .collect()
 }
 
+/// Waits until at least `count` posts reached a channel; returns the texts of all of them.
+async fn posts_arrive(platform: &FakePlatform, channel_id: u64, count: usize) -> Vec<String> {
+    wait_for(&format!("{count} post(s) in channel {channel_id}"), || {
+        Some(posts_in(platform, channel_id)).filter(|p| p.len() >= count)
+    })
+    .await
+}
+
 /// Reply bodies sent to a channel, whole.
 fn post_bodies_in(platform: &FakePlatform, channel_id: u64) -> Vec<Value> {
     platform
@@ -128,10 +136,7 @@ async fn a_mention_gets_a_reply_and_the_agent_sees_the_prompt() {
     platform.dispatch("MESSAGE_CREATE", own);
     platform.dispatch("MESSAGE_CREATE", mention(13, 300, "what is 2+2?"));
 
-    let posts = wait_for("the reply", || {
-        Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
-    })
-    .await;
+    let posts = posts_arrive(&platform, 300, 1).await;
     assert_eq!(posts, ["answer: what is 2+2?"]);
     let prompts = harness.prompts();
     assert_eq!(prompts.len(), 1, "only the mention reached the agent");
@@ -164,10 +169,7 @@ async fn a_4500_character_reply_arrives_as_three_posts() {
     );
     platform.dispatch("MESSAGE_CREATE", dm);
 
-    let posts = wait_for("three posts", || {
-        Some(posts_in(&platform, 400)).filter(|p| p.len() == 3)
-    })
-    .await;
+    let posts = posts_arrive(&platform, 400, 3).await;
     assert!(posts.iter().all(|p| p.chars().count() <= 2000));
     assert_eq!(posts.join("\n"), long_reply().trim_end());
     harness.stop().await;
@@ -327,10 +329,7 @@ async fn a_service_message_becomes_a_thread_with_a_status_card_and_votes_are_fee
         Some("trace-1"),
         "the run's trace is linked"
     );
-    let feed = wait_for("three activity lines", || {
-        Some(posts_in(&platform, activity)).filter(|f| f.len() == 3)
-    })
-    .await;
+    let feed = posts_arrive(&platform, activity, 3).await;
     assert!(
         feed[0].starts_with("`pending`")
             && feed[1].starts_with("`running`")
@@ -381,10 +380,7 @@ async fn a_failed_run_gets_a_notice_without_the_details() {
     harness.start_ready().await;
 
     platform.dispatch("MESSAGE_CREATE", mention(71, 300, "please fail"));
-    let posts = wait_for("the notice", || {
-        Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
-    })
-    .await;
+    let posts = posts_arrive(&platform, 300, 1).await;
     assert_eq!(posts, ["Sorry, I could not answer that. (trace trace-1)"]);
     harness.stop().await;
 }
@@ -422,10 +418,7 @@ async fn an_empty_reply_gets_a_notice() {
     harness.start_ready().await;
 
     platform.dispatch("MESSAGE_CREATE", mention(91, 300, "stay silent"));
-    let posts = wait_for("the notice", || {
-        Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
-    })
-    .await;
+    let posts = posts_arrive(&platform, 300, 1).await;
     assert_eq!(posts, ["(empty reply)"]);
     harness.stop().await;
 }
@@ -456,10 +449,7 @@ async fn a_result_too_long_for_the_card_follows_it_in_full() {
     assert!(long_reply().starts_with(shown));
 
     // Placeholder, then the whole reply in three posts.
-    let posts = wait_for("the full reply", || {
-        Some(posts_in(&platform, thread_id)).filter(|p| p.len() == 4)
-    })
-    .await;
+    let posts = posts_arrive(&platform, thread_id, 4).await;
     assert_eq!(posts[0], "Processing...");
     assert!(posts[1..].iter().all(|p| p.chars().count() <= 2000));
     assert_eq!(posts[1..].join("\n"), long_reply().trim_end());
@@ -561,10 +551,7 @@ async fn control_bot_offline_but_mentions_work(
         said(50, service, human(USER_ID), "no thread please"),
     );
     platform.dispatch("MESSAGE_CREATE", mention(51, 300, "still there?"));
-    let posts = wait_for("the reply", || {
-        Some(posts_in(&platform, 300)).filter(|p| !p.is_empty())
-    })
-    .await;
+    let posts = posts_arrive(&platform, 300, 1).await;
     assert_eq!(posts, ["answer: still there?"]);
     assert_eq!(
         harness.entry().status,
@@ -649,10 +636,7 @@ async fn a_denied_post_is_suppressed_and_the_bot_keeps_answering() {
     })
     .await;
     platform.dispatch("MESSAGE_CREATE", mention(62, 302, "and here?"));
-    let posts = wait_for("the next reply", || {
-        Some(posts_in(&platform, 302)).filter(|p| !p.is_empty())
-    })
-    .await;
+    let posts = posts_arrive(&platform, 302, 1).await;
     assert_eq!(posts, ["answer: and here?"]);
 
     // Recorded on the entry, whose status stays running.
