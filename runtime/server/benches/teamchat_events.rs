@@ -1,24 +1,24 @@
 //! `cargo bench -p service-runtime --bench teamchat_events`
 //!
 //! 1. Throughput and latency of signed event callbacks on the bundled teamchat component,
-//!    against a native Rust handler doing the same work (signature check, JSON parse, kv claim
-//!    through the same database handle) behind the same HTTP server, in the same run. Both
-//!    receive a retried event, so both do exactly verify + parse + claim. Target: wasm / native
-//!    throughput >= 0.6.
+//!    against a native adapter doing the same work in Rust (signature check, JSON parse, kv
+//!    claim through the same database handle) on a route of the same server, in the same run.
+//!    Both receive a retried event, so both do exactly verify + parse + claim. Target: wasm /
+//!    native throughput >= 0.6.
 //! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
 //!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::post;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
+use service_contract::{Adapter, AdapterContext, AdapterError, HttpRequest, HttpResponse, Routes};
+use service_runtime::adapters::Adapters;
 use service_runtime::app::App;
 use service_runtime::db::Db;
 use service_runtime::http::{self, AppState, guards::Binding};
@@ -56,54 +56,80 @@ fn event(event_id: &str) -> String {
     .to_string()
 }
 
-/// The baseline: what the component does for an event, as a native axum handler.
-async fn native_events(
-    State(db): State<Db>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> (StatusCode, Json<Value>) {
-    let reject = |status, message: &str| (status, Json(json!({ "error": message })));
-    let Some(timestamp) = headers
-        .get("x-slack-request-timestamp")
-        .and_then(|v| v.to_str().ok()?.parse::<i64>().ok())
+/// The baseline: what the component does for an event, as a native adapter's route. It is
+/// mounted through `bind`, so its requests take exactly the component's path through the server
+/// (the API router, its guard, the adapters catch-all, the request record) up to the handler.
+struct NativeTeamchat {
+    db: Db,
+}
+
+const NATIVE: &str = "native-teamchat";
+
+impl Adapter for NativeTeamchat {
+    fn name(&self) -> &str {
+        NATIVE
+    }
+
+    fn bind(&self, routes: &mut Routes, _ctx: &Arc<AdapterContext>) -> Result<(), AdapterError> {
+        let db = self.db.clone();
+        routes.add("POST", "/events", move |request| {
+            native_events(db.clone(), request)
+        })
+    }
+}
+
+fn answer(status: u16, body: Value) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_string().into_bytes(),
+    }
+}
+
+async fn native_events(db: Db, request: HttpRequest) -> HttpResponse {
+    let reject = |status, message: &str| answer(status, json!({ "error": message }));
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let Some(timestamp) = header("x-slack-request-timestamp").and_then(|v| v.parse::<i64>().ok())
     else {
-        return reject(StatusCode::UNAUTHORIZED, "bad timestamp");
+        return reject(401, "bad timestamp");
     };
     if (now() - timestamp).abs() > 300 {
-        return reject(StatusCode::UNAUTHORIZED, "too old");
+        return reject(401, "too old");
     }
-    let Some(signature) = headers
-        .get("x-slack-signature")
-        .and_then(|v| v.to_str().ok()?.strip_prefix("v0="))
+    let Some(signature) = header("x-slack-signature")
+        .and_then(|v| v.strip_prefix("v0="))
         .and_then(|hex_sig| hex::decode(hex_sig).ok())
     else {
-        return reject(StatusCode::UNAUTHORIZED, "bad signature");
+        return reject(401, "bad signature");
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
     mac.update(format!("v0:{timestamp}:").as_bytes());
-    mac.update(&body);
+    mac.update(&request.body);
     if mac.verify_slice(&signature).is_err() {
-        return reject(StatusCode::UNAUTHORIZED, "bad signature");
+        return reject(401, "bad signature");
     }
-    let Ok(envelope) = serde_json::from_slice::<Value>(&body) else {
-        return reject(StatusCode::BAD_REQUEST, "not JSON");
+    let Ok(envelope) = serde_json::from_slice::<Value>(&request.body) else {
+        return reject(400, "not JSON");
     };
     let (Some(event_id), Some(_text)) = (
         envelope["event_id"].as_str(),
         envelope["event"]["text"].as_str(),
     ) else {
-        return reject(StatusCode::BAD_REQUEST, "no event");
+        return reject(400, "no event");
     };
     let key = format!("event:{event_id}");
     let claimed = db
-        .call_inline(move |conn| kv::claim(conn, "native-baseline", &key, 86_400_000))
+        .call_inline(move |conn| kv::claim(conn, NATIVE, &key, 86_400_000))
         .await
         .unwrap();
     let outcome = if claimed { "queued" } else { "duplicate" };
-    (
-        StatusCode::OK,
-        Json(json!({ "ok": true, "outcome": outcome })),
-    )
+    answer(200, json!({ "ok": true, "outcome": outcome }))
 }
 
 /// A model that answers after a minute: every queued reply stays busy.
@@ -262,6 +288,9 @@ fn main() {
         )
         .unwrap();
         let app = App::open(tmp.path()).unwrap();
+        app.db
+            .checkpoint_in_background(&tmp.path().join("service.sqlite"), Default::default())
+            .unwrap();
         app.wasm.discover().await;
         assert!(app.wasm.generation("teamchat").is_some(), "teamchat is not bundled");
         let worker = Worker {
@@ -271,15 +300,18 @@ fn main() {
             ready: Arc::clone(&app.jobs_ready),
         };
         tokio::spawn(worker.run(Default::default()));
-        let router = http::router(AppState::new(&app).unwrap(), Binding { loopback: true }).merge(
-            axum::Router::new()
-                .route("/native/events", post(native_events))
-                .with_state(app.db.clone()),
+        let native = Adapters::new(
+            Arc::clone(app.adapters.context()),
+            vec![Arc::new(NativeTeamchat { db: app.db.clone() })],
+            app.db.clone(),
         );
-        let base = serve(router).await;
+        native.start_all(&HashMap::new()).await.unwrap();
+        let mut state = AppState::new(&app).unwrap();
+        state.adapters = Arc::new(native);
+        let base = serve(http::router(state, Binding { loopback: true })).await;
         let client = reqwest::Client::new();
         let wasm_url = format!("{base}/api/adapters/teamchat/events");
-        let native_url = format!("{base}/native/events");
+        let native_url = format!("{base}/api/adapters/{NATIVE}/events");
 
         // Rounds alternate between the two, so a slow moment of the machine hits both.
         let (mut native, mut wasm, mut ratios) = (Vec::new(), Vec::new(), Vec::new());

@@ -26,10 +26,8 @@ pub fn enqueue(conn: &mut Connection, adapter: &str, payload: &[u8]) -> Result<S
             ..NewTask::default()
         },
     )?;
-    tx.execute(
-        "INSERT INTO adapter_jobs (task_id, adapter, payload) VALUES (?1, ?2, ?3)",
-        params![task.task_id, adapter, payload],
-    )?;
+    tx.prepare_cached("INSERT INTO adapter_jobs (task_id, adapter, payload) VALUES (?1, ?2, ?3)")?
+        .execute(params![task.task_id, adapter, payload])?;
     tx.commit()?;
     Ok(task.task_id)
 }

@@ -15,12 +15,11 @@ fn expiry(ttl_ms: Option<u64>) -> Option<i64> {
 
 pub fn get(conn: &Connection, adapter: &str, key: &str) -> Result<Option<Vec<u8>>> {
     Ok(conn
-        .query_row(
+        .prepare_cached(
             "SELECT value FROM adapter_kv WHERE adapter = ?1 AND key = ?2 \
              AND (expires_at IS NULL OR expires_at > ?3)",
-            params![adapter, key, now_ms()],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(params![adapter, key, now_ms()], |r| r.get(0))
         .optional()?)
 }
 
@@ -31,30 +30,26 @@ pub fn set(
     value: &[u8],
     ttl_ms: Option<u64>,
 ) -> Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
-         ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
-        params![adapter, key, value, expiry(ttl_ms)],
+         ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at")?.execute(params![adapter, key, value, expiry(ttl_ms)],
     )?;
     Ok(())
 }
 
 pub fn delete(conn: &Connection, adapter: &str, key: &str) -> Result<()> {
-    conn.execute(
-        "DELETE FROM adapter_kv WHERE adapter = ?1 AND key = ?2",
-        params![adapter, key],
-    )?;
+    conn.prepare_cached("DELETE FROM adapter_kv WHERE adapter = ?1 AND key = ?2")?
+        .execute(params![adapter, key])?;
     Ok(())
 }
 
 /// Stores `key` when it is absent or expired; true for the first caller only. One statement,
 /// so two concurrent claims cannot both win.
 pub fn claim(conn: &Connection, adapter: &str, key: &str, ttl_ms: u64) -> Result<bool> {
-    let changed = conn.execute(
+    let changed = conn.prepare_cached(
         "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, x'', ?3) \
          ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at \
-         WHERE adapter_kv.expires_at IS NOT NULL AND adapter_kv.expires_at <= ?4",
-        params![adapter, key, expiry(Some(ttl_ms)), now_ms()],
+         WHERE adapter_kv.expires_at IS NOT NULL AND adapter_kv.expires_at <= ?4")?.execute(params![adapter, key, expiry(Some(ttl_ms)), now_ms()],
     )?;
     Ok(changed == 1)
 }

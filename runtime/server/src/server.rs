@@ -25,6 +25,10 @@ pub struct ServeOptions {
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let app = App::open(&options.data_dir)?;
+    app.db.checkpoint_in_background(
+        &app.data_dir.join(crate::db::FILE_NAME),
+        app.shutdown.clone(),
+    )?;
     // Work of a previous process cannot still be running.
     app.db.blocking(|conn| {
         tasks::fail_interrupted(conn)?;

@@ -123,17 +123,17 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
 pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
     let task_id = uuid::Uuid::new_v4().to_string();
     let now = db::now();
-    conn.execute(
-        &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)"),
-        params![
-            task_id,
-            task.title,
-            task.description,
-            task.agent_profile_name,
-            task.trace_id,
-            now
-        ],
-    )?;
+    conn.prepare_cached(&format!(
+        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)"
+    ))?
+    .execute(params![
+        task_id,
+        task.title,
+        task.description,
+        task.agent_profile_name,
+        task.trace_id,
+        now
+    ])?;
     get(conn, &task_id)?
         .ok_or_else(|| Error::Internal(anyhow::anyhow!("task vanished after insert")))
 }
@@ -147,11 +147,8 @@ pub fn create_running(conn: &Connection, task: &NewTask<'_>) -> Result<String> {
 
 pub fn get(conn: &Connection, task_id: &str) -> Result<Option<Task>> {
     Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?1"),
-            [task_id],
-            from_row,
-        )
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?1"))?
+        .query_row([task_id], from_row)
         .optional()?)
 }
 
@@ -168,10 +165,12 @@ pub fn list(conn: &Connection, status: Option<TaskStatus>) -> Result<Vec<Task>> 
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
 /// its cancellation cannot revive it. Returns whether the task changed.
 pub fn set_status(conn: &Connection, task_id: &str, status: TaskStatus) -> Result<bool> {
-    let changed = conn.execute(
-        "UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1 AND status != 'cancelled'",
-        params![task_id, status.as_str(), db::now()],
-    )?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE tasks SET status = ?2, updated_at = ?3 \
+             WHERE task_id = ?1 AND status != 'cancelled'",
+        )?
+        .execute(params![task_id, status.as_str(), db::now()])?;
     Ok(changed > 0)
 }
 

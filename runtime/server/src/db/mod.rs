@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use rusqlite::Connection;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 
@@ -37,6 +38,9 @@ impl Db {
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Hot statements (kv, tasks, jobs) are prepared once: parsing one costs more than
+        // running it.
+        conn.set_prepared_statement_cache_capacity(64);
         migrations::migrate(&mut conn)
             .with_context(|| format!("cannot migrate database {}", path.display()))?;
         Ok(Self {
@@ -74,6 +78,33 @@ impl Db {
         self.call(f).await
     }
 
+    /// Moves WAL checkpoints off the request path: the shared connection stops checkpointing
+    /// when a commit fills the log (a stall of milliseconds for whichever request commits
+    /// then), and a connection of its own copies the log into the database every half second
+    /// (PASSIVE: writers never wait for it), until `stop`.
+    pub fn checkpoint_in_background(
+        &self,
+        path: &Path,
+        stop: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let checkpointer = Connection::open(path)?;
+        checkpointer.busy_timeout(Duration::from_secs(5))?;
+        self.blocking(|conn| conn.pragma_update(None, "wal_autocheckpoint", 0))?;
+        std::thread::Builder::new()
+            .name("db-checkpoint".into())
+            .spawn(move || {
+                while !stop.is_cancelled() {
+                    std::thread::sleep(Duration::from_millis(500));
+                    if let Err(e) =
+                        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::warn!("cannot checkpoint the database log: {e}");
+                    }
+                }
+            })?;
+        Ok(())
+    }
+
     /// Runs `f` with the connection on the current thread (CLI commands and tests).
     pub fn blocking<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
         f(&mut self.conn.lock().unwrap_or_else(PoisonError::into_inner))
@@ -101,4 +132,39 @@ pub(crate) fn memory() -> Connection {
     let mut conn = Connection::open_in_memory().unwrap();
     migrations::migrate(&mut conn).unwrap();
     conn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_reaches_the_database_file_in_the_background() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let db = Db::open(&path).unwrap();
+        let stop = CancellationToken::new();
+        db.checkpoint_in_background(&path, stop.clone()).unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        db.blocking(|conn| {
+            let tx = conn.transaction().unwrap();
+            for i in 0..2000 {
+                let value = vec![7u8; 1000];
+                tx.execute(
+                    "INSERT INTO adapter_kv (adapter, key, value) VALUES ('test', ?1, ?2)",
+                    (i.to_string(), value),
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        });
+        // The shared connection no longer checkpoints: the rows sit in the log until the
+        // background connection copies them over.
+        let grown = (0..40).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            std::fs::metadata(&path).unwrap().len() > before + 1_000_000
+        });
+        stop.cancel();
+        assert!(grown, "the database file did not grow within 4 s");
+    }
 }
