@@ -625,11 +625,12 @@ async fn schedule_run_fires_once_outside_the_cron() {
 }
 
 #[tokio::test]
-async fn a_manual_run_never_overlaps_a_run_in_progress() {
-    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(4), "slow one")]).await;
-    let server = Server::start();
+async fn a_manual_run_and_a_scheduled_one_never_overlap() {
+    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(6), "slow one")]).await;
+    let server = Server::start_with(&[("SERVICE_SCHEDULER_TICK_SECS", "1")]);
     create(&server, "manual", "@yearly", "coalesce");
-    // The CLI reads the data directory's settings, as the server does.
+    // The CLI reads the data directory's settings (the server, started before, answers with
+    // the offline responder).
     std::fs::write(
         server.data_dir.join(".env"),
         format!(
@@ -654,7 +655,15 @@ async fn a_manual_run_never_overlaps_a_run_in_progress() {
     .await;
     let refused = failed(&cli(&server.data_dir, &["schedule", "run", "manual"]));
     assert!(refused.contains("still in progress"), "{refused}");
-    assert!(ok(&first.await.unwrap()).contains("ran \"manual\""));
+    // Due now, but its manual run is still going: the server's ticks hold back.
+    backdate(&server, "manual", 0);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(runs_of(&server, "manual").await.len(), 1);
+    assert!(ok(&first.await.unwrap()).contains("ran \"manual\""));
     assert_eq!(fake.requests().len(), 1);
+    // Once it ended, the slot fires.
+    eventually(10, async || {
+        (runs_of(&server, "manual").await.len() == 2).then_some(())
+    })
+    .await;
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
@@ -61,7 +62,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         runs.cancel();
     };
     app.adapters.start_all(&held_back(&app)).await?;
-    let background = start_wasm(&app).await?;
+    let (background, watcher) = start_wasm(&app).await?;
     // Printed on stdout (logs go to stderr) once everything runs, so scripts and tests can
     // find a port chosen by `--port 0`.
     println!("service-runtime listening on http://{addr}");
@@ -79,6 +80,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     .with_graceful_shutdown(shutdown)
     .await;
     background.cancel();
+    // A reload under way finishes first, so nothing starts after the stops below.
+    let _ = watcher.await;
     // The reverse of the start order: components, then native adapters.
     app.wasm.stop_all().await;
     app.adapters.stop_all().await;
@@ -88,14 +91,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
 }
 
 /// Loads the components, then keeps watching the adapters folder (hot reload, polled twice a
-/// second), runs enqueued jobs and purges expired kv entries. Cancelling the token stops all.
-async fn start_wasm(app: &App) -> anyhow::Result<CancellationToken> {
+/// second), runs enqueued jobs and purges expired kv entries. Cancelling the token stops all;
+/// the handle is the watcher's.
+async fn start_wasm(app: &App) -> anyhow::Result<(CancellationToken, JoinHandle<()>)> {
     app.wasm
         .set_disabled(adapters::disabled_names(&app.db).await?);
     app.wasm.discover().await;
     let stop = CancellationToken::new();
     let (host, watch_stop) = (Arc::clone(&app.wasm), stop.clone());
-    tokio::spawn(async move {
+    let watcher = tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(500)) => host.reload_changed().await,
@@ -125,7 +129,7 @@ async fn start_wasm(app: &App) -> anyhow::Result<CancellationToken> {
             }
         }
     });
-    Ok(stop)
+    Ok((stop, watcher))
 }
 
 /// Adapters that settings keep from starting, with the reason the registry shows.

@@ -56,7 +56,18 @@ fn plain(status: u16, message: &str) -> HttpResponse {
     }
 }
 
+/// What a panic said, when it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "it panicked".to_owned())
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a native route may take to answer.
+const ROUTE_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why an enable or disable request failed.
@@ -189,11 +200,33 @@ impl Adapters {
         {
             return Ok(plain(503, &format!("adapter {name:?} is stopped")));
         }
-        let response = handler(request).await;
-        if response.status < 400 {
-            self.registry().touch(name);
-        }
-        Ok(response)
+        // A handler that panics or hangs is the adapter's failure, recorded like a hook's.
+        let outcome = tokio::time::timeout(
+            ROUTE_TIMEOUT,
+            AssertUnwindSafe(handler(request)).catch_unwind(),
+        )
+        .await;
+        let (kind, message, status) = match outcome {
+            Ok(Ok(response)) => {
+                if response.status < 400 {
+                    self.registry().touch(name);
+                }
+                return Ok(response);
+            }
+            Ok(Err(panic)) => ("Panic", panic_message(panic.as_ref()), 500),
+            Err(_) => (
+                "Timeout",
+                format!("no answer within {ROUTE_TIMEOUT:?}"),
+                503,
+            ),
+        };
+        self.registry().mark_error(name, kind, &message);
+        Ok(plain(
+            status,
+            &format!(
+                "adapter {name:?} failed ({kind}); its entry in /api/adapters has the details"
+            ),
+        ))
     }
 
     /// Stops every adapter that has a `stop`, in reverse start order.
@@ -240,14 +273,7 @@ impl Adapters {
         let error = match outcome {
             Ok(Ok(Ok(()))) => return Ok(()),
             Ok(Ok(Err(e))) => e,
-            Ok(Err(panic)) => {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "the hook panicked".to_owned());
-                AdapterError::new("Panic", message)
-            }
+            Ok(Err(panic)) => AdapterError::new("Panic", panic_message(panic.as_ref())),
             Err(_) => AdapterError::new(
                 "Timeout",
                 format!("the hook did not finish within {limit:?}"),
@@ -272,7 +298,15 @@ impl Adapters {
         if !supports_toggle(adapter.as_ref(), &self.context) {
             return Err(ToggleError::NotToggleable(name.to_owned()));
         }
-        let result = if enable {
+        let status = self.registry().get(name).map(|e| e.status);
+        let already = match enable {
+            true => status == Some(AdapterStatus::Running),
+            false => status == Some(AdapterStatus::Stopped),
+        };
+        let result = if already {
+            // No hook runs twice (a second gateway connection, say); the choice is kept.
+            Ok(())
+        } else if enable {
             self.start(adapter.as_ref()).await
         } else {
             self.stop(adapter.as_ref()).await
@@ -422,8 +456,11 @@ mod tests {
         );
     }
 
-    /// Mounts `GET /ping` and can be toggled.
-    struct Pinger;
+    /// Mounts `GET /ping` and a route that panics, and counts its starts.
+    #[derive(Default)]
+    struct Pinger {
+        starts: std::sync::atomic::AtomicUsize,
+    }
 
     impl Adapter for Pinger {
         fn name(&self) -> &str {
@@ -435,6 +472,9 @@ mod tests {
             routes: &mut Routes,
             _ctx: &Arc<AdapterContext>,
         ) -> Result<(), AdapterError> {
+            routes.add("GET", "/boom", |_: HttpRequest| async move {
+                panic!("the route fell over")
+            })?;
             routes.add("GET", "/ping", |request: HttpRequest| async move {
                 HttpResponse {
                     status: 200,
@@ -445,7 +485,14 @@ mod tests {
         }
 
         fn start<'a>(&'a self, _ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {
-            Some(async { Ok(()) }.boxed())
+            Some(
+                async move {
+                    self.starts
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(())
+                }
+                .boxed(),
+            )
         }
 
         fn stop(&self) -> Option<Hook<'_>> {
@@ -457,9 +504,10 @@ mod tests {
     async fn native_routes_are_served_under_the_adapters_prefix() {
         let tmp = tempfile::tempdir().unwrap();
         let app = App::open(tmp.path()).unwrap();
+        let pinger = Arc::new(Pinger::default());
         let adapters = Arc::new(Adapters::new(
             Arc::clone(app.adapters.context()),
-            vec![Arc::new(Pinger)],
+            vec![Arc::clone(&pinger) as Arc<dyn Adapter>],
             app.db.clone(),
         ));
         adapters.start_all(&HashMap::new()).await.unwrap();
@@ -509,11 +557,26 @@ mod tests {
         assert_eq!(status, 404, "{body}");
         assert!(body.contains("no route POST /ping"), "{body}");
 
+        let (status, _, body) = call("GET", "/api/adapters/pinger/boom").await;
+        assert_eq!(status, 500, "{body}");
+        assert!(
+            !body.contains("fell over"),
+            "details stay on the entry: {body}"
+        );
+        let entry = adapters.registry().get("pinger").unwrap();
+        assert_eq!(
+            entry.error_message.as_deref(),
+            Some("Panic: the route fell over")
+        );
+
         adapters.toggle("pinger", false).await.unwrap();
         let (status, _, body) = call("GET", "/api/adapters/pinger/ping").await;
         assert_eq!(status, 503, "{body}");
         adapters.toggle("pinger", true).await.unwrap();
         assert_eq!(call("GET", "/api/adapters/pinger/ping").await.0, 200);
+        // Enabling what runs starts nothing twice: one start at boot, one enable.
+        adapters.toggle("pinger", true).await.unwrap();
+        assert_eq!(pinger.starts.load(std::sync::atomic::Ordering::SeqCst), 2);
         // A name with no native routes goes on to the components.
         assert_eq!(call("GET", "/api/adapters/nobody/ping").await.0, 404);
     }

@@ -16,7 +16,7 @@ use service_runtime::scheduler::cron::{self, CronExpr};
 use service_runtime::scheduler::plan::{self, CatchUp};
 use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
 use service_runtime::scheduler::tick::Due;
-use service_runtime::tasks::TaskStatus;
+use service_runtime::tasks::{self, TaskStatus};
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
@@ -237,13 +237,13 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
         }
         ScheduleCommand::Run { name } => {
             let app = App::open(data_dir)?;
-            let (schedule, in_progress) = app.db.blocking(|conn| {
+            let (schedule, mut in_progress) = app.db.blocking(|conn| {
                 Ok::<_, service_runtime::error::Error>((
                     store::require(conn, &name)?,
-                    scheduler::run_in_progress(conn, &name)?,
+                    scheduler::runs_in_progress(conn)?,
                 ))
             })?;
-            if let Some(task) = in_progress {
+            if let Some(task) = in_progress.remove(&name) {
                 anyhow::bail!(
                     "a run of {name:?} is still in progress (task {task}); a schedule never overlaps itself"
                 );
@@ -253,7 +253,20 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                 agent: schedule.agent_profile_name,
                 prompt: schedule.prompt,
             };
-            let ran = app.dispatcher.run(due).await?;
+            let ran = tokio::select! {
+                ran = app.dispatcher.run(due) => ran?,
+                _ = tokio::signal::ctrl_c() => {
+                    // The run ends with this process; its task says so rather than holding
+                    // the schedule back as a run in progress.
+                    app.db.blocking(|conn| {
+                        match scheduler::runs_in_progress(conn)?.remove(&name) {
+                            Some(task) => tasks::cancel_or_delete(conn, &task).map(drop),
+                            None => Ok(()),
+                        }
+                    })?;
+                    anyhow::bail!("interrupted: the run of {name:?} was cancelled");
+                }
+            };
             let trace = ran.trace_id.as_deref().unwrap_or("-");
             if ran.status != TaskStatus::Completed {
                 anyhow::bail!(

@@ -145,6 +145,11 @@ mod tests {
         let db = Db::open(&path).unwrap();
         let stop = CancellationToken::new();
         db.checkpoint_in_background(&path, stop.clone()).unwrap();
+        let automatic: i64 = db.blocking(|conn| {
+            conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
+                .unwrap()
+        });
+        assert_eq!(automatic, 0, "commits leave checkpoints to the background");
         let before = std::fs::metadata(&path).unwrap().len();
         db.blocking(|conn| {
             let tx = conn.transaction().unwrap();

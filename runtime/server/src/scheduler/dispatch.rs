@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension};
+use std::collections::HashMap;
+
+use rusqlite::Connection;
 use service_contract::agent::{AgentRunner, ProfileChoice, RunFailureKind, RunRequest};
 
 use super::store;
@@ -19,21 +21,30 @@ pub struct Ran {
 }
 
 /// The title of a schedule's run task, which is also how a run in progress is found.
+const TITLE: &str = "Scheduled run: ";
+
 fn task_title(schedule: &str) -> String {
-    format!("Scheduled run: {schedule}")
+    format!("{TITLE}{schedule}")
 }
 
-/// The task of a run of `schedule` that has not ended (`schedule run` checks it first, so a
-/// manual run never overlaps a scheduled one).
-pub fn run_in_progress(conn: &Connection, schedule: &str) -> Result<Option<String>> {
-    Ok(conn
-        .query_row(
-            "SELECT task_id FROM tasks WHERE title = ?1 AND status IN ('pending', 'running') \
-             LIMIT 1",
-            [task_title(schedule)],
-            |row| row.get(0),
-        )
-        .optional()?)
+/// Runs that have not ended, by schedule name, with their task id: the server's and those of
+/// `schedule run` in another process alike, so neither starts a run over the other.
+pub fn runs_in_progress(conn: &Connection) -> Result<HashMap<String, String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT title, task_id FROM tasks WHERE status IN ('pending', 'running') \
+         AND substr(title, 1, ?2) = ?1",
+    )?;
+    let rows = stmt.query_map((TITLE, TITLE.len() as i64), |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+    })?;
+    let mut runs = HashMap::new();
+    for row in rows {
+        let (title, task_id) = row?;
+        if let Some(name) = title.strip_prefix(TITLE) {
+            runs.insert(name.to_owned(), task_id);
+        }
+    }
+    Ok(runs)
 }
 
 pub struct Dispatcher {

@@ -9,7 +9,7 @@ use chrono_tz::Tz;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::plan::{self, CatchUp};
-use super::{cron, store};
+use super::{cron, dispatch, store};
 use crate::error::Result;
 
 /// A schedule to run now.
@@ -30,7 +30,8 @@ pub struct TickPlan {
 
 /// Plans every enabled schedule that is due and persists the new `last_run_at` and
 /// `next_run_at` in one transaction, before anything is dispatched, so a restart mid-run never
-/// fires the same slot twice. Schedules in `in_flight` are skipped (no self-overlap).
+/// fires the same slot twice. Schedules in `in_flight`, or with a run in progress started by
+/// another process (`schedule run`), are skipped: no self-overlap.
 pub fn plan_tick(
     conn: &mut Connection,
     now: DateTime<Utc>,
@@ -41,8 +42,9 @@ pub fn plan_tick(
     // Immediate: the plan is read and written in one go, even while the CLI writes too.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut result = TickPlan::default();
+    let elsewhere = dispatch::runs_in_progress(&tx)?;
     for schedule in store::due(&tx, now)? {
-        if in_flight.contains(&schedule.name) {
+        if in_flight.contains(&schedule.name) || elsewhere.contains_key(&schedule.name) {
             continue;
         }
         let parsed = cron::parse(&schedule.cron_expression).and_then(|cron| {

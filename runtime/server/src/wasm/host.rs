@@ -20,6 +20,7 @@ use super::engine;
 use super::grants::{Grant, Request};
 use super::outbound::Outbound;
 use super::state::{Caller, HostState, STDERR_CAPACITY, Services};
+use crate::adapters;
 
 /// `describe` must answer at once.
 const DESCRIBE_LIMIT: Duration = Duration::from_secs(1);
@@ -78,8 +79,9 @@ pub struct WasmHost {
     /// so it is tried again only once it changes.
     seen: std::sync::Mutex<BTreeMap<String, Files>>,
     disabled: RwLock<HashSet<String>>,
-    /// One enable or disable at a time, so the hooks of one adapter never interleave.
-    toggling: tokio::sync::Mutex<()>,
+    /// Taken by everything that runs `start` or `stop` (install, unload, toggle, shutdown), so
+    /// hooks never interleave and never run twice for one change.
+    lifecycle: tokio::sync::Mutex<()>,
     /// Tools each adapter registered, removed again when it unloads.
     tools: std::sync::Mutex<HashMap<String, Vec<String>>>,
     permits: Semaphore,
@@ -132,7 +134,7 @@ impl WasmHost {
             generations: RwLock::default(),
             seen: Default::default(),
             disabled: RwLock::default(),
-            toggling: tokio::sync::Mutex::new(()),
+            lifecycle: tokio::sync::Mutex::new(()),
             permits: Semaphore::new(engine::MAX_INSTANCES),
         }))
     }
@@ -292,17 +294,49 @@ impl WasmHost {
     /// tools up to date, and runs the lifecycle: `stop` of the generation it replaces, then
     /// its own `start` (unless the operator disabled the adapter).
     pub async fn install(&self, generation: Arc<Generation>) {
-        let registry = &self.services.registry;
+        let _lifecycle = self.lifecycle.lock().await;
         let name = generation.name.clone();
+        if generation.exports.lifecycle.is_none() && self.is_disabled(&name) {
+            // A version without start and stop could never be enabled again.
+            self.set_enabled(&name, true);
+            if let Err(e) = adapters::remember_toggle(&self.services.db, &name, true).await {
+                tracing::warn!(adapter = %name, "cannot forget that it was disabled: {e}");
+            }
+        }
+        tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
+        let replaced = self
+            .generations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone(), Arc::clone(&generation));
+        self.publish(&generation);
+        self.register_tools(&generation).await;
+        if !self.is_disabled(&name) {
+            // Failures are on the entry already; the generation serves regardless.
+            if let Some(replaced) = replaced {
+                let _ = self.hook(&replaced, false).await;
+            }
+            if self.hook(&generation, true).await.is_ok() {
+                self.settle(&generation);
+            }
+        }
+    }
+
+    /// The registry entry of the generation that serves: its version, grant and metadata, and
+    /// a fresh status (stopped when disabled, else running, or `error` naming unset required
+    /// secrets). The error count is kept.
+    fn publish(&self, generation: &Generation) {
+        let registry = &self.services.registry;
+        let name = &generation.name;
         let mut entry = registry
-            .get(&name)
-            .unwrap_or_else(|| AdapterEntry::new(&name, AdapterKind::Wasm));
+            .get(name)
+            .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
         entry.kind = AdapterKind::Wasm;
         entry.version = Some(generation.version.clone());
         entry.capabilities = generation.caller.effective.summary();
         entry.supports_toggle = generation.exports.lifecycle.is_some();
         entry.metadata = generation.metadata.iter().cloned().collect();
-        let disabled = lock(&self.disabled).contains(&name);
+        let disabled = self.is_disabled(name);
         entry.status = if disabled {
             AdapterStatus::Stopped
         } else {
@@ -310,6 +344,21 @@ impl WasmHost {
         };
         entry.note = disabled.then(|| "disabled from the dashboard".to_owned());
         registry.insert(entry);
+        if let Some(unset) = self.unset_secrets(generation).filter(|_| !disabled) {
+            registry.mark_error(name, "ConfigError", &unset);
+        }
+    }
+
+    /// After a successful `start`: running, unless required secrets are unset (which the
+    /// entry already says).
+    fn settle(&self, generation: &Generation) {
+        if self.unset_secrets(generation).is_none() {
+            self.services.registry.mark_running(&generation.name);
+        }
+    }
+
+    /// `NAME is not set` for each granted required secret without a value.
+    fn unset_secrets(&self, generation: &Generation) -> Option<String> {
         let unset: Vec<String> = generation
             .caller
             .effective
@@ -318,23 +367,7 @@ impl WasmHost {
             .filter(|secret| self.services.env.get(secret).is_none())
             .map(|secret| format!("{secret} is not set"))
             .collect();
-        if !unset.is_empty() {
-            registry.mark_error(&name, "ConfigError", &unset.join("; "));
-        }
-        tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
-        let replaced = self
-            .generations
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.clone(), Arc::clone(&generation));
-        self.register_tools(&generation).await;
-        if !disabled {
-            // Failures are on the entry already; the generation serves regardless.
-            if let Some(replaced) = replaced {
-                let _ = self.hook(&replaced, false).await;
-            }
-            let _ = self.hook(&generation, true).await;
-        }
+        (!unset.is_empty()).then(|| unset.join("; "))
     }
 
     /// Runs a component's `start` or `stop` export, when it has them. A hook that returns an
@@ -367,6 +400,7 @@ impl WasmHost {
 
     /// Runs `stop` of every loaded component in reverse name order (shutdown).
     pub async fn stop_all(&self) {
+        let _lifecycle = self.lifecycle.lock().await;
         let mut loaded: Vec<Arc<Generation>> = lock(&self.generations).values().cloned().collect();
         loaded.sort_by(|a, b| b.name.cmp(&a.name));
         for generation in loaded {
@@ -380,6 +414,18 @@ impl WasmHost {
         lock(&self.disabled).contains(name)
     }
 
+    fn set_enabled(&self, name: &str, enable: bool) {
+        let mut disabled = self
+            .disabled
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if enable {
+            disabled.remove(name);
+        } else {
+            disabled.insert(name.to_owned());
+        }
+    }
+
     /// A permit for a request: when none is left the request gets 503 at once, not a queue.
     fn permit_now(&self) -> Result<SemaphorePermit<'_>, CallError> {
         self.permits
@@ -387,7 +433,8 @@ impl WasmHost {
             .map_err(|_| CallError::new(503, "too many adapter requests at once; try again".into()))
     }
 
-    /// A permit for background work (jobs, hooks, tools), which waits its turn.
+    /// A permit for background work (jobs, hooks, a component's tools at load), which waits
+    /// its turn.
     async fn permit(&self) -> SemaphorePermit<'_> {
         self.permits
             .acquire()
@@ -471,7 +518,8 @@ impl WasmHost {
             return Err(format!("adapter {adapter:?} no longer offers tools"));
         };
         let limit = generation.caller.effective.limits.handle_http();
-        let permit = self.permit().await;
+        // Not waiting: the caller may itself be a component call holding a permit.
+        let permit = self.permit_now().map_err(|e| e.message)?;
         self.call(permit, &generation, limit, async |store, instance, _| {
             indices
                 .load(&mut *store, instance)?
@@ -485,6 +533,7 @@ impl WasmHost {
     /// Unloads an adapter (its file was removed): its tools, its `stop`, and its entry, also
     /// one that only said why the file never loaded.
     pub async fn unload(&self, name: &str) {
+        let _lifecycle = self.lifecycle.lock().await;
         self.unregister_tools(name);
         let removed = self
             .generations
@@ -558,12 +607,16 @@ impl WasmHost {
             None => self.bundled_bytes(name)?,
         };
         let generation = self.load(name, bytes).await?;
-        let unchanged = self.generation(name).is_some_and(|current| {
-            current.sha256 == generation.sha256
-                && current.caller.effective == generation.caller.effective
-        });
-        if !unchanged {
-            self.install(generation).await;
+        match self.generation(name) {
+            // The same component under the same grant: it keeps serving, and the entry no
+            // longer shows a failure of the file in between.
+            Some(current)
+                if current.sha256 == generation.sha256
+                    && current.caller.effective == generation.caller.effective =>
+            {
+                self.publish(&current);
+            }
+            _ => self.install(generation).await,
         }
         Ok(())
     }
@@ -761,7 +814,7 @@ impl WasmHost {
     /// Runs the adapter's `start` or `stop` export and, when it succeeds, takes the adapter
     /// into or out of service. The caller persists the choice.
     pub async fn toggle(&self, name: &str, enable: bool) -> Result<(), CallError> {
-        let _one_at_a_time = self.toggling.lock().await;
+        let _lifecycle = self.lifecycle.lock().await;
         let generation = self
             .generation(name)
             .ok_or_else(|| CallError::new(404, format!("no adapter named {name:?}")))?;
@@ -771,27 +824,27 @@ impl WasmHost {
                 format!("adapter {name:?} cannot be enabled or disabled: it has no start and stop"),
             ));
         }
-        // A hook that fails, traps or times out leaves the adapter as it was.
-        self.hook(&generation, enable)
-            .await
-            .map_err(|e| CallError {
-                status: 500,
-                public: e.message.clone(),
-                ..e
-            })?;
-        let mut disabled = self
-            .disabled
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if enable {
-            disabled.remove(name);
-        } else {
-            disabled.insert(name.to_owned());
-        }
-        drop(disabled);
         let registry = &self.services.registry;
+        let running = registry
+            .get(name)
+            .is_some_and(|e| e.status == AdapterStatus::Running);
+        // Already so: no hook runs twice. (An adapter in error may be enabled again.)
+        if (enable && running && !self.is_disabled(name)) || (!enable && self.is_disabled(name))
+        {
+            return Ok(());
+        }
+        // A hook that fails, traps or times out leaves the adapter as it was.
+        self.hook(&generation, enable).await.map_err(|e| CallError {
+            status: 500,
+            public: e.message.clone(),
+            ..e
+        })?;
+        self.set_enabled(name, enable);
         if enable {
             registry.mark_running(name);
+            if let Some(unset) = self.unset_secrets(&generation) {
+                registry.mark_error(name, "ConfigError", &unset);
+            }
         } else {
             registry.mark_stopped_because(name, "disabled from the dashboard");
         }
