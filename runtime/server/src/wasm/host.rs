@@ -829,16 +829,17 @@ impl WasmHost {
             .get(name)
             .is_some_and(|e| e.status == AdapterStatus::Running);
         // Already so: no hook runs twice. (An adapter in error may be enabled again.)
-        if (enable && running && !self.is_disabled(name)) || (!enable && self.is_disabled(name))
-        {
+        if (enable && running && !self.is_disabled(name)) || (!enable && self.is_disabled(name)) {
             return Ok(());
         }
         // A hook that fails, traps or times out leaves the adapter as it was.
-        self.hook(&generation, enable).await.map_err(|e| CallError {
-            status: 500,
-            public: e.message.clone(),
-            ..e
-        })?;
+        self.hook(&generation, enable)
+            .await
+            .map_err(|e| CallError {
+                status: 500,
+                public: e.message.clone(),
+                ..e
+            })?;
         self.set_enabled(name, enable);
         if enable {
             registry.mark_running(name);
