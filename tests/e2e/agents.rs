@@ -1,7 +1,7 @@
 //! `/api/agents`: create, list, show, export, and the bundle round trip.
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{Server, assert_error};
 
@@ -184,18 +184,7 @@ async fn export_is_a_bundle_that_imports_back_to_an_equal_profile() {
 
     // Another installation imports the shared file.
     let other = Server::start();
-    let (status, imported) = other.post("/api/store/import", bundle.clone()).await;
-    assert_eq!(status, StatusCode::CREATED, "{imported}");
-    for field in [
-        "name",
-        "system_prompt",
-        "description",
-        "color",
-        "default_model",
-        "tools",
-    ] {
-        assert_eq!(imported[field], created[field], "{field}");
-    }
+    imports_as(&other, &bundle, &created).await;
     assert_error(
         &other.post("/api/store/import", bundle).await,
         StatusCode::CONFLICT,
@@ -223,8 +212,12 @@ async fn an_installed_featured_bundle_exports_as_itself_and_installs_back_equal(
         "role, persona, tools and paired adapters survive"
     );
 
-    let other = Server::start();
-    let (status, imported) = other.post("/api/store/import", exported).await;
+    imports_as(&Server::start(), &exported, &installed).await;
+}
+
+/// Imports `bundle` into `server` and checks the profile equals `profile` field by field.
+async fn imports_as(server: &Server, bundle: &Value, profile: &Value) {
+    let (status, imported) = server.post("/api/store/import", bundle.clone()).await;
     assert_eq!(status, StatusCode::CREATED, "{imported}");
     for field in [
         "name",
@@ -234,6 +227,6 @@ async fn an_installed_featured_bundle_exports_as_itself_and_installs_back_equal(
         "default_model",
         "tools",
     ] {
-        assert_eq!(imported[field], installed[field], "{field}");
+        assert_eq!(imported[field], profile[field], "{field}");
     }
 }

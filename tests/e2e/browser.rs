@@ -340,79 +340,6 @@ async fn texts(browser: &Browser, css: &str) -> Vec<String> {
     serde_json::from_value(browser.js(TEXTS, vec![json!(css)]).await).unwrap()
 }
 
-/// A fake OpenAI-compatible Chat Completions API whose answer the test streams by hand: each
-/// piece sent through `pieces` goes out at once as one `content` delta, and dropping `pieces`
-/// ends the stream (`finish_reason: stop`, usage, `[DONE]`). So the test decides when each token
-/// arrives and can look at the page in between. It answers one request.
-struct HandStreamedLlm {
-    url: String,
-    pieces: tokio::sync::mpsc::UnboundedSender<&'static str>,
-}
-
-impl HandStreamedLlm {
-    async fn start() -> Self {
-        use axum::body::Body;
-        use axum::response::{IntoResponse, Response};
-        use futures_util::StreamExt;
-        use std::sync::{Arc, Mutex as SyncMutex};
-
-        type Pieces = tokio::sync::mpsc::UnboundedReceiver<&'static str>;
-        let (pieces, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let receiver: Arc<SyncMutex<Option<Pieces>>> = Arc::new(SyncMutex::new(Some(receiver)));
-        fn chunk(delta: Value, finish: Value) -> String {
-            let event = json!({"id": "chatcmpl-hand", "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-            format!("data: {event}\n\n")
-        }
-        let handler = move || {
-            let receiver = receiver.lock().unwrap().take();
-            async move {
-                let Some(receiver) = receiver else {
-                    return (
-                        StatusCode::BAD_REQUEST,
-                        axum::Json(json!({"error": {"message": "the fake answers one request"}})),
-                    )
-                        .into_response();
-                };
-                let head = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
-                let tokens = futures_util::stream::unfold(receiver, |mut receiver| async move {
-                    let piece = receiver.recv().await?;
-                    Some((chunk(json!({"content": piece}), Value::Null), receiver))
-                });
-                let usage = json!({"id": "chatcmpl-hand", "object": "chat.completion.chunk", "choices": [],
-                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}});
-                let tail = [
-                    chunk(json!({}), json!("stop")),
-                    format!("data: {usage}\n\n"),
-                    "data: [DONE]\n\n".to_owned(),
-                ];
-                let body = futures_util::stream::iter([head])
-                    .chain(tokens)
-                    .chain(futures_util::stream::iter(tail))
-                    .map(Ok::<_, std::convert::Infallible>);
-                Response::builder()
-                    .header("content-type", "text/event-stream")
-                    .header("cache-control", "no-cache")
-                    .body(Body::from_stream(body))
-                    .unwrap()
-            }
-        };
-        let router =
-            axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
-        let url = crate::support::spawn_fake(router).await;
-        Self {
-            url: format!("{url}/v1"),
-            pieces,
-        }
-    }
-
-    fn send(&self, piece: &'static str) {
-        self.pieces
-            .send(piece)
-            .expect("the server is reading the stream");
-    }
-}
-
 /// Not a browser test: the page and every asset it loads are served with their types, and
 /// every module a module imports exists.
 #[tokio::test]
@@ -799,7 +726,9 @@ async fn assert_error_row(browser: &Browser, row: &str, message: &str) {
 
 #[tokio::test]
 async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
-    let fake = HandStreamedLlm::start().await;
+    // The test decides when each token arrives, and looks at the page in between.
+    let (reply, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![reply]).await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
     let Some(browser) = Browser::start(&server).await else {
         return;
@@ -831,11 +760,11 @@ async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
     };
     let in_progress = |text: &str| json!({"text": text, "streaming": true, "busy": "true", "ended": false, "stop": true, "sendDisabled": true});
 
-    fake.send("Oat ");
+    pieces.send("Oat ").unwrap();
     assert_eq!(wait_text("Oat ").await, in_progress("Oat "));
-    fake.send("milk ");
+    pieces.send("milk ").unwrap();
     assert_eq!(wait_text("Oat milk ").await, in_progress("Oat milk "));
-    fake.send("and ");
+    pieces.send("and ").unwrap();
     assert_eq!(
         wait_text("Oat milk and ").await,
         in_progress("Oat milk and ")
@@ -848,8 +777,8 @@ async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
         in_progress("Oat milk and ")
     );
 
-    fake.send("bread.");
-    drop(fake.pieces);
+    pieces.send("bread.").unwrap();
+    drop(pieces);
     let footer = browser
         .wait_for(
             "the run to finish",

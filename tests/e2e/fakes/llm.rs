@@ -13,7 +13,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::support::spawn_fake;
 
@@ -32,6 +34,15 @@ pub enum Reply {
     Slow(Duration, &'static str),
     /// Starts streaming the text, then closes the stream without its end marker.
     Cut(&'static str),
+    /// Streams each piece the test sends (OpenAI only), and ends when the sender is dropped:
+    /// the test decides when every token arrives. See [`by_hand`].
+    ByHand(Arc<Mutex<Option<UnboundedReceiver<&'static str>>>>),
+}
+
+/// A reply streamed by hand, and the sender that feeds it.
+pub fn by_hand() -> (Reply, UnboundedSender<&'static str>) {
+    let (pieces, receiver) = tokio::sync::mpsc::unbounded_channel();
+    (Reply::ByHand(Arc::new(Mutex::new(Some(receiver)))), pieces)
 }
 
 #[derive(Clone, Debug)]
@@ -90,17 +101,31 @@ async fn start(
     (spawn_fake(router).await, requests)
 }
 
+/// One server-sent event.
+fn frame(name: Option<&str>, data: &Value) -> String {
+    match name {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+const DONE: &str = "data: [DONE]\n\n";
+
+fn event_stream(body: Body) -> Response {
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(body)
+        .unwrap()
+}
+
 /// Events as an SSE stream; `done` appends OpenAI's `[DONE]` marker.
 fn sse(events: Vec<(Option<&str>, Value)>, done: bool) -> Response {
-    let mut text = String::new();
-    for (name, data) in events {
-        if let Some(name) = name {
-            text.push_str(&format!("event: {name}\n"));
-        }
-        text.push_str(&format!("data: {data}\n\n"));
-    }
+    let mut text: String = events
+        .iter()
+        .map(|(name, data)| frame(*name, data))
+        .collect();
     if done {
-        text.push_str("data: [DONE]\n\n");
+        text.push_str(DONE);
     }
     // Sent in pieces, as a real stream arrives.
     let chunks: Vec<Result<String, Infallible>> = text
@@ -108,10 +133,7 @@ fn sse(events: Vec<(Option<&str>, Value)>, done: bool) -> Response {
         .chunks(37)
         .map(|c| Ok(String::from_utf8_lossy(c).into_owned()))
         .collect();
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from_stream(futures_util::stream::iter(chunks)))
-        .unwrap()
+    event_stream(Body::from_stream(futures_util::stream::iter(chunks)))
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -130,7 +152,7 @@ fn error_response(status: u16, body: Value) -> Response {
 
 fn openai_reply(reply: Reply) -> Response {
     let choice = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    let chunk = |delta: Value| choice(delta, Value::Null);
+    let chunk = move |delta: Value| choice(delta, Value::Null);
     let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}});
     let text_events = |text: &str| {
         let mut events = vec![(None, chunk(json!({"role": "assistant", "content": ""})))];
@@ -149,6 +171,29 @@ fn openai_reply(reply: Reply) -> Response {
             sse(events, true)
         }
         Reply::Cut(text) => sse(text_events(text), false),
+        Reply::ByHand(pieces) => {
+            let Some(receiver) = pieces.lock().unwrap().take() else {
+                return error_response(
+                    400,
+                    json!({"error": {"message": "a hand-streamed reply answers once"}}),
+                );
+            };
+            let head = frame(None, &chunk(json!({"role": "assistant", "content": ""})));
+            let tokens = futures_util::stream::unfold(receiver, move |mut receiver| async move {
+                let piece = receiver.recv().await?;
+                Some((frame(None, &chunk(json!({"content": piece}))), receiver))
+            });
+            let tail = [
+                frame(None, &choice(json!({}), json!("stop"))),
+                frame(None, &usage),
+                DONE.to_owned(),
+            ];
+            let body = futures_util::stream::iter([head])
+                .chain(tokens)
+                .chain(futures_util::stream::iter(tail))
+                .map(Ok::<_, Infallible>);
+            event_stream(Body::from_stream(body))
+        }
         Reply::Tools(calls) => {
             let mut events = vec![(None, chunk(json!({"role": "assistant", "content": null})))];
             for (index, (id, name, args)) in calls.iter().enumerate() {
@@ -161,10 +206,7 @@ fn openai_reply(reply: Reply) -> Response {
             sse(events, true)
         }
         Reply::Status(status, body) => error_response(status, body),
-        Reply::Garbage => Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from("data: {not json\n\n"))
-            .unwrap(),
+        Reply::Garbage => event_stream(Body::from("data: {not json\n\n")),
         Reply::Slow(..) => unreachable!("handled before encoding"),
     }
 }
@@ -222,10 +264,8 @@ fn anthropic_reply(reply: Reply) -> Response {
             sse(events, false)
         }
         Reply::Status(status, body) => error_response(status, body),
-        Reply::Garbage => Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from("event: message_start\ndata: {not json\n\n"))
-            .unwrap(),
+        Reply::Garbage => event_stream(Body::from("event: message_start\ndata: {not json\n\n")),
+        Reply::ByHand(_) => unreachable!("hand-streamed replies speak the OpenAI protocol"),
         Reply::Slow(..) => unreachable!("handled before encoding"),
     }
 }
