@@ -60,3 +60,8 @@ pub fn echo_v2() -> PathBuf {
         })
         .join("echo.wasm")
 }
+
+/// `echo` as built for `service:adapter@0.1.0`, checked in (see adapters-wasm/v0.1/README.md).
+pub fn echo_v0_1() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/echo-0.1.0.wasm")
+}

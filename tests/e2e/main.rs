@@ -8,6 +8,7 @@ mod fakes;
 mod guards;
 mod guests;
 mod integrations;
+mod isolation;
 mod python;
 mod scheduler;
 mod server;

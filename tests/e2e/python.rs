@@ -17,10 +17,8 @@ use crate::fakes::llm::{self, Reply};
 use crate::support::{Server, eventually, openai_env, stream_frames};
 
 const COMPONENTIZE_PY: &str = "componentize-py";
-/// The contract's world, intersected with the example's own world of what it uses (see its
-/// README: componentize-py would otherwise import every interface of the contract).
-const WORLD: &str = "service:adapter/adapter-with-tools@0.1.0";
-const USES: &str = "example:python-echo/python-echo";
+/// The contract's world; componentize-py imports every interface of it.
+const WORLD: &str = "service:adapter/adapter-with-tools@0.2.0";
 
 fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/examples/python-echo")
@@ -71,9 +69,7 @@ fn python_echo() -> PathBuf {
             let built = Command::new(COMPONENTIZE_PY)
                 .arg("-d")
                 .arg(example.join("../../../wit"))
-                .arg("-d")
-                .arg(example.join("wit"))
-                .args(["-w", WORLD, "componentize", "-i", USES, "-p"])
+                .args(["-w", WORLD, "componentize", "-p"])
                 .arg(&src)
                 .arg("app")
                 .arg("-o")
@@ -129,7 +125,7 @@ async fn a_python_component_serves_http_and_a_tool_to_agents() {
     let server = Server::start_with_owned(&openai_env(&fake.url));
 
     // Hot-loaded while the server runs, written beside and renamed so the watcher never sees
-    // half a file. It asks for no capabilities, so it needs no grant file.
+    // half a file. It calls nothing that needs a grant, so it has no grant file.
     let adapters = server.data_dir.join("adapters");
     std::fs::create_dir_all(&adapters).unwrap();
     std::fs::copy(&wasm, adapters.join(".python-echo.partial")).unwrap();
@@ -154,7 +150,12 @@ async fn a_python_component_serves_http_and_a_tool_to_agents() {
         ),
         (Some("wasm"), Some("0.1.0"), Some(false))
     );
-    assert_eq!(entry["capabilities"], json!([]), "it asked for nothing");
+    assert_eq!(entry["capabilities"], json!([]), "it was granted nothing");
+    let ungranted = entry["metadata"]["ungranted_imports"].as_str().unwrap();
+    assert!(
+        ungranted.contains("kv") && ungranted.contains("agent"),
+        "every import of the world, none of them needed: {ungranted}"
+    );
 
     assert_eq!(
         call(&server, Method::POST, "/echo", "hi from Rust \u{1F980}").await,

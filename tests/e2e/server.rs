@@ -3,6 +3,8 @@
 use reqwest::StatusCode;
 use rusqlite::Connection;
 
+use service_runtime::db::SCHEMA_VERSION;
+
 use crate::support::{Server, command};
 
 #[tokio::test]
@@ -11,7 +13,7 @@ async fn health_reports_version_schema_and_counts() {
     let (status, body) = server.get("/api/health").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "ok");
-    assert_eq!(body["schema_version"], 13);
+    assert_eq!(body["schema_version"], SCHEMA_VERSION);
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     // The bootstrapped `default` profile is the only agent of a fresh install.
     assert_eq!(body["counts"]["agents"], 1);
@@ -24,7 +26,7 @@ async fn health_reports_version_schema_and_counts() {
     let journal: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
-    assert_eq!((version, journal.as_str()), (13, "wal"));
+    assert_eq!((version, journal.as_str()), (SCHEMA_VERSION, "wal"));
 }
 
 #[tokio::test]

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::fakes::llm::{self, Reply};
-use crate::guests::{echo_v2, guest};
+use crate::guests::{echo_v0_1, echo_v2, guest};
 use crate::support::{Server, assert_error, eventually, openai_env, spawn_fake};
 
 /// Drops a component (and its grant) into the running server's adapters folder.
-fn drop_in(server: &Server, name: &str, wasm: &Path, grant: &str) {
+pub fn drop_in(server: &Server, name: &str, wasm: &Path, grant: &str) {
     let dir = server.data_dir.join("adapters");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.toml")), grant).unwrap();
@@ -24,7 +24,7 @@ fn drop_in(server: &Server, name: &str, wasm: &Path, grant: &str) {
     std::fs::rename(&tmp, dir.join(format!("{name}.wasm"))).unwrap();
 }
 
-async fn loaded(server: &Server, name: &str) -> Value {
+pub async fn loaded(server: &Server, name: &str) -> Value {
     eventually(20, async || {
         server
             .adapter(name)
@@ -58,7 +58,7 @@ async fn post(server: &Server, path: &str, body: &str) -> (StatusCode, String) {
 }
 
 /// Everything echo asks for; it imports `outbound-http`, so it needs at least one origin.
-const ECHO_GRANT: &str = "secrets = [\"ECHO_TOKEN\"]\nagent = true\ntools = [\"*\"]\nkv = true\njobs = true\noutbound_hosts = [\"http://127.0.0.1:9\"]\n";
+pub const ECHO_GRANT: &str = "secrets = [\"ECHO_TOKEN\"]\nagent = true\ntools = [\"*\"]\nkv = true\njobs = true\noutbound_hosts = [\"http://127.0.0.1:9\"]\n";
 
 #[tokio::test]
 async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
@@ -250,7 +250,8 @@ async fn kv_claims_and_jobs_survive_and_run() {
         get(&server, "/api/adapters/echo/kv?key=job-done:payload-1")
             .await
             .1,
-        "payload-1"
+        "1",
+        "done on the first attempt"
     );
 
     let (_, failing) = post(&server, "/api/adapters/echo/job", "fail").await;
@@ -341,7 +342,7 @@ async fn component_tools_serve_agents_while_loaded() {
 async fn hostile_components_are_contained() {
     let server = Server::start_with(&[("HOSTILE_TOKEN", "h"), ("SECRET_OF_OTHERS", "x")]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
-    let grant = "secrets = [\"HOSTILE_TOKEN\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\n[limits]\nhandle_http_ms = 400\nmemory_mib = 16\n";
+    let grant = "secrets = [\"HOSTILE_TOKEN\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n[limits]\nhandle_http_ms = 400\nmemory_mib = 16\n";
     drop_in(&server, "hostile", &guest("hostile"), grant);
     loaded(&server, "echo").await;
     loaded(&server, "hostile").await;
@@ -592,14 +593,20 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
     std::fs::copy(guest("echo"), &renamed).unwrap();
     let cli = |args: &[&str]| crate::support::cli(&server.data_dir, args);
 
-    // Validated before anything is copied: no grant means interfaces granted nothing.
-    let refused = cli(&["adapters", "install", renamed.to_str().unwrap()]);
+    // Validated before anything is copied: a 0.1 component importing interfaces it was
+    // granted nothing of is refused, with what it asks for and a grant that would allow it.
+    let refused = cli(&["adapters", "install", echo_v0_1().to_str().unwrap()]);
     assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("granted nothing"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    for needle in [
+        "granted nothing",
+        "service:adapter/agent",
+        "agent = true",
+        "kv = true",
+        "jobs = true",
+    ] {
+        assert!(said.contains(needle), "{needle}: {said}");
+    }
     let alien = cli(&[
         "adapters",
         "install",
@@ -613,6 +620,24 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
                 .join("adapters/unknown-import.wasm")
                 .exists()
     );
+
+    // A newer component may import what it never calls: installed, with a warning that
+    // says what its grant leaves out and a grant that would cover it.
+    let unguarded = cli(&["adapters", "install", renamed.to_str().unwrap()]);
+    assert!(unguarded.status.success());
+    let said = String::from_utf8_lossy(&unguarded.stderr);
+    assert!(
+        said.contains("which its grant does not cover") && said.contains("kv = true"),
+        "{said}"
+    );
+    let ungranted = eventually(20, async || {
+        let entry = server.adapter("echo").await?;
+        entry["metadata"]["ungranted_imports"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await;
+    assert!(ungranted.contains("kv"), "{ungranted}");
 
     let installed = cli(&[
         "adapters",
@@ -659,37 +684,61 @@ async fn lifecycle_log_reaches(server: &Server, expected: &str) {
     .await;
 }
 
+/// Sets one of echo's kv entries straight in the database (its routes answer 503 while it is
+/// disabled).
+fn echo_kv(server: &Server, key: &str, value: &str) {
+    server.db().blocking(|conn| {
+        service_runtime::kv::set(conn, "echo", key, value.as_bytes(), None, 1 << 20).unwrap()
+    });
+}
+
 #[tokio::test]
-async fn component_hooks_run_on_load_toggle_and_removal_and_a_failing_hook_changes_nothing() {
+async fn component_hooks_run_on_load_toggle_and_removal_and_disabling_always_takes_effect() {
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
     lifecycle_log_reaches(&server, "start").await;
 
-    // A hook that fails leaves the adapter serving, says why, and remembers nothing.
-    post(&server, "/api/adapters/echo/kv?key=fail-hooks", "yes").await;
-    let refused = server.post("/api/adapters/echo/disable", json!(null)).await;
-    assert_error(
-        &refused,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "stop failed: stop refused on purpose",
+    // A failing `stop` does not keep an adapter serving: it is disabled, and the entry says
+    // what the hook answered.
+    echo_kv(&server, "fail-hooks", "yes");
+    let (status, entry) = server.post("/api/adapters/echo/disable", json!(null)).await;
+    assert_eq!(
+        (status, entry["status"].as_str(), entry["note"].as_str()),
+        (
+            StatusCode::OK,
+            Some("stopped"),
+            Some("disabled from the dashboard")
+        ),
+        "{entry}"
     );
-    let entry = server.adapter("echo").await.unwrap();
     assert_eq!(
         entry["error_message"],
         "HookError: stop failed: stop refused on purpose"
     );
     assert_eq!(
         get(&server, "/api/adapters/echo/hello").await.0,
-        StatusCode::OK
+        StatusCode::SERVICE_UNAVAILABLE
     );
-
-    post(&server, "/api/adapters/echo/kv?key=fail-hooks", "no").await;
-    let (status, entry) = server.post("/api/adapters/echo/disable", json!(null)).await;
+    // A failing `start` leaves it disabled and says why.
+    assert_error(
+        &server.post("/api/adapters/echo/enable", json!(null)).await,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "start failed: start refused on purpose",
+    );
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    echo_kv(&server, "fail-hooks", "no");
+    let (status, entry) = server.post("/api/adapters/echo/enable", json!(null)).await;
     assert_eq!(
         (status, entry["status"].as_str()),
-        (StatusCode::OK, Some("stopped"))
+        (StatusCode::OK, Some("running"))
     );
+    lifecycle_log_reaches(&server, "start,start").await;
+    let (status, _) = server.post("/api/adapters/echo/disable", json!(null)).await;
+    assert_eq!(status, StatusCode::OK);
 
     // The choice survives a restart: loaded, but neither started nor serving.
     let server = server.restart();
@@ -701,7 +750,7 @@ async fn component_hooks_run_on_load_toggle_and_removal_and_a_failing_hook_chang
     );
     let (status, _) = server.post("/api/adapters/echo/enable", json!(null)).await;
     assert_eq!(status, StatusCode::OK);
-    lifecycle_log_reaches(&server, "start,stop,start").await;
+    lifecycle_log_reaches(&server, "start,start,stop,start").await;
 
     // Removing the file stops it; loading it again starts it.
     std::fs::remove_file(server.data_dir.join("adapters/echo.wasm")).unwrap();
@@ -711,7 +760,7 @@ async fn component_hooks_run_on_load_toggle_and_removal_and_a_failing_hook_chang
     .await;
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
-    lifecycle_log_reaches(&server, "start,stop,start,stop,start").await;
+    lifecycle_log_reaches(&server, "start,start,stop,start,stop,start").await;
 
     // An adapter without start and stop cannot be toggled.
     assert_error(
@@ -775,24 +824,30 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
 }
 
 #[tokio::test]
-async fn jobs_wait_out_restarts_and_deleting_a_running_job_cancels_it() {
-    let server = Server::start();
+async fn jobs_cut_off_by_a_crash_run_again_and_deleting_a_running_job_cancels_it() {
+    // One job at a time, so the second is still waiting when the process dies.
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    std::fs::write(data_dir.join("config.toml"), "[jobs]\nworkers = 1\n").unwrap();
+    let server = Server::start_in(&data_dir, &[]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
-    let status_of = async |server: &Server, task_id: &str| {
+    let task = async |server: &Server, task_id: &str| {
         let (_, tasks) = server.get("/api/tasks").await;
         tasks["tasks"]
             .as_array()
             .unwrap()
             .iter()
             .find(|t| t["task_id"] == task_id)
-            .map(|t| t["status"].as_str().unwrap().to_owned())
+            .cloned()
+            .unwrap_or(Value::Null)
     };
 
     // Deleting the task of a running job cancels it.
     let (_, cancelled) = post(&server, "/api/adapters/echo/job", "slow:30000").await;
     eventually(10, async || {
-        (status_of(&server, &cancelled).await.as_deref() == Some("running")).then_some(())
+        (task(&server, &cancelled).await["status"] == "running").then_some(())
     })
     .await;
     let (status, removal) = server.delete(&format!("/api/tasks/{cancelled}")).await;
@@ -801,54 +856,40 @@ async fn jobs_wait_out_restarts_and_deleting_a_running_job_cancels_it() {
         (StatusCode::OK, Some("cancelled"))
     );
 
-    // A job running when the process dies is failed, never re-run; four slow jobs fill the
-    // worker, so the fifth is still pending at the kill and runs after the restart.
-    let mut slow = Vec::new();
-    for _ in 0..4 {
-        slow.push(
-            post(&server, "/api/adapters/echo/job", "slow:30000")
-                .await
-                .1,
-        );
-    }
+    // Killed while one job runs and one waits: after the restart both run, the cut-off one
+    // as its second attempt.
+    let (_, slow) = post(&server, "/api/adapters/echo/job", "slow:2000").await;
     let (_, queued) = post(&server, "/api/adapters/echo/job", "after-restart").await;
     eventually(10, async || {
-        (status_of(&server, &slow[3]).await.as_deref() == Some("running")).then_some(())
+        (task(&server, &slow).await["status"] == "running").then_some(())
     })
     .await;
-    assert_eq!(
-        status_of(&server, &queued).await.as_deref(),
-        Some("pending")
-    );
+    assert_eq!(task(&server, &queued).await["status"], "pending");
     let server = server.restart();
     loaded(&server, "echo").await;
-    eventually(10, async || {
-        (status_of(&server, &queued).await.as_deref() == Some("completed")).then_some(())
-    })
-    .await;
-    assert_eq!(
-        get(&server, "/api/adapters/echo/kv?key=job-done:after-restart")
+    for (id, key, attempt) in [(&slow, "slow:2000", "2"), (&queued, "after-restart", "1")] {
+        let done = eventually(20, async || {
+            let done = task(&server, id).await;
+            (done["status"] == "completed").then_some(done)
+        })
+        .await;
+        assert_eq!(done["attempt"], attempt.parse::<u32>().unwrap(), "{done}");
+        assert_eq!(
+            get(
+                &server,
+                &format!("/api/adapters/echo/kv?key=job-done:{key}")
+            )
             .await
             .1,
-        "after-restart"
-    );
-    let (_, failed) = server.get("/api/tasks?status=error").await;
-    let interrupted: Vec<&Value> = failed["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| slow.contains(&t["task_id"].as_str().unwrap().to_owned()))
-        .collect();
-    assert_eq!(interrupted.len(), 4, "{failed}");
+            attempt,
+            "the attempt that finished {key}"
+        );
+    }
     assert!(
-        interrupted.iter().all(|t| t["description"]
+        task(&server, &slow).await["description"]
             .as_str()
             .unwrap()
-            .contains("interrupted by restart")),
-        "{interrupted:?}"
+            .contains("interrupted; will run again")
     );
-    assert_eq!(
-        status_of(&server, &cancelled).await.as_deref(),
-        Some("cancelled")
-    );
+    assert_eq!(task(&server, &cancelled).await["status"], "cancelled");
 }

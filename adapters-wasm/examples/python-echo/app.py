@@ -1,17 +1,18 @@
 """python-echo: a minimal adapter written in Python (componentize-py).
 
 Serves `POST /echo` and `GET /hello` under `/api/adapters/python-echo/`, and offers agents one
-tool, `python_reverse`. It asks for no capabilities: its one import, `registry`, is always
-available (wit/python-echo.wit keeps the component from importing the rest of the contract).
+tool, `python_reverse`. It needs no grant: of the contract's imports (componentize-py brings in
+all of them) it calls only `registry`, which is always available; the others are refused if
+ever called.
 """
 
 import json
 
 from componentize_py_types import Err
 from wit_world import exports
+from wit_world.exports.handler import Job, JobFailure
 from wit_world.imports import registry
 from wit_world.imports.types import (
-    Capabilities,
     Description,
     HttpRequest,
     HttpResponse,
@@ -47,19 +48,12 @@ class Handler(exports.Handler):
             name=NAME,
             version=VERSION,
             routes=[Route(method=m, path=p) for m, p in ROUTES],
-            # Asking for nothing: a grant file is not even needed.
-            capabilities=Capabilities(
-                secrets=[],
-                outbound_hosts=[],
-                agent=False,
-                tools=[],
-                kv=False,
-                jobs=False,
-            ),
+            required_secrets=[],
             metadata=[("language", "python"), ("auth", "none")],
         )
 
     def handle_http(self, request: HttpRequest) -> HttpResponse:
+        # The host sends only the routes `describe` declared.
         route = (request.method, request.path)
         if route == ("POST", "/echo"):
             # The body is raw bytes; undecodable bytes are replaced rather than failing.
@@ -72,9 +66,9 @@ class Handler(exports.Handler):
             return respond(200, f"hello from {NAME} {VERSION}")
         return respond(404, "no route")
 
-    def run_job(self, payload: bytes) -> None:
+    def run_job(self, job: Job) -> None:
         # This adapter never enqueues jobs, so the host has no reason to call this.
-        raise Err("python-echo has no jobs")
+        raise Err(JobFailure(message="python-echo has no jobs", retry_after_ms=None))
 
 
 class ToolProvider(exports.ToolProvider):

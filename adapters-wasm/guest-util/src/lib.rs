@@ -1,4 +1,72 @@
-//! Helpers shared by the guest components. Hand-written so guests stay small and dependency-free.
+//! What every Rust guest needs besides its own logic: answers (plain, JSON, errors), request
+//! parts (headers, query strings, forms), and the parts of a signature check that are not the
+//! host's (hex, freshness). No bindings: each component generates its own from `wit/`, and
+//! turns a [`Response`] into its `http-response` with one `From` impl.
+
+use serde_json::{Value, json};
+
+/// An answer to a request, to turn into the component's `http-response`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: body.into(),
+        }
+    }
+
+    /// A `text/plain` answer.
+    pub fn text(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Self::new(status, "text/plain; charset=utf-8", body)
+    }
+
+    /// A JSON answer.
+    pub fn json(status: u16, value: &Value) -> Self {
+        Self::new(status, "application/json", value.to_string())
+    }
+
+    /// `{"error": message}`, the shape of every error of the API.
+    pub fn error(status: u16, message: &str) -> Self {
+        Self::json(status, &json!({ "error": message }))
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Decodes hex (either case); `None` for anything else.
+pub fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim();
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The signature bytes of a header value such as `sha256=<hex>` or `v0=<hex>`.
+pub fn signature(value: Option<&str>, prefix: &str) -> Option<Vec<u8>> {
+    hex_decode(value?.strip_prefix(prefix)?)
+}
+
+/// Seconds since the Unix epoch (WASI's wall clock).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
 
 /// The first value of `key` in a raw query string (`a=1&b=x%2Fy`), percent-decoded.
 ///
@@ -73,6 +141,24 @@ mod tests {
         assert_eq!(form_field(body, "text").as_deref(), Some("what is 1+1?"));
         assert_eq!(form_field(body, "command").as_deref(), Some("/ask"));
         assert_eq!(form_field(body, "channel_id"), None);
+    }
+
+    #[test]
+    fn decodes_hex_signatures() {
+        assert_eq!(hex_decode("00ffA0"), Some(vec![0, 255, 160]));
+        assert_eq!(hex_decode("abc"), None);
+        assert_eq!(hex_decode("zz"), None);
+        assert_eq!(signature(Some("v0=0a0b"), "v0="), Some(vec![10, 11]));
+        assert_eq!(signature(Some("0a0b"), "v0="), None);
+        assert_eq!(signature(None, "v0="), None);
+    }
+
+    #[test]
+    fn answers_in_the_apis_shape() {
+        let error = Response::error(401, "invalid signature");
+        assert_eq!(error.status, 401);
+        assert_eq!(error.body, br#"{"error":"invalid signature"}"#);
+        assert_eq!(error.headers[0].1, "application/json");
     }
 
     #[test]

@@ -4,37 +4,38 @@
 
 use serde_json::{Value, json};
 
+use guest_util::Response;
+
 use crate::reply::Job;
 use crate::service::adapter::{jobs, kv};
-use crate::{HttpResponse, error};
 
 /// How long an `event_id` is remembered; the platform retries within minutes.
 const CLAIM_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
-pub fn handle(body: &[u8]) -> HttpResponse {
+pub fn handle(body: &[u8]) -> Response {
     let Ok(envelope) = serde_json::from_slice::<Value>(body) else {
-        return error(400, "the body is not JSON");
+        return Response::error(400, "the body is not JSON");
     };
     match envelope["type"].as_str() {
         Some("url_verification") => match envelope["challenge"].as_str() {
-            Some(challenge) => crate::json(200, &json!({ "challenge": challenge })),
-            None => error(400, "url_verification without a challenge"),
+            Some(challenge) => Response::json(200, &json!({ "challenge": challenge })),
+            None => Response::error(400, "url_verification without a challenge"),
         },
         Some("event_callback") => callback(&envelope),
         Some(_) => ack("ignored: not an event callback"),
-        None => error(400, "the body has no type"),
+        None => Response::error(400, "the body has no type"),
     }
 }
 
-fn ack(outcome: &str) -> HttpResponse {
-    crate::json(200, &json!({ "ok": true, "outcome": outcome }))
+fn ack(outcome: &str) -> Response {
+    Response::json(200, &json!({ "ok": true, "outcome": outcome }))
 }
 
-fn callback(envelope: &Value) -> HttpResponse {
+fn callback(envelope: &Value) -> Response {
     let (Some(event_id), Some(event)) =
         (envelope["event_id"].as_str(), envelope["event"].as_object())
     else {
-        return error(400, "event_callback without event_id or event");
+        return Response::error(400, "event_callback without event_id or event");
     };
     let kind = event.get("type").and_then(Value::as_str);
     let direct = kind == Some("message")
@@ -54,7 +55,7 @@ fn callback(envelope: &Value) -> HttpResponse {
         event.get("channel").and_then(Value::as_str),
         event.get("text").and_then(Value::as_str),
     ) else {
-        return error(400, "the event has no channel or text");
+        return Response::error(400, "the event has no channel or text");
     };
     // The bot's own user id, as the platform states it for this installation.
     let bot = envelope["authorizations"][0]["user_id"].as_str();
@@ -63,8 +64,11 @@ fn callback(envelope: &Value) -> HttpResponse {
         return ack("ignored: nothing but a mention");
     }
     let claim = format!("event:{event_id}");
-    if !kv::claim(&claim, CLAIM_TTL_MS) {
-        return ack("duplicate");
+    match kv::claim(&claim, CLAIM_TTL_MS) {
+        Ok(true) => {}
+        Ok(false) => return ack("duplicate"),
+        // Let the platform's retry try again.
+        Err(e) => return Response::error(503, &format!("cannot claim the event: {e}")),
     }
     let job = Job {
         channel: channel.to_owned(),
@@ -78,8 +82,8 @@ fn callback(envelope: &Value) -> HttpResponse {
         Ok(_) => ack("queued"),
         Err(e) => {
             // Let the platform's retry try again.
-            kv::delete(&claim);
-            error(500, &format!("cannot queue the reply: {e}"))
+            let _ = kv::delete(&claim);
+            Response::error(500, &format!("cannot queue the reply: {e}"))
         }
     }
 }

@@ -12,8 +12,11 @@ mod events;
 mod reply;
 mod signature;
 
-use exports::service::adapter::handler::{self, Description, HttpRequest, HttpResponse};
-use service::adapter::types::{Capabilities, Route, SecretRequest};
+use exports::service::adapter::handler::{
+    self, Description, HttpRequest, HttpResponse, Job, JobFailure,
+};
+use guest_util::Response;
+use service::adapter::types::Route;
 
 const SIGNING_SECRET: &str = "SERVICE_TEAMCHAT_SIGNING_SECRET";
 const BOT_TOKEN: &str = "SERVICE_TEAMCHAT_BOT_TOKEN";
@@ -22,27 +25,13 @@ const API_BASE: &str = "SERVICE_TEAMCHAT_API_BASE";
 
 struct Teamchat;
 
-fn respond(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> HttpResponse {
-    HttpResponse {
-        status,
-        headers: vec![("content-type".into(), content_type.into())],
-        body: body.into(),
-    }
-}
-
-/// A JSON answer (`{"error": ...}` for failures, like the rest of the API).
-fn json(status: u16, value: &serde_json::Value) -> HttpResponse {
-    respond(status, "application/json", value.to_string())
-}
-
-fn error(status: u16, message: &str) -> HttpResponse {
-    json(status, &serde_json::json!({ "error": message }))
-}
-
-fn secret(name: &str, required: bool) -> SecretRequest {
-    SecretRequest {
-        name: name.into(),
-        required,
+impl From<Response> for HttpResponse {
+    fn from(r: Response) -> Self {
+        Self {
+            status: r.status,
+            headers: r.headers,
+            body: r.body,
+        }
     }
 }
 
@@ -56,20 +45,7 @@ impl handler::Guest for Teamchat {
             name: "teamchat".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             routes: vec![route("/events"), route("/commands")],
-            capabilities: Capabilities {
-                secrets: vec![
-                    secret(SIGNING_SECRET, true),
-                    secret(BOT_TOKEN, true),
-                    secret(AGENT_PROFILE, false),
-                    secret(API_BASE, false),
-                ],
-                // The Web API base is configurable; the operator's grant names its origin.
-                outbound_hosts: vec!["*".into()],
-                agent: true,
-                tools: Vec::new(),
-                kv: true,
-                jobs: true,
-            },
+            required_secrets: vec![SIGNING_SECRET.into(), BOT_TOKEN.into()],
             metadata: vec![
                 (
                     "auth".into(),
@@ -81,20 +57,21 @@ impl handler::Guest for Teamchat {
     }
 
     fn handle_http(request: HttpRequest) -> HttpResponse {
-        if request.method != "POST" || !matches!(request.path.as_str(), "/events" | "/commands") {
-            return error(404, "teamchat serves POST /events and POST /commands");
-        }
         if let Err(rejected) = signature::verify(&request) {
-            return rejected;
+            return rejected.into();
         }
         match request.path.as_str() {
             "/events" => events::handle(&request.body),
             _ => commands::handle(&request.body),
         }
+        .into()
     }
 
-    fn run_job(payload: Vec<u8>) -> Result<(), String> {
-        reply::run(&payload)
+    fn run_job(job: Job) -> Result<(), JobFailure> {
+        reply::run(&job.payload).map_err(|message| JobFailure {
+            message,
+            retry_after_ms: None,
+        })
     }
 }
 

@@ -45,6 +45,7 @@ pub fn run_agent(prompt: &str) -> Result<RunReply, RunError> {
         prompt: prompt.to_owned(),
         profile: secrets::get(AGENT_PROFILE).filter(|p| !p.trim().is_empty()),
         profile_required: false,
+        history: Vec::new(),
     });
     registry::touch();
     result
@@ -94,7 +95,8 @@ fn post(job: &Job, text: &str) -> Result<(), String> {
         ],
         body: message.to_string().into_bytes(),
         timeout_ms: None,
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     let answer: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     if response.status == 200 && answer["ok"] == true {
         return Ok(());

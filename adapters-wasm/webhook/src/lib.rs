@@ -7,64 +7,64 @@ wit_bindgen::generate!({
     path: "../../wit",
 });
 
-use exports::service::adapter::handler::{self, Description, HttpRequest, HttpResponse};
-use guest_util::header;
+use exports::service::adapter::handler::{
+    self, Description, HttpRequest, HttpResponse, Job, JobFailure,
+};
+use guest_util::{Response, header, signature};
 use serde_json::{Value, json};
 use service::adapter::agent::{self, FailureKind, RunRequest};
-use service::adapter::secrets;
-use service::adapter::types::{Capabilities, Route, SecretRequest};
+use service::adapter::secrets::{self, HmacAlgorithm};
+use service::adapter::types::Route;
 
 const SECRET: &str = "SERVICE_WEBHOOK_SECRET";
 
 struct Webhook;
 
-fn json(status: u16, value: &Value) -> HttpResponse {
-    HttpResponse {
-        status,
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: value.to_string().into_bytes(),
+impl From<Response> for HttpResponse {
+    fn from(r: Response) -> Self {
+        Self {
+            status: r.status,
+            headers: r.headers,
+            body: r.body,
+        }
     }
-}
-
-fn error(status: u16, message: &str) -> HttpResponse {
-    json(status, &json!({ "error": message }))
 }
 
 /// `Ok` for a correctly signed body; otherwise the answer to send.
-fn verify(request: &HttpRequest) -> Result<(), HttpResponse> {
+fn verify(request: &HttpRequest) -> Result<(), Response> {
     if !secrets::is_set(SECRET) {
-        return Err(error(503, &format!("{SECRET} is not set")));
+        return Err(Response::error(503, &format!("{SECRET} is not set")));
     }
-    let signature = header(&request.headers, "x-signature")
-        .and_then(|s| s.strip_prefix("sha256="))
-        .ok_or_else(|| error(401, "missing or malformed X-Signature (sha256=<hex>)"))?;
-    match secrets::verify_hmac_sha256(SECRET, &request.body, signature) {
+    let signature = signature(header(&request.headers, "x-signature"), "sha256=")
+        .ok_or_else(|| Response::error(401, "missing or malformed X-Signature (sha256=<hex>)"))?;
+    match secrets::verify_hmac(SECRET, HmacAlgorithm::Sha256, &request.body, &signature) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(error(401, "invalid signature")),
-        Err(e) => Err(error(503, &e)),
+        Ok(false) => Err(Response::error(401, "invalid signature")),
+        Err(e) => Err(Response::error(503, &format!("{e:?}"))),
     }
 }
 
-fn run(body: &[u8]) -> HttpResponse {
+fn run(body: &[u8]) -> Response {
     let Ok(input) = serde_json::from_slice::<Value>(body) else {
-        return error(400, "the body is not JSON");
+        return Response::error(400, "the body is not JSON");
     };
     let prompt = input["prompt"].as_str().unwrap_or_default().trim();
     if prompt.is_empty() {
-        return error(400, "prompt is required");
+        return Response::error(400, "prompt is required");
     }
     let profile = match &input["agent"] {
         Value::Null => None,
         Value::String(name) => Some(name.clone()),
-        _ => return error(400, "agent must be a string"),
+        _ => return Response::error(400, "agent must be a string"),
     };
     let request = RunRequest {
         prompt: prompt.to_owned(),
         profile,
         profile_required: true,
+        history: Vec::new(),
     };
     match agent::run(&request) {
-        Ok(reply) => json(
+        Ok(reply) => Response::json(
             200,
             &json!({ "trace_id": reply.trace_id, "text": reply.text }),
         ),
@@ -72,10 +72,11 @@ fn run(body: &[u8]) -> HttpResponse {
             let status = match e.kind {
                 FailureKind::Invalid => 400,
                 FailureKind::UnknownAgent => 404,
+                FailureKind::Limited => 429,
                 FailureKind::NotConfigured | FailureKind::Denied => 503,
                 FailureKind::Cancelled | FailureKind::Failed => 502,
             };
-            json(
+            Response::json(
                 status,
                 &json!({ "error": e.message, "trace_id": e.trace_id }),
             )
@@ -92,17 +93,7 @@ impl handler::Guest for Webhook {
                 method: "POST".into(),
                 path: "/run".into(),
             }],
-            capabilities: Capabilities {
-                secrets: vec![SecretRequest {
-                    name: SECRET.into(),
-                    required: true,
-                }],
-                outbound_hosts: Vec::new(),
-                agent: true,
-                tools: Vec::new(),
-                kv: false,
-                jobs: false,
-            },
+            required_secrets: vec![SECRET.into()],
             metadata: vec![(
                 "auth".into(),
                 "hmac-sha256 of the raw body with SERVICE_WEBHOOK_SECRET, X-Signature: sha256=<hex>".into(),
@@ -111,17 +102,17 @@ impl handler::Guest for Webhook {
     }
 
     fn handle_http(request: HttpRequest) -> HttpResponse {
-        if (request.method.as_str(), request.path.as_str()) != ("POST", "/run") {
-            return error(404, "webhook serves POST /run");
-        }
         match verify(&request) {
-            Ok(()) => run(&request.body),
-            Err(rejected) => rejected,
+            Ok(()) => run(&request.body).into(),
+            Err(rejected) => rejected.into(),
         }
     }
 
-    fn run_job(_: Vec<u8>) -> Result<(), String> {
-        Err("the webhook adapter queues no jobs".into())
+    fn run_job(_: Job) -> Result<(), JobFailure> {
+        Err(JobFailure {
+            message: "the webhook adapter queues no jobs".into(),
+            retry_after_ms: None,
+        })
     }
 }
 

@@ -2,7 +2,6 @@
 //! read-only context. Optional hooks are detected by presence: `start` and `stop` return `None`
 //! when the adapter does not have them.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::agent::AgentRunner;
+use crate::error::AdapterError;
 use crate::records::{FeedbackStore, TaskTracker};
 use crate::registry::AdapterRegistry;
 use crate::routes::Routes;
@@ -43,36 +43,6 @@ pub trait Adapter: Send + Sync {
         None
     }
 }
-
-/// An error an adapter reports; shown on its registry entry as `<kind>: <message>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdapterError {
-    /// A short type name such as `ConfigError`.
-    pub kind: String,
-    pub message: String,
-}
-
-impl AdapterError {
-    pub fn new(kind: &str, message: impl Into<String>) -> Self {
-        Self {
-            kind: kind.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// A missing or invalid setting.
-    pub fn config(message: impl Into<String>) -> Self {
-        Self::new("ConfigError", message)
-    }
-}
-
-impl fmt::Display for AdapterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for AdapterError {}
 
 /// Secrets and settings from the environment (and the data directory's `.env`).
 pub trait Secrets: Send + Sync {

@@ -1,5 +1,8 @@
 //! Running an agent: what adapters ask of the engine.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -15,6 +18,8 @@ pub enum ProfileChoice {
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub prompt: String,
+    /// Earlier turns of the conversation the prompt continues, oldest first.
+    pub history: Vec<Turn>,
     pub profile: ProfileChoice,
     /// Overrides the profile's and the server's model.
     pub model: Option<String>,
@@ -23,11 +28,76 @@ pub struct RunRequest {
     pub parent: Option<Parent>,
 }
 
-/// The run that delegated this one.
+impl RunRequest {
+    /// A top-level run of `profile` on `prompt`, started by `source`, with the usual model.
+    pub fn new(
+        prompt: impl Into<String>,
+        profile: ProfileChoice,
+        source: impl Into<String>,
+    ) -> Self {
+        Self {
+            prompt: prompt.into(),
+            history: Vec::new(),
+            profile,
+            model: None,
+            source: source.into(),
+            parent: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnRole {
+    User,
+    Assistant,
+}
+
+/// An earlier turn of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    pub role: TurnRole,
+    pub text: String,
+}
+
+/// The run that delegated this one (directly, or through a tool that runs agents).
 #[derive(Debug, Clone)]
 pub struct Parent {
     pub trace_id: String,
+    /// How many delegations deep the new run is.
     pub depth: u32,
+    /// The LLM calls left to the whole tree of runs.
+    pub budget: Budget,
+}
+
+impl Parent {
+    /// The same run seen from one more delegation down.
+    pub fn child(&self) -> Self {
+        Self {
+            depth: self.depth + 1,
+            ..self.clone()
+        }
+    }
+}
+
+/// LLM calls left to a top-level run and every run it delegates to, shared by all of them, so
+/// no chain of delegations (through tools, components or agents) can call the model without
+/// bound.
+#[derive(Debug, Clone)]
+pub struct Budget(Arc<AtomicU32>);
+
+impl Budget {
+    pub fn new(calls: u32) -> Self {
+        Self(Arc::new(AtomicU32::new(calls)))
+    }
+
+    /// Takes one call; false when none is left.
+    pub fn take(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

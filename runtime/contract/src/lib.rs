@@ -7,16 +7,19 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod error;
 pub mod records;
 pub mod registry;
 pub mod routes;
 pub mod tools;
 
-pub use adapter::{Adapter, AdapterContext, AdapterError, ContextConfig, Hook, Secrets};
+pub use adapter::{Adapter, AdapterContext, ContextConfig, Hook, Secrets};
 pub use agent::{
-    AgentRunner, Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
+    AgentRunner, Budget, Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
+    Turn, TurnRole,
 };
+pub use error::{AdapterError, FailureKind};
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus};
-pub use routes::{HttpRequest, HttpResponse, RouteHandler, Routes};
+pub use routes::{HttpRequest, HttpResponse, Route, RouteHandler, Routes};
 pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};

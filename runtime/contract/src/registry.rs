@@ -55,6 +55,8 @@ pub struct AdapterEntry {
     pub note: Option<String>,
     /// Facts the adapter reports about itself, e.g. `auth` (its authentication scheme).
     pub metadata: BTreeMap<String, String>,
+    /// Its jobs waiting to run.
+    pub pending_jobs: u32,
 }
 
 impl AdapterEntry {
@@ -72,7 +74,19 @@ impl AdapterEntry {
             capabilities: Vec::new(),
             note: None,
             metadata: BTreeMap::new(),
+            pending_jobs: 0,
         }
+    }
+}
+
+/// The longest error message an entry keeps; longer ones are cut and marked with `…`.
+pub const MAX_MESSAGE_CHARS: usize = 2_000;
+
+/// `text`, cut to `max` characters (with a trailing `…` when cut).
+pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => text.into(),
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
     }
 }
 
@@ -135,8 +149,12 @@ impl AdapterRegistry {
         });
     }
 
-    /// Records an error: status `error`, one more in the count, message `<kind>: <message>`.
-    pub fn mark_error(&self, name: &str, kind: &str, message: &str) {
+    /// Records an error: status `error`, one more in the count, message `<kind>: <message>`
+    /// (at most [`MAX_MESSAGE_CHARS`] characters of it, so an entry stays small whatever an
+    /// adapter reports).
+    pub fn mark_error(&self, name: &str, kind: impl AsRef<str>, message: &str) {
+        let kind = kind.as_ref();
+        let message = clip(message, MAX_MESSAGE_CHARS);
         self.update(name, |e| {
             e.status = AdapterStatus::Error;
             e.error_count += 1;
@@ -150,6 +168,11 @@ impl AdapterRegistry {
         self.update(name, |e| {
             e.metadata.insert(key.to_owned(), value.to_owned());
         });
+    }
+
+    /// Sets how many of its jobs wait to run; the status is unchanged.
+    pub fn set_pending_jobs(&self, name: &str, pending: u32) {
+        self.update(name, |e| e.pending_jobs = pending);
     }
 
     /// Sets `last_activity_at` to now; the status is unchanged.
@@ -214,6 +237,15 @@ mod tests {
             failed.error_message.as_deref(),
             Some("Timeout: handle-http took longer than 2.5 s")
         );
+
+        let long = "x".repeat(MAX_MESSAGE_CHARS * 10);
+        registry.mark_error("webhook", "AdapterError", &long);
+        let kept = registry.get("webhook").unwrap().error_message.unwrap();
+        assert_eq!(
+            kept.chars().count(),
+            "AdapterError: ".len() + MAX_MESSAGE_CHARS + 1
+        );
+        assert!(kept.ends_with('…'));
 
         // Unknown names change nothing and create nothing.
         registry.mark_error("ghost", "X", "y");

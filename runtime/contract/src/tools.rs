@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentRunner;
+use crate::agent::{AgentRunner, Parent};
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, Serialize)]
@@ -29,10 +29,9 @@ pub struct ToolSpec {
 pub struct ToolContext {
     /// Runs agents, for tools that delegate.
     pub agents: Arc<dyn AgentRunner>,
-    /// The agent run that called the tool; `None` when a component calls it directly.
-    pub trace_id: Option<String>,
-    /// How many delegations deep that run is.
-    pub depth: u32,
+    /// The agent run that called the tool (its trace, depth and budget); `None` when a
+    /// component calls it outside any run.
+    pub run: Option<Parent>,
     pub cancel: CancellationToken,
 }
 
@@ -61,6 +60,9 @@ pub struct Tool {
     /// A tool with a gate is never inherited: a profile must name it, and this environment
     /// variable must be `true`.
     pub gate: Option<&'static str>,
+    /// Whether it runs agents (delegation): a component needs the `agent` grant to call it,
+    /// and the call counts against its agent limits.
+    pub runs_agents: bool,
 }
 
 impl Tool {
@@ -76,7 +78,14 @@ impl Tool {
             parameters,
             handler: Some(Arc::new(handler)),
             gate: None,
+            runs_agents: false,
         }
+    }
+
+    /// Marks a tool that runs agents.
+    pub fn running_agents(mut self) -> Self {
+        self.runs_agents = true;
+        self
     }
 }
 
@@ -160,6 +169,11 @@ impl ToolRegistry {
     /// The gate variable of a registered tool that has one.
     pub fn gate_of(&self, name: &str) -> Option<&'static str> {
         self.get(name).and_then(|r| r.tool.gate)
+    }
+
+    /// Whether a registered tool runs agents.
+    pub fn runs_agents(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|r| r.tool.runs_agents)
     }
 
     pub fn list(&self) -> Vec<ToolInfo> {
@@ -280,8 +294,7 @@ mod tests {
         }
         ToolContext {
             agents: Arc::new(NoAgents),
-            trace_id: None,
-            depth: 0,
+            run: None,
             cancel: CancellationToken::new(),
         }
     }

@@ -8,7 +8,6 @@
 //! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
 //!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,7 +17,7 @@ use axum::routing::post;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use service_contract::{Adapter, AdapterContext, AdapterError, HttpRequest, HttpResponse, Routes};
-use service_runtime::adapters::Adapters;
+use service_runtime::adapters::Managed;
 use service_runtime::app::App;
 use service_runtime::db::Db;
 use service_runtime::http::{self, AppState, guards::Binding};
@@ -125,8 +124,9 @@ async fn native_events(db: Db, request: HttpRequest) -> HttpResponse {
     };
     let key = format!("event:{event_id}");
     let claimed = db
-        .call_inline(move |conn| kv::claim(conn, NATIVE, &key, 86_400_000))
+        .call_inline(move |conn| Ok(kv::claim(conn, NATIVE, &key, 86_400_000, 16 << 20)))
         .await
+        .unwrap()
         .unwrap();
     let outcome = if claimed { "queued" } else { "duplicate" };
     answer(200, json!({ "ok": true, "outcome": outcome }))
@@ -237,10 +237,11 @@ async fn steady_rate(client: &reqwest::Client, url: &str) -> Figures {
 /// The component call alone (no HTTP): one retried event at a time.
 async fn in_process(app: &App) -> Duration {
     let body = event("EvRetried").into_bytes();
+    let teamchat = app.components.generation("teamchat").unwrap();
     let mut samples = Vec::new();
     for _ in 0..2_000 {
         let timestamp = now().to_string();
-        let request = service_runtime::wasm::HttpRequest {
+        let request = HttpRequest {
             method: "POST".into(),
             path: "/events".into(),
             query: String::new(),
@@ -251,7 +252,7 @@ async fn in_process(app: &App) -> Duration {
             body: body.clone(),
         };
         let started = Instant::now();
-        let response = app.wasm.handle_http("teamchat", request).await.unwrap();
+        let response = teamchat.handle_http(request).await.unwrap();
         samples.push(started.elapsed());
         assert_eq!(response.status, 200);
     }
@@ -291,23 +292,21 @@ fn main() {
         app.db
             .checkpoint_in_background(&tmp.path().join("service.sqlite"), Default::default())
             .unwrap();
-        app.wasm.discover().await;
-        assert!(app.wasm.generation("teamchat").is_some(), "teamchat is not bundled");
+        app.supervisor
+            .add_native(Arc::new(NativeTeamchat { db: app.db.clone() }));
+        app.supervisor.start_natives().await;
+        app.components.discover().await;
+        assert!(app.components.generation("teamchat").is_some(), "teamchat is not bundled");
         let worker = Worker {
-            host: Arc::clone(&app.wasm),
+            components: Arc::clone(&app.components),
+            supervisor: Arc::clone(&app.supervisor),
             db: app.db.clone(),
             running: Arc::clone(&app.running),
             ready: Arc::clone(&app.jobs_ready),
+            settings: app.config.jobs,
         };
         tokio::spawn(worker.run(Default::default()));
-        let native = Adapters::new(
-            Arc::clone(app.adapters.context()),
-            vec![Arc::new(NativeTeamchat { db: app.db.clone() })],
-            app.db.clone(),
-        );
-        native.start_all(&HashMap::new()).await.unwrap();
-        let mut state = AppState::new(&app).unwrap();
-        state.adapters = Arc::new(native);
+        let state = AppState::new(&app).unwrap();
         let base = serve(http::router(state, Binding { loopback: true })).await;
         let client = reqwest::Client::new();
         let wasm_url = format!("{base}/api/adapters/teamchat/events");

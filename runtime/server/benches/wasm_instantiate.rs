@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use service_contract::HttpRequest;
+use service_runtime::adapters::Managed;
 use service_runtime::app::App;
 use service_runtime::wasm::grants::Grant;
-use service_runtime::wasm::{HttpRequest, Services, WasmHost};
+use service_runtime::wasm::{Generation, Loader, Sandbox};
 
 // The tests' guest builder; this benchmark only needs `guest`.
 #[allow(dead_code)]
@@ -16,31 +18,29 @@ mod guests;
 
 const CALLS: usize = 2_000;
 
-async fn host(app: &App, pooling: bool) -> Arc<WasmHost> {
-    let services = Arc::new(Services {
-        db: app.db.clone(),
-        env: Arc::clone(&app.env),
-        registry: Arc::clone(app.adapters.registry()),
-        agents: app.engine.clone(),
-        tools: Arc::clone(app.engine.tools()),
-        running: Arc::clone(&app.running),
-        jobs_ready: Arc::clone(&app.jobs_ready),
-    });
-    let host = WasmHost::new(services, &app.data_dir, Default::default(), &[], pooling).unwrap();
+/// The echo component loaded on a sandbox of its own, pooled or not.
+async fn echo(app: &App, pooling: bool) -> Generation {
+    let sandbox = Arc::new(Sandbox::new(pooling).unwrap());
     assert_eq!(
-        host.pooled(),
+        sandbox.pooled(),
         pooling,
         "the pool could not be reserved on this machine"
     );
+    let loader = Loader::new(
+        sandbox,
+        Arc::clone(app.components.loader().services()),
+        &app.data_dir,
+        Default::default(),
+        &[],
+        Vec::new(),
+    );
     let grant = Grant::parse("kv = true\njobs = true\nagent = true\ntools = [\"*\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\nsecrets = [\"ECHO_TOKEN\"]").unwrap();
     let bytes = std::fs::read(guests::guest("echo")).unwrap();
-    let generation = host.load_with(None, bytes, Some(grant)).await.unwrap();
-    host.install(generation).await;
-    host
+    loader.load(None, bytes, Some(grant)).await.unwrap()
 }
 
 /// Median and mean of `CALLS` sequential requests after a warm-up.
-async fn measure(host: &WasmHost) -> (Duration, Duration) {
+async fn measure(echo: &Generation) -> (Duration, Duration) {
     let request = || HttpRequest {
         method: "GET".into(),
         path: "/hello".into(),
@@ -49,12 +49,12 @@ async fn measure(host: &WasmHost) -> (Duration, Duration) {
         body: vec![],
     };
     for _ in 0..100 {
-        host.handle_http("echo", request()).await.unwrap();
+        echo.handle_http(request()).await.unwrap();
     }
     let mut samples = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
         let started = Instant::now();
-        let response = host.handle_http("echo", request()).await.unwrap();
+        let response = echo.handle_http(request()).await.unwrap();
         samples.push(started.elapsed());
         assert_eq!(response.status, 200);
     }
@@ -72,8 +72,8 @@ fn main() {
     runtime.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let app = App::open(tmp.path()).unwrap();
-        let on_demand = measure(&*host(&app, false).await).await;
-        let pooled = measure(&*host(&app, true).await).await;
+        let on_demand = measure(&echo(&app, false).await).await;
+        let pooled = measure(&echo(&app, true).await).await;
         println!("instantiate + call of echo GET /hello ({CALLS} calls, fresh instance each)");
         println!("  on-demand allocation (baseline): median {:7.1} µs, mean {:7.1} µs", us(on_demand.0), us(on_demand.1));
         println!(

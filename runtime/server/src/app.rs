@@ -12,17 +12,18 @@ use service_contract::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::{Adapters, DbFeedback, DbTasks};
+use crate::adapters::{DbFeedback, DbTasks, Supervisor};
 use crate::agents::profiles;
 use crate::config::FileConfig;
 use crate::db::{self, Db};
 use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
-use crate::engine::{DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
+use crate::engine::{DEFAULT_LLM_CALL_BUDGET, DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
-use crate::scheduler::{Dispatcher, Scheduler};
+use crate::scheduler::{self, Dispatcher, Scheduler};
+use crate::task_runs::AgentTasks;
 use crate::tasks::RunningTasks;
-use crate::wasm::{Services, WasmHost};
+use crate::wasm::{Components, Loader, Sandbox, Services, ToolBridge};
 
 pub struct App {
     pub data_dir: PathBuf,
@@ -30,13 +31,14 @@ pub struct App {
     pub env: Arc<Environment>,
     pub db: Db,
     pub engine: Arc<Engine>,
-    pub adapters: Arc<Adapters>,
+    /// Every adapter's lifecycle, native or component.
+    pub supervisor: Arc<Supervisor>,
     /// Cancellation of work in progress, by task id.
     pub running: Arc<RunningTasks>,
     /// Runs schedules (the scheduler adapter and `schedule run` share it).
     pub dispatcher: Arc<Dispatcher>,
-    /// WebAssembly adapters.
-    pub wasm: Arc<WasmHost>,
+    /// WebAssembly adapters: which generation serves, hot reload, tools and jobs.
+    pub components: Arc<Components>,
     /// Wakes the job worker when a component enqueues a job.
     pub jobs_ready: Arc<Notify>,
     /// Cancelled when the server shuts down: runs still streaming to a client end then, so
@@ -95,36 +97,25 @@ impl App {
                 .build()?,
             settings,
             max_iterations,
+            llm_call_budget: config
+                .engine
+                .llm_call_budget
+                .unwrap_or(DEFAULT_LLM_CALL_BUDGET),
             tools: registry,
         })
         .context("invalid [engine] settings in config.toml")?;
 
         let running = Arc::new(RunningTasks::default());
         let agents: Arc<dyn AgentRunner> = engine.clone();
-        let dispatcher = Arc::new(Dispatcher {
+        let agent_tasks = AgentTasks {
             db: db.clone(),
             agents: Arc::clone(&agents),
             running: Arc::clone(&running),
+        };
+        let dispatcher = Arc::new(Dispatcher {
+            tasks: agent_tasks.clone(),
         });
         let registry = Arc::new(AdapterRegistry::new());
-        let jobs_ready = Arc::new(Notify::new());
-        let services = Arc::new(Services {
-            db: db.clone(),
-            env: Arc::clone(&env),
-            registry: Arc::clone(&registry),
-            agents: Arc::clone(&agents),
-            tools: Arc::clone(engine.tools()),
-            running: Arc::clone(&running),
-            jobs_ready: Arc::clone(&jobs_ready),
-        });
-        let pooling = env.get("SERVICE_WASM_POOLING").as_deref() != Some("false");
-        let wasm = WasmHost::new(
-            services,
-            data_dir,
-            config.adapters.clone(),
-            crate::wasm::bundled::BUNDLED,
-            pooling,
-        )?;
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
                 database_path: data_dir.join(db::FILE_NAME),
@@ -132,28 +123,70 @@ impl App {
                 default_model: engine.settings().model().to_owned(),
             },
             data_dir: data_dir.to_owned(),
-            registry,
+            registry: Arc::clone(&registry),
             tool_registry: Some(Arc::clone(engine.tools())),
-            agents,
+            agents: Arc::clone(&agents),
             secrets: Arc::clone(&env) as Arc<dyn Secrets>,
             tasks: Arc::new(DbTasks(db.clone())),
             feedback: Arc::new(DbFeedback(db.clone())),
         });
-        let native: Vec<Arc<dyn Adapter>> = vec![
+        let jobs_ready = Arc::new(Notify::new());
+        // An adapter that starts serving may have jobs waiting: the worker looks again.
+        let supervisor = Arc::new(Supervisor::new(
+            context,
+            db.clone(),
+            Arc::clone(&jobs_ready),
+        ));
+        let natives: Vec<Arc<dyn Adapter>> = vec![
             Arc::new(Scheduler::new(db.clone(), Arc::clone(&dispatcher))),
             Arc::new(service_guildchat::GuildchatAdapter::new()),
         ];
-        let adapters = Arc::new(Adapters::new(context, native, db.clone()));
+        let native_names = natives.iter().map(|a| a.name().to_owned()).collect();
+        for native in natives {
+            supervisor.add_native(native);
+        }
+        if env.get("SERVICE_DISABLE_SCHEDULER").as_deref() == Some("true") {
+            supervisor.hold_back(
+                scheduler::NAME,
+                "disabled by SERVICE_DISABLE_SCHEDULER=true",
+            );
+        }
+
+        let services = Arc::new(Services {
+            // A connection of their own: a guest's writes never hold the API's.
+            db: Db::open(&data_dir.join(db::FILE_NAME))?,
+            env: Arc::clone(&env),
+            registry,
+            agents,
+            agent_tasks,
+            tools: Arc::clone(engine.tools()),
+            jobs_ready: Arc::clone(&jobs_ready),
+            host: tokio::runtime::Handle::try_current()
+                .context("the app is opened inside a tokio runtime")?,
+        });
+        let pooling = env.get("SERVICE_WASM_POOLING").as_deref() != Some("false");
+        let sandbox = Arc::new(Sandbox::new(pooling)?);
+        let loader = Loader::new(
+            sandbox,
+            services,
+            data_dir,
+            config.adapters.clone(),
+            crate::wasm::bundled::BUNDLED,
+            native_names,
+        );
+        std::fs::create_dir_all(loader.adapters_dir())?;
+        let tools = ToolBridge::new(Arc::clone(engine.tools()), Arc::downgrade(&supervisor));
+        let components = Arc::new(Components::new(loader, Arc::clone(&supervisor), tools));
         Ok(Self {
             data_dir: data_dir.to_owned(),
             config,
             env,
             db,
             engine,
-            adapters,
+            supervisor,
             running,
             dispatcher,
-            wasm,
+            components,
             jobs_ready,
             shutdown: CancellationToken::new(),
         })

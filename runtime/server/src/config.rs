@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
 use anyhow::{Context, bail};
 use serde::Deserialize;
-
-use crate::wasm::grants::Grant;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8765;
@@ -26,10 +26,48 @@ pub struct FileConfig {
     pub engine: EngineSection,
     #[serde(default)]
     pub tools: ToolsSection,
-    /// `[adapters.<name>]`: capability grants of WebAssembly adapters (a `<name>.toml` beside
-    /// the component wins).
     #[serde(default)]
-    pub adapters: BTreeMap<String, Grant>,
+    pub jobs: JobsSection,
+    /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
+    /// (a `<name>.toml` beside the component wins).
+    #[serde(default)]
+    pub adapters: BTreeMap<String, toml::Table>,
+}
+
+/// `[jobs]`: the adapters' deferred work.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsSection {
+    /// Jobs running at once (they mostly wait on the model): default 16.
+    pub workers: Option<usize>,
+    /// How often a job may start (crashes, shutdowns, retries): default 3.
+    pub attempts: Option<u32>,
+    /// How long shutdown waits for running jobs: default 30 s.
+    pub grace_secs: Option<u64>,
+}
+
+impl JobsSection {
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(16)
+    }
+
+    pub fn attempts(&self) -> u32 {
+        self.attempts.unwrap_or(3)
+    }
+
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace_secs.unwrap_or(30))
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=1024).contains(&self.workers()) {
+            bail!("[jobs] workers must be between 1 and 1024");
+        }
+        if self.attempts() < 1 {
+            bail!("[jobs] attempts must be at least 1");
+        }
+        Ok(())
+    }
 }
 
 /// `[provider]`: which LLM provider and model runs agents (the environment overrides both).
@@ -47,6 +85,8 @@ pub struct ProviderSection {
 #[serde(deny_unknown_fields)]
 pub struct EngineSection {
     pub max_iterations: Option<u32>,
+    /// LLM calls a top-level run and every run it delegates to may make together.
+    pub llm_call_budget: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -80,7 +120,13 @@ impl FileConfig {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))
+        let config: Self =
+            toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
+        config
+            .jobs
+            .check()
+            .with_context(|| format!("invalid {}", path.display()))?;
+        Ok(config)
     }
 }
 

@@ -19,6 +19,7 @@ pub mod net;
 pub mod notes;
 pub mod scheduler;
 pub mod server;
+pub mod task_runs;
 pub mod tasks;
 pub mod traces;
 pub mod wasm;

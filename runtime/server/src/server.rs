@@ -1,6 +1,7 @@
-//! `service-runtime serve`: open the state, bind, serve until Ctrl-C or SIGTERM.
+//! `service-runtime serve`: open the state, listen, start the adapters in the background,
+//! serve until Ctrl-C or SIGTERM, then drain: no new requests, running jobs finish within the
+//! grace period, adapters stop in reverse order.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,14 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::adapters::Supervisor;
 use crate::app::App;
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::{self, AppState, guards::Binding};
-use crate::wasm::Worker;
-use crate::{adapters, kv, scheduler, tasks, traces};
+use crate::wasm::{self, Worker};
+use crate::{jobs, kv, tasks, traces};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -30,11 +31,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         &app.data_dir.join(crate::db::FILE_NAME),
         app.shutdown.clone(),
     )?;
-    // Work of a previous process cannot still be running.
+    // Work of a previous process cannot still be running: its jobs go back to the queue (up
+    // to their attempt limit), anything else it was running failed.
+    let attempts = app.config.jobs.attempts();
     app.db.blocking(|conn| {
+        jobs::requeue_interrupted(conn, attempts)?;
         tasks::fail_interrupted(conn)?;
         traces::fail_interrupted(conn)
     })?;
+    app.supervisor.load_choices().await?;
     let host = options
         .host
         .or(app.config.server.host.clone())
@@ -61,10 +66,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         signal.await;
         runs.cancel();
     };
-    app.adapters.start_all(&held_back(&app)).await?;
-    let (background, watcher) = start_wasm(&app).await?;
-    // Printed on stdout (logs go to stderr) once everything runs, so scripts and tests can
-    // find a port chosen by `--port 0`.
+    // Printed on stdout (logs go to stderr) as soon as requests are taken, so scripts and
+    // tests can find a port chosen by `--port 0`. Adapters start behind it: a slow `start` or
+    // a component compiling never holds the server from listening.
     println!("service-runtime listening on http://{addr}");
     tracing::info!(
         data_dir = %app.data_dir.display(),
@@ -73,49 +77,63 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         model = app.engine.settings().model(),
         "serving"
     );
+    let background = CancellationToken::new();
+    let started = tokio::spawn(start_adapters(
+        Arc::clone(&app.supervisor),
+        Arc::clone(&app.components),
+        background.clone(),
+    ));
+    let jobs_stop = CancellationToken::new();
+    let worker = tokio::spawn(
+        Worker {
+            components: Arc::clone(&app.components),
+            supervisor: Arc::clone(&app.supervisor),
+            db: app.db.clone(),
+            running: Arc::clone(&app.running),
+            ready: Arc::clone(&app.jobs_ready),
+            settings: app.config.jobs,
+        }
+        .run(jobs_stop.clone()),
+    );
+    purge_kv_hourly(&app, background.clone());
+
     let served = axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
     .await;
+    // No new jobs; running ones finish within the grace period.
+    jobs_stop.cancel();
+    let _ = worker.await;
+    // Start-up and the watcher end before anything stops, so nothing starts after the stops.
     background.cancel();
-    // A reload under way finishes first, so nothing starts after the stops below.
-    let _ = watcher.await;
-    // The reverse of the start order: components, then native adapters.
-    app.wasm.stop_all().await;
-    app.adapters.stop_all().await;
+    let _ = started.await;
+    app.supervisor.stop_all().await;
     served?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Loads the components, then keeps watching the adapters folder (hot reload, polled twice a
-/// second), runs enqueued jobs and purges expired kv entries. Cancelling the token stops all;
-/// the handle is the watcher's.
-async fn start_wasm(app: &App) -> anyhow::Result<(CancellationToken, JoinHandle<()>)> {
-    app.wasm
-        .set_disabled(adapters::disabled_names(&app.db).await?);
-    app.wasm.discover().await;
-    let stop = CancellationToken::new();
-    let (host, watch_stop) = (Arc::clone(&app.wasm), stop.clone());
-    let watcher = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(500)) => host.reload_changed().await,
-                () = watch_stop.cancelled() => return,
-            }
-        }
-    });
-    let worker = Worker {
-        host: Arc::clone(&app.wasm),
-        db: app.db.clone(),
-        running: Arc::clone(&app.running),
-        ready: Arc::clone(&app.jobs_ready),
-    };
-    tokio::spawn(worker.run(stop.clone()));
-    // Expired kv entries (a day's worth of event claims, say) go at start and then hourly.
-    let (db, purge_stop) = (app.db.clone(), stop.clone());
+/// Starts the native adapters, loads the components, then watches the adapters folder (hot
+/// reload) until `stop`.
+async fn start_adapters(
+    supervisor: Arc<Supervisor>,
+    components: Arc<wasm::Components>,
+    stop: CancellationToken,
+) {
+    supervisor.start_natives().await;
+    tokio::select! {
+        () = components.discover() => {}
+        () = stop.cancelled() => return,
+    }
+    supervisor.mark_ready();
+    wasm::watch(components, stop).await;
+}
+
+/// Expired kv entries (a day's worth of event claims, say) go at start and then hourly.
+fn purge_kv_hourly(app: &App, stop: CancellationToken) {
+    let db = app.db.clone();
     tokio::spawn(async move {
         let mut hourly = tokio::time::interval(Duration::from_secs(3600));
         loop {
@@ -125,23 +143,10 @@ async fn start_wasm(app: &App) -> anyhow::Result<(CancellationToken, JoinHandle<
                         tracing::warn!("cannot purge expired kv entries: {e}");
                     }
                 }
-                () = purge_stop.cancelled() => return,
+                () = stop.cancelled() => return,
             }
         }
     });
-    Ok((stop, watcher))
-}
-
-/// Adapters that settings keep from starting, with the reason the registry shows.
-fn held_back(app: &App) -> HashMap<&'static str, String> {
-    let mut held = HashMap::new();
-    if app.env.get("SERVICE_DISABLE_SCHEDULER").as_deref() == Some("true") {
-        held.insert(
-            scheduler::NAME,
-            "disabled by SERVICE_DISABLE_SCHEDULER=true".to_owned(),
-        );
-    }
-    held
 }
 
 /// Resolves at the first Ctrl-C or SIGTERM. The handlers are registered when this is called.

@@ -79,6 +79,10 @@ pub struct Task {
     pub agent_profile_name: Option<String>,
     pub trace_id: Option<String>,
     pub status: TaskStatus,
+    /// The schedule this task is a run of.
+    pub schedule_name: Option<String>,
+    /// How often it has started, for a job.
+    pub attempt: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -89,6 +93,7 @@ pub struct NewTask<'a> {
     pub description: Option<&'a str>,
     pub agent_profile_name: Option<&'a str>,
     pub trace_id: Option<&'a str>,
+    pub schedule_name: Option<&'a str>,
 }
 
 /// What [`cancel_or_delete`] did.
@@ -99,8 +104,13 @@ pub enum Removal {
     Deleted,
 }
 
-const COLUMNS: &str =
-    "task_id, title, description, agent_profile_name, trace_id, status, created_at, updated_at";
+const COLUMNS: &str = "task_id, title, description, agent_profile_name, trace_id, status, \
+     schedule_name, created_at, updated_at";
+
+/// A task row with its job's attempt, for reads.
+const SELECT: &str = "SELECT t.task_id, t.title, t.description, t.agent_profile_name, t.trace_id, \
+     t.status, t.schedule_name, t.created_at, t.updated_at, j.attempt \
+     FROM tasks t LEFT JOIN adapter_jobs j ON j.task_id = t.task_id";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     let status: String = row.get(5)?;
@@ -114,8 +124,10 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         status: status.parse().map_err(|e: Error| {
             rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, e.into())
         })?,
-        created_at: row.get(6)?,
-        updated_at: row.get(7)?,
+        schedule_name: row.get(6)?,
+        created_at: row.get(7)?,
+        updated_at: row.get(8)?,
+        attempt: row.get(9)?,
     })
 }
 
@@ -124,7 +136,7 @@ pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
     let task_id = uuid::Uuid::new_v4().to_string();
     let now = db::now();
     conn.prepare_cached(&format!(
-        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)"
+        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7)"
     ))?
     .execute(params![
         task_id,
@@ -132,6 +144,7 @@ pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
         task.description,
         task.agent_profile_name,
         task.trace_id,
+        task.schedule_name,
         now
     ])?;
     get(conn, &task_id)?
@@ -147,19 +160,30 @@ pub fn create_running(conn: &Connection, task: &NewTask<'_>) -> Result<String> {
 
 pub fn get(conn: &Connection, task_id: &str) -> Result<Option<Task>> {
     Ok(conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?1"))?
+        .prepare_cached(&format!("{SELECT} WHERE t.task_id = ?1"))?
         .query_row([task_id], from_row)
         .optional()?)
 }
 
-/// Every task, or those of one status, newest first.
-pub fn list(conn: &Connection, status: Option<TaskStatus>) -> Result<Vec<Task>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM tasks WHERE ?1 IS NULL OR status = ?1 \
-         ORDER BY created_at DESC, rowid DESC"
+/// A page of the tasks (every task, or those of one status), newest first, and how many there
+/// are in all.
+pub fn list(
+    conn: &Connection,
+    status: Option<TaskStatus>,
+    limit: u32,
+    offset: u32,
+) -> Result<(Vec<Task>, i64)> {
+    let status = status.map(TaskStatus::as_str);
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE ?1 IS NULL OR t.status = ?1 \
+         ORDER BY t.created_at DESC, t.rowid DESC LIMIT ?2 OFFSET ?3"
     ))?;
-    let rows = stmt.query_map([status.map(TaskStatus::as_str)], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let rows = stmt.query_map(params![status, limit, offset], from_row)?;
+    let tasks = rows.collect::<rusqlite::Result<_>>()?;
+    let total = conn
+        .prepare_cached("SELECT count(*) FROM tasks WHERE ?1 IS NULL OR status = ?1")?
+        .query_row([status], |r| r.get(0))?;
+    Ok((tasks, total))
 }
 
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
@@ -246,7 +270,8 @@ pub fn append_note(conn: &Connection, task_id: &str, note: &str) -> Result<()> {
     Ok(())
 }
 
-/// Work cannot survive the process: tasks left running by a previous process are failed.
+/// Work cannot survive the process: tasks left running by a previous process are failed
+/// (jobs are requeued first, see `jobs::requeue_interrupted`).
 pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
     Ok(conn.execute(
         "UPDATE tasks SET status = 'error', description = coalesce(description || char(10), '') ||          'interrupted by restart', updated_at = ?1 WHERE status = 'running'",
@@ -285,17 +310,24 @@ mod tests {
         let a = task(&conn, "a");
         let b = task(&conn, "b");
         set_status(&conn, &a.task_id, TaskStatus::Running).unwrap();
-        let all: Vec<_> = list(&conn, None)
-            .unwrap()
-            .into_iter()
-            .map(|t| t.title)
-            .collect();
-        assert_eq!(all, ["b", "a"]);
-        let running = list(&conn, Some(TaskStatus::Running)).unwrap();
-        assert_eq!(running.len(), 1);
-        assert_eq!(running[0].task_id, a.task_id);
+        let titles = |status, limit, offset| {
+            let (tasks, total) = list(&conn, status, limit, offset).unwrap();
+            (
+                tasks.into_iter().map(|t| t.title).collect::<Vec<_>>(),
+                total,
+            )
+        };
         assert_eq!(
-            list(&conn, Some(TaskStatus::Pending)).unwrap()[0].task_id,
+            titles(None, 10, 0),
+            (vec!["b".to_owned(), "a".to_owned()], 2)
+        );
+        assert_eq!(titles(None, 1, 1), (vec!["a".to_owned()], 2), "a page");
+        assert_eq!(
+            titles(Some(TaskStatus::Running), 10, 0),
+            (vec!["a".to_owned()], 1)
+        );
+        assert_eq!(
+            list(&conn, Some(TaskStatus::Pending), 10, 0).unwrap().0[0].task_id,
             b.task_id
         );
     }

@@ -93,13 +93,8 @@ impl Bot {
     /// Runs the configured profile (or the server defaults when it does not exist). A failure
     /// is logged here, since the channel only gets a notice.
     pub async fn ask(&self, prompt: String) -> Result<RunReply, RunFailure> {
-        let request = RunRequest {
-            prompt,
-            profile: ProfileChoice::Preferred(self.config.profile.clone()),
-            model: None,
-            source: NAME.to_owned(),
-            parent: None,
-        };
+        let profile = ProfileChoice::Preferred(self.config.profile.clone());
+        let request = RunRequest::new(prompt, profile, NAME);
         let outcome = self.ctx.agents.run(request, self.runs.child_token()).await;
         if let Err(failure) = &outcome
             && failure.kind != RunFailureKind::Cancelled

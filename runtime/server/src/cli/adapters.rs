@@ -49,8 +49,8 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 .transpose()?;
             let app = App::open(data_dir)?;
             let generation = app
-                .wasm
-                .load_with(None, bytes.clone(), parsed)
+                .components
+                .check(bytes.clone(), parsed)
                 .await
                 .with_context(|| format!("{} cannot be installed", file.display()))?;
             let name = &generation.name;
@@ -65,6 +65,15 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 generation.version,
                 &generation.sha256[..12]
             );
+            let ungranted = generation.ungranted();
+            if !ungranted.is_empty() {
+                eprintln!(
+                    "warning: {name} imports {}, which its grant does not cover: calls to them are refused. \
+                     A grant that allows them ({name}.toml):\n{}",
+                    service_runtime::wasm::imports_list(&ungranted),
+                    generation.suggested_grant()
+                );
+            }
         }
         AdaptersCommand::List => {
             let mut rows: Vec<(String, u64, bool)> = std::fs::read_dir(&dir)

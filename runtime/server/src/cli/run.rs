@@ -19,12 +19,10 @@ pub async fn run(
     prompt: String,
 ) -> anyhow::Result<()> {
     let app = App::open(data_dir)?;
+    let profile = ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
     let request = RunRequest {
-        prompt,
-        profile: ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned())),
         model,
-        source: "cli".to_owned(),
-        parent: None,
+        ..RunRequest::new(prompt, profile, "cli")
     };
     let (events, mut receiver) = mpsc::unbounded_channel();
     let cancel = CancellationToken::new();

@@ -1,11 +1,13 @@
 //! The schema history. Each step is one file in `migrations/`, additive and written with
 //! `IF NOT EXISTS` so applying it twice is harmless; `PRAGMA user_version` records the step.
+//! Columns added to existing tables, which SQLite cannot add `IF NOT EXISTS`, are added here
+//! by [`add_missing_columns`], with the same guarantee.
 
-use rusqlite::Connection;
-use rusqlite_migration::{M, Migrations};
+use rusqlite::{Connection, Transaction};
+use rusqlite_migration::{HookResult, M, Migrations};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 13;
+pub const SCHEMA_VERSION: u32 = 14;
 
 const STEPS: [&str; SCHEMA_VERSION as usize] = [
     include_str!("../../../../migrations/0001_agent_profiles.sql"),
@@ -21,10 +23,53 @@ const STEPS: [&str; SCHEMA_VERSION as usize] = [
     include_str!("../../../../migrations/0011_task_indexes.sql"),
     include_str!("../../../../migrations/0012_trace_schedule_indexes.sql"),
     include_str!("../../../../migrations/0013_integration_verifications.sql"),
+    include_str!("../../../../migrations/0014_adapter_quotas_and_job_attempts.sql"),
 ];
 
+/// Columns step 14 adds: (table, column, definition).
+const COLUMNS_14: &[(&str, &str, &str)] = &[
+    // A task that is a scheduled run names its schedule.
+    ("tasks", "schedule_name", "TEXT"),
+    // How often a job has started, and not before when (unix ms) it may start again.
+    ("adapter_jobs", "attempt", "INTEGER NOT NULL DEFAULT 0"),
+    ("adapter_jobs", "run_after", "INTEGER"),
+];
+
+/// Adds each of `columns` its table does not have yet, then the indexes over them.
+fn add_missing_columns(tx: &Transaction, columns: &[(&str, &str, &str)]) -> rusqlite::Result<()> {
+    for (table, column, definition) in columns {
+        let present: bool = tx.query_row(
+            &format!("SELECT count(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
+            [column],
+            |r| r.get(0),
+        )?;
+        if !present {
+            tx.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+            ))?;
+        }
+    }
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS tasks_schedule_name ON tasks (schedule_name) \
+         WHERE schedule_name IS NOT NULL;",
+    )
+}
+
+fn step_14(tx: &Transaction) -> HookResult {
+    Ok(add_missing_columns(tx, COLUMNS_14)?)
+}
+
 fn migrations() -> Migrations<'static> {
-    Migrations::new(STEPS.iter().map(|sql| M::up(sql)).collect())
+    Migrations::new(
+        STEPS
+            .iter()
+            .enumerate()
+            .map(|(i, sql)| match i + 1 {
+                14 => M::up_with_hook(sql, step_14),
+                _ => M::up(sql),
+            })
+            .collect(),
+    )
 }
 
 /// Reads `PRAGMA user_version` without changing anything.
@@ -66,11 +111,40 @@ mod tests {
 
     #[test]
     fn every_step_is_idempotent() {
-        let conn = Connection::open_in_memory().unwrap();
+        let mut conn = Connection::open_in_memory().unwrap();
         for sql in STEPS {
             conn.execute_batch(sql).unwrap();
             conn.execute_batch(sql).unwrap();
         }
+        for _ in 0..2 {
+            let tx = conn.transaction().unwrap();
+            step_14(&tx).unwrap();
+            tx.commit().unwrap();
+        }
+    }
+
+    #[test]
+    fn kv_usage_follows_every_write() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let usage = |conn: &Connection| -> i64 {
+            conn.query_row(
+                "SELECT bytes FROM adapter_kv_usage WHERE adapter = 'a'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let set = "INSERT INTO adapter_kv (adapter, key, value) VALUES ('a', ?1, ?2) \
+                   ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value";
+        conn.execute(set, ("k\u{e9}", vec![0u8; 10])).unwrap();
+        assert_eq!(usage(&conn), 3 + 10, "key bytes, not characters");
+        conn.execute(set, ("k\u{e9}", vec![0u8; 4])).unwrap();
+        conn.execute(set, ("other", vec![0u8; 1])).unwrap();
+        assert_eq!(usage(&conn), 3 + 4 + 5 + 1);
+        conn.execute("DELETE FROM adapter_kv WHERE key = 'other'", [])
+            .unwrap();
+        assert_eq!(usage(&conn), 3 + 4);
     }
 
     /// A row for every table that exists at `version`, so an upgrade can prove it kept them.
@@ -215,13 +289,19 @@ mod tests {
         let path = dir.path().join("service.sqlite");
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 14;")
-                .unwrap();
+            conn.execute_batch(&format!(
+                "CREATE TABLE future (x); PRAGMA user_version = {};",
+                SCHEMA_VERSION + 1
+            ))
+            .unwrap();
         }
         let before = std::fs::read(&path).unwrap();
         let mut conn = Connection::open(&path).unwrap();
         let err = migrate(&mut conn).unwrap_err().to_string();
-        assert!(err.contains("schema version 14"), "{err}");
+        assert!(
+            err.contains(&format!("schema version {}", SCHEMA_VERSION + 1)),
+            "{err}"
+        );
         drop(conn);
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }

@@ -13,7 +13,9 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use serde::Serialize;
 use serde_json::Value;
-use service_contract::agent::{AgentRunner, RunFailure, RunFailureKind, RunReply};
+use service_contract::agent::{
+    AgentRunner, Budget, RunFailure, RunFailureKind, RunReply, TurnRole,
+};
 pub use service_contract::agent::{Parent, ProfileChoice, RunRequest};
 use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
@@ -27,6 +29,8 @@ use crate::environment::Environment;
 use crate::traces;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+/// LLM calls a top-level run and all the runs it delegates to may make together.
+pub const DEFAULT_LLM_CALL_BUDGET: u32 = 100;
 
 /// What a run reports while it works.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -112,6 +116,7 @@ pub struct Engine {
     http: reqwest::Client,
     settings: ProviderSettings,
     max_iterations: u32,
+    llm_call_budget: u32,
     tools: Arc<ToolRegistry>,
 }
 
@@ -130,6 +135,7 @@ pub struct EngineParts {
     pub http: reqwest::Client,
     pub settings: ProviderSettings,
     pub max_iterations: u32,
+    pub llm_call_budget: u32,
     pub tools: Arc<ToolRegistry>,
 }
 
@@ -147,6 +153,7 @@ impl Engine {
             http: parts.http,
             settings: parts.settings,
             max_iterations: parts.max_iterations,
+            llm_call_budget: parts.llm_call_budget,
             tools: parts.tools,
         }))
     }
@@ -194,6 +201,20 @@ impl Engine {
         if profile.is_none() && matches!(request.profile, ProfileChoice::Required(_)) {
             let trace_id = failed_trace(format!("no agent named {name:?}")).await?;
             return Err(RunError::UnknownAgent { name, trace_id });
+        }
+        // However it was reached (a delegation tool, a component's tool, a component run
+        // inside one), a run is never deeper than the limit.
+        if let Some(parent) = request
+            .parent
+            .as_ref()
+            .filter(|p| p.depth > MAX_DELEGATION_DEPTH)
+        {
+            let message = format!(
+                "delegation depth {} is past the limit of {MAX_DELEGATION_DEPTH}",
+                parent.depth
+            );
+            let trace_id = failed_trace(message.clone()).await?;
+            return Err(RunError::Failed { message, trace_id });
         }
         let provider = match self.settings.provider(&self.env, &self.http) {
             Ok(provider) => provider,
@@ -298,6 +319,10 @@ impl Engine {
             engine: self,
             trace_id: trace_id.clone(),
             depth: request.parent.as_ref().map_or(0, |p| p.depth),
+            budget: request
+                .parent
+                .as_ref()
+                .map_or_else(|| Budget::new(self.llm_call_budget), |p| p.budget.clone()),
             offered: specs.iter().map(|s| s.name.clone()).collect(),
             provider: provider.as_ref(),
             events,
@@ -305,10 +330,22 @@ impl Engine {
             usage: Usage::default(),
             tool_calls: Vec::new(),
         };
+        let messages = request
+            .history
+            .iter()
+            .map(|turn| match turn.role {
+                TurnRole::User => Message::User(turn.text.clone()),
+                TurnRole::Assistant => Message::Assistant {
+                    text: turn.text.clone(),
+                    tool_calls: Vec::new(),
+                },
+            })
+            .chain([Message::User(prompt)])
+            .collect();
         let chat = ChatRequest {
             model,
             system: profile.map(|p| p.system_prompt),
-            messages: vec![Message::User(prompt)],
+            messages,
             tools: specs,
         };
         let outcome = tokio::select! {
@@ -370,6 +407,8 @@ struct Run<'a> {
     engine: &'a Arc<Engine>,
     trace_id: String,
     depth: u32,
+    /// LLM calls left to this run's whole tree.
+    budget: Budget,
     /// The tools the model was offered: the only ones it may call.
     offered: HashSet<String>,
     provider: &'a dyn Provider,
@@ -399,6 +438,12 @@ impl Run<'_> {
     async fn turns(&mut self, chat: &mut ChatRequest) -> Result<String, Stop> {
         let mut step: i64 = 0;
         for _ in 0..self.engine.max_iterations {
+            if !self.budget.take() {
+                return Err(Stop::Error(format!(
+                    "the LLM call budget of this run and the runs it delegates to ({} calls, [engine] llm_call_budget) is used up",
+                    self.engine.llm_call_budget
+                )));
+            }
             let started_at = db::now();
             let clock = Instant::now();
             let events = self.events;
@@ -523,8 +568,11 @@ impl Run<'_> {
         let clock = Instant::now();
         let context = ToolContext {
             agents: Arc::clone(self.engine) as Arc<dyn AgentRunner>,
-            trace_id: Some(self.trace_id.clone()),
-            depth: self.depth,
+            run: Some(Parent {
+                trace_id: self.trace_id.clone(),
+                depth: self.depth,
+                budget: self.budget.clone(),
+            }),
             cancel: self.cancel.clone(),
         };
         // A model may name a tool it was not offered; the profile's list is the boundary.

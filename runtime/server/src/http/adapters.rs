@@ -9,39 +9,27 @@ use service_contract::AdapterEntry;
 use super::AppState;
 use super::api::{ApiError, ApiResult, PathParam};
 use super::guards::LoopbackPeer;
-use crate::adapters::{self, ToggleError};
+use crate::adapters::ToggleError;
 
 pub async fn list(State(app): State<AppState>) -> Json<Value> {
     Json(json!({ "adapters": app.adapters.registry().entries() }))
 }
 
 async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<AdapterEntry>> {
-    if app.wasm.generation(name).is_some() {
-        app.wasm.toggle(name, enable).await.map_err(|e| {
-            let status =
-                StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            ApiError::new(status, e.public)
-        })?;
-        adapters::remember_toggle(&app.db, name, enable).await?;
-        let entry = app.adapters.registry().get(name);
-        return entry.map(Json).ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, format!("no adapter named {name:?}"))
-        });
-    }
     app.adapters
         .toggle(name, enable)
         .await
         .map(Json)
-        .map_err(|e| {
-            let status = match &e {
-                ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
-                ToggleError::NotToggleable(_) => StatusCode::CONFLICT,
-                ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                ToggleError::Internal(e) => {
-                    return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!("{e}")));
-                }
-            };
-            ApiError::new(status, e.to_string())
+        .map_err(|e| match e {
+            ToggleError::Internal(e) => ApiError::from(e),
+            e => {
+                let status = match &e {
+                    ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
+                    ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    _ => StatusCode::CONFLICT,
+                };
+                ApiError::new(status, e.to_string())
+            }
         })
 }
 

@@ -105,6 +105,33 @@ pub struct QueryParams<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct PathParam<T>(pub T);
 
+/// `?limit=&offset=` of a list endpoint.
+#[derive(serde::Deserialize)]
+pub struct Page {
+    pub limit: Option<u32>,
+    pub offset: Option<u32>,
+}
+
+/// The largest page a list endpoint answers.
+pub const MAX_PAGE: u32 = 500;
+
+impl Page {
+    /// (limit, offset), `default` when no limit is given; a limit outside 1..=500 is a 400.
+    pub fn resolve(&self, default: u32) -> ApiResult<(u32, u32)> {
+        let limit = self.limit.unwrap_or(default);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(ApiError {
+                field: Some("limit"),
+                ..ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit must be between 1 and {MAX_PAGE}"),
+                )
+            });
+        }
+        Ok((limit, self.offset.unwrap_or(0)))
+    }
+}
+
 /// Unknown routes.
 pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")

@@ -27,14 +27,11 @@ pub struct ChatBody {
 
 impl ChatBody {
     fn into_request(self) -> RunRequest {
+        let profile =
+            ProfileChoice::Required(self.agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
         RunRequest {
-            prompt: self.prompt,
-            profile: ProfileChoice::Required(
-                self.agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
-            ),
             model: self.model.filter(|m| !m.trim().is_empty()),
-            source: "chat".to_owned(),
-            parent: None,
+            ..RunRequest::new(self.prompt, profile, "chat")
         }
     }
 }

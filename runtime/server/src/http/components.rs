@@ -1,23 +1,28 @@
-//! `/api/adapters/{name}/...`: requests routed into adapters, native ones (routes mounted in
-//! `bind`) or WebAssembly components. The raw body is passed through untouched (signatures are
-//! computed over it).
+//! `/api/adapters/{name}/...`: requests routed into adapters through the supervisor. The raw
+//! body is passed through untouched (signatures are computed over it). An adapter's answer is
+//! served on the dashboard's origin, so it is fenced in: `content-security-policy: sandbox`
+//! (no script of it runs as the dashboard, no same-origin requests), `nosniff`, and no
+//! cookies or CORS headers of its own.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use service_contract::HttpRequest;
+use service_contract::{HttpRequest, HttpResponse};
 
 use super::AppState;
 use super::api::{ApiError, PathParam};
 
-/// Headers the server sets itself.
-const HOP_BY_HOP: &[&str] = &[
+/// Headers an adapter may not set: the server's own framing, and what would let its answer
+/// act with the dashboard's origin.
+const DROPPED: &[&str] = &[
     "connection",
     "content-length",
     "transfer-encoding",
     "keep-alive",
     "upgrade",
+    "set-cookie",
+    "set-cookie2",
 ];
 
 pub async fn dispatch(
@@ -38,33 +43,25 @@ pub async fn dispatch(
             .collect(),
         body: body.to_vec(),
     };
-    let request = match app.adapters.handle_http(&name, request).await {
-        Ok(answer) => return respond(&name, answer.status, answer.headers, answer.body),
-        Err(request) => request,
-    };
-    match app.wasm.handle_http(&name, request.into()).await {
-        Ok(answer) => respond(&name, answer.status, answer.headers, answer.body),
-        Err(e) => {
+    let mut response = match app.adapters.dispatch(&name, request).await {
+        Ok(answer) => respond(answer),
+        Err(refusal) => {
             let status =
-                StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            ApiError::new(status, e.public).into_response()
+                StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            ApiError::new(status, refusal.message).into_response()
         }
-    }
+    };
+    fence(response.headers_mut());
+    response
 }
 
-/// An adapter's answer as an HTTP response; an impossible status is the adapter's error.
-fn respond(name: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Response {
-    let Ok(status) = StatusCode::from_u16(status) else {
-        return ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("adapter {name:?} answered an invalid status {status}"),
-        )
-        .into_response();
-    };
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    for (key, value) in headers {
-        if HOP_BY_HOP.contains(&key.to_ascii_lowercase().as_str()) {
+/// An adapter's answer (already checked by the supervisor) as an HTTP response.
+fn respond(answer: HttpResponse) -> Response {
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (key, value) in answer.headers {
+        let key = key.to_ascii_lowercase();
+        if DROPPED.contains(&key.as_str()) || key.starts_with("access-control-") {
             continue;
         }
         if let (Ok(key), Ok(value)) = (HeaderName::try_from(key), HeaderValue::try_from(value)) {
@@ -72,4 +69,16 @@ fn respond(name: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8
         }
     }
     response
+}
+
+/// The host's own headers on every adapter answer (errors included).
+fn fence(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
 }

@@ -25,6 +25,8 @@ pub async fn show(State(app): State<AppState>) -> ApiResult<Json<Value>> {
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "schema_version": SCHEMA_VERSION,
+        // `starting` while adapters start and components compile (their routes answer 503).
+        "adapters": if app.adapters.is_ready() { "ready" } else { "starting" },
         "provider": {
             "name": settings.kind.as_str(),
             "model": settings.model(),

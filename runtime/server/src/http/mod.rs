@@ -23,13 +23,12 @@ use axum::routing::{any, delete, get, post};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::Adapters;
+use crate::adapters::Supervisor;
 use crate::app::App;
 use crate::db::Db;
 use crate::engine::Engine;
 use crate::environment::Environment;
 use crate::tasks::RunningTasks;
-use crate::wasm::WasmHost;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -37,9 +36,8 @@ pub struct AppState {
     pub db: Db,
     pub env: Arc<Environment>,
     pub engine: Arc<Engine>,
-    pub adapters: Arc<Adapters>,
+    pub adapters: Arc<Supervisor>,
     pub running: Arc<RunningTasks>,
-    pub wasm: Arc<WasmHost>,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
     /// Cancelled at shutdown; chat runs are its children.
@@ -52,9 +50,8 @@ impl AppState {
             db: app.db.clone(),
             env: Arc::clone(&app.env),
             engine: Arc::clone(&app.engine),
-            adapters: Arc::clone(&app.adapters),
+            adapters: Arc::clone(&app.supervisor),
             running: Arc::clone(&app.running),
-            wasm: Arc::clone(&app.wasm),
             shutdown: app.shutdown.clone(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))

@@ -6,22 +6,36 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, PathParam, QueryParams};
+use super::api::{ApiResult, Page, PathParam, QueryParams};
 use super::guards::LoopbackPeer;
 use crate::tasks::{self, Removal, TaskStatus};
 
 #[derive(Deserialize)]
 pub struct Filter {
     status: Option<String>,
+    // Not a flattened `Page`: query strings cannot fill numbers through `flatten`.
+    limit: Option<u32>,
+    offset: Option<u32>,
 }
 
+/// A page of the tasks (100 by default), newest first, with the total.
 pub async fn list(
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
     let status = filter.status.map(|s| s.parse::<TaskStatus>()).transpose()?;
-    let tasks = app.db.call(move |conn| tasks::list(conn, status)).await?;
-    Ok(Json(json!({ "tasks": tasks })))
+    let page = Page {
+        limit: filter.limit,
+        offset: filter.offset,
+    };
+    let (limit, offset) = page.resolve(100)?;
+    let (tasks, total) = app
+        .db
+        .call(move |conn| tasks::list(conn, status, limit, offset))
+        .await?;
+    Ok(Json(
+        json!({ "tasks": tasks, "limit": limit, "offset": offset, "total": total }),
+    ))
 }
 
 /// Cancels a pending or running task, deletes a finished one. Loopback peers only.

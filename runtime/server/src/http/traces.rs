@@ -2,32 +2,19 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, PathParam, QueryParams};
+use super::api::{ApiResult, Page, PathParam, QueryParams};
 use crate::db;
 use crate::error::Error;
 use crate::traces;
-
-const MAX_LIMIT: u32 = 500;
-
-#[derive(Deserialize)]
-pub struct Page {
-    limit: Option<u32>,
-    offset: Option<u32>,
-}
 
 pub async fn list(
     State(app): State<AppState>,
     QueryParams(page): QueryParams<Page>,
 ) -> ApiResult<Json<Value>> {
-    let limit = page.limit.unwrap_or(50);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(Error::invalid(format!("limit must be between 1 and {MAX_LIMIT}")).into());
-    }
-    let offset = page.offset.unwrap_or(0);
+    let (limit, offset) = page.resolve(50)?;
     let (traces, total) = app
         .db
         .call(move |conn| {

@@ -20,7 +20,8 @@ use service_contract::{Adapter, AdapterContext, AdapterError, AdapterStatus, Hoo
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use dispatch::{Dispatcher, runs_in_progress};
+pub use dispatch::Dispatcher;
+pub use store::runs_in_progress;
 
 use crate::db::Db;
 

@@ -2,6 +2,8 @@
 //! comparison is time comparison (the tick's due query relies on it).
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::HashMap;
+
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
@@ -245,4 +247,15 @@ pub fn set_last_trace(conn: &Connection, name: &str, trace_id: &str) -> Result<(
         params![name, trace_id],
     )?;
     Ok(())
+}
+
+/// Runs that have not ended, by schedule name, with their task id: the server's and those of
+/// `schedule run` in another process alike, so neither starts a run over the other.
+pub fn runs_in_progress(conn: &Connection) -> Result<HashMap<String, String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT schedule_name, task_id FROM tasks WHERE status IN ('pending', 'running') \
+         AND schedule_name IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -9,7 +9,7 @@ use chrono_tz::Tz;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::plan::{self, CatchUp};
-use super::{cron, dispatch, store};
+use super::{cron, store};
 use crate::error::Result;
 
 /// A schedule to run now.
@@ -42,7 +42,7 @@ pub fn plan_tick(
     // Immediate: the plan is read and written in one go, even while the CLI writes too.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut result = TickPlan::default();
-    let elsewhere = dispatch::runs_in_progress(&tx)?;
+    let elsewhere = store::runs_in_progress(&tx)?;
     for schedule in store::due(&tx, now)? {
         if in_flight.contains(&schedule.name) || elsewhere.contains_key(&schedule.name) {
             continue;

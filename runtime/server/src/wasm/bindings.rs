@@ -1,25 +1,24 @@
-//! Host bindings generated from `wit/adapter.wit` (world `adapter-host`: every import, and
-//! every export the host understands; optional exports are looked up one by one).
+//! Host bindings, one module per published version of the contract (`wit/`), as Zed's
+//! extension host does: the host implements the newest version's imports, each older
+//! version's imports forward to them (`caps/`), and a component's exports are called through
+//! the version it was built for (`exports`).
 
-wasmtime::component::bindgen!({
-    world: "adapter-host",
-    path: "../../wit",
-    imports: { default: async | trappable },
-    exports: { default: async },
-});
+/// `service:adapter@0.1.0`, kept so components built for it keep loading.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        world: "adapter-host",
+        path: "../../wit/v0.1.0",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+}
 
-pub use exports::service::adapter::{handler, lifecycle, tool_provider};
-pub use service::adapter::types;
-
-/// The native contract's request is the same record as the world's.
-impl From<service_contract::HttpRequest> for types::HttpRequest {
-    fn from(r: service_contract::HttpRequest) -> Self {
-        Self {
-            method: r.method,
-            path: r.path,
-            query: r.query,
-            headers: r.headers,
-            body: r.body,
-        }
-    }
+/// `service:adapter@0.2.0`, the newest.
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "adapter-host",
+        path: "../../wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
 }

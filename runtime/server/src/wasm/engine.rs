@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// One epoch tick; call deadlines are counted in these.
-pub const TICK: Duration = Duration::from_millis(10);
+/// One epoch tick: how often a running guest's clock is looked at (its deadline, and whether
+/// it has computed a whole slice, see `lanes`).
+pub const TICK: Duration = Duration::from_millis(1);
 
 /// Concurrent component instances; requests beyond this get 503.
 pub const MAX_INSTANCES: usize = 64;
@@ -72,9 +73,4 @@ pub fn build(pooling: bool) -> anyhow::Result<(Engine, bool)> {
             }
         })?;
     Ok((engine, pooled))
-}
-
-/// Deadline of a call, in epoch ticks (at least one).
-pub fn ticks(limit: Duration) -> u64 {
-    (limit.as_millis() / TICK.as_millis()).max(1) as u64
 }

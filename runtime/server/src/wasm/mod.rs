@@ -1,16 +1,31 @@
-//! The WebAssembly adapter host.
+//! The WebAssembly adapter host: components loaded from `<data_dir>/adapters/` (and the
+//! bundled ones), sandboxed per call, each capability a module of its own. Their lifecycle
+//! belongs to the adapters' supervisor.
 
 mod bindings;
 pub mod bundled;
+mod cache;
 mod caps;
-mod component;
+mod components;
 mod engine;
+mod exports;
+mod generation;
 pub mod grants;
-mod host;
+mod lanes;
+mod loader;
 pub mod outbound;
+mod rate;
+mod sandbox;
 mod state;
+mod tool_bridge;
+mod watcher;
 mod worker;
 
-pub use host::{CallError, Generation, HttpRequest, HttpResponse, WasmHost};
+pub use components::Components;
+pub use generation::Generation;
+pub use loader::{Loader, imports_list};
+pub use sandbox::Sandbox;
 pub use state::Services;
+pub use tool_bridge::ToolBridge;
+pub use watcher::watch;
 pub use worker::Worker;

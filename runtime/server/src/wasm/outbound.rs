@@ -1,14 +1,17 @@
 //! The `outbound-http` capability's policy: only granted origins, checked again on every
 //! redirect hop (followed by hand), local and private addresses refused unless the grant names
-//! that address itself, `{{secret:NAME}}` header placeholders filled after the checks, and a
-//! cap on the response size.
+//! that address itself, `{{secret:NAME}}` and `{{basic:USER:PASSWORD}}` header placeholders
+//! filled for each hop's origin after the checks (and dropped when a redirect leaves the
+//! origin), and a cap on the response size.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use base64::Engine as _;
 use reqwest::redirect::Policy;
 use reqwest::{Method, StatusCode, Url};
 
-use super::grants::{Effective, Origin};
+use super::grants::Origin;
 use crate::net::{self, Guard};
 
 const MAX_REDIRECTS: usize = 5;
@@ -38,6 +41,9 @@ pub struct Response {
 pub enum Failure {
     #[error("{0}")]
     Denied(String),
+    /// The request itself is malformed.
+    #[error("{0}")]
+    Invalid(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -51,9 +57,8 @@ pub struct Outbound {
 impl Outbound {
     /// Granted origins whose host is an IP address or `localhost` may be local: the operator
     /// named that address. A granted DNS name must still resolve to public addresses.
-    pub fn new(effective: &Effective) -> anyhow::Result<Self> {
-        let local_by_name = effective
-            .origins
+    pub fn new(origins: &BTreeSet<Origin>) -> anyhow::Result<Self> {
+        let local_by_name = origins
             .iter()
             .filter(|o| {
                 o.host == "localhost"
@@ -68,21 +73,20 @@ impl Outbound {
         Ok(Self { client, guard })
     }
 
-    /// Sends `request`. `secret` answers granted secrets only.
+    /// Sends `request` to granted `origins`. `secret` answers a placeholder's secret for the
+    /// origin it is about to go to, or why not.
     pub async fn send(
         &self,
-        effective: &Effective,
-        secret: impl Fn(&str) -> Result<String, Failure>,
+        origins: &BTreeSet<Origin>,
+        secret: impl Fn(&str, &Origin) -> Result<String, Failure>,
         request: Request,
     ) -> Result<Response, Failure> {
         let mut method = Method::from_bytes(request.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| Failure::Failed(format!("invalid method {:?}", request.method)))?;
+            .map_err(|_| Failure::Invalid(format!("invalid method {:?}", request.method)))?;
         let mut url = Url::parse(&request.url)
-            .map_err(|e| Failure::Failed(format!("invalid URL {:?}: {e}", request.url)))?;
-        let mut headers = Vec::with_capacity(request.headers.len());
-        for (name, value) in &request.headers {
-            headers.push((name.clone(), fill_secrets(value, &secret)?));
-        }
+            .map_err(|e| Failure::Invalid(format!("invalid URL {:?}: {e}", request.url)))?;
+        // Templates: placeholders are filled for each hop's origin.
+        let mut headers = request.headers;
         let mut body = request.body;
         let timeout = request
             .timeout_ms
@@ -90,13 +94,13 @@ impl Outbound {
             .min(MAX_TIMEOUT);
 
         for _ in 0..=MAX_REDIRECTS {
-            self.check(effective, &url)?;
+            let origin = self.check(origins, &url)?;
             let mut builder = self
                 .client
                 .request(method.clone(), url.clone())
                 .timeout(timeout);
             for (name, value) in &headers {
-                builder = builder.header(name, value);
+                builder = builder.header(name, fill(value, &|name| secret(name, &origin))?);
             }
             let response = builder.body(body.clone()).send().await.map_err(|e| {
                 if net::refused_by_guard(&e) {
@@ -115,6 +119,10 @@ impl Outbound {
                 url = url
                     .join(location)
                     .map_err(|e| Failure::Failed(format!("bad redirect {location:?}: {e}")))?;
+                // Credentials stay with the origin they were meant for.
+                if Origin::of(&url).as_ref() != Some(&origin) {
+                    headers.retain(|(_, value)| !has_placeholder(value));
+                }
                 // 303, and 301/302 after a POST, continue as a GET without a body (as browsers do).
                 if status == StatusCode::SEE_OTHER
                     || (method == Method::POST
@@ -146,33 +154,50 @@ impl Outbound {
         )))
     }
 
-    fn check(&self, effective: &Effective, url: &Url) -> Result<(), Failure> {
+    /// The URL's origin, when it is granted and its address allowed.
+    fn check(&self, origins: &BTreeSet<Origin>, url: &Url) -> Result<Origin, Failure> {
         let origin =
-            Origin::of(url).ok_or_else(|| Failure::Denied(format!("{url} has no host")))?;
-        if !effective.origins.contains(&origin) {
+            Origin::of(url).ok_or_else(|| Failure::Invalid(format!("{url} has no host")))?;
+        if !origins.contains(&origin) {
             return Err(Failure::Denied(format!(
-                "outbound request to {}://{}:{} is not granted",
-                origin.scheme, origin.host, origin.port
+                "outbound request to {origin} is not granted"
             )));
         }
-        self.guard.check_url(url).map_err(Failure::Denied)
+        self.guard.check_url(url).map_err(Failure::Denied)?;
+        Ok(origin)
     }
 }
 
-/// Replaces each `{{secret:NAME}}` in a header value.
-fn fill_secrets(
-    value: &str,
-    secret: &impl Fn(&str) -> Result<String, Failure>,
-) -> Result<String, Failure> {
+fn has_placeholder(value: &str) -> bool {
+    value.contains("{{secret:") || value.contains("{{basic:")
+}
+
+/// Fills a header value's placeholders: `{{secret:NAME}}` with the secret, and
+/// `{{basic:USER:PASSWORD}}` with HTTP Basic credentials made of two secrets.
+fn fill(value: &str, secret: &dyn Fn(&str) -> Result<String, Failure>) -> Result<String, Failure> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
-    while let Some(start) = rest.find("{{secret:") {
+    while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
-        let after = &rest[start + "{{secret:".len()..];
+        let after = &rest[start + 2..];
         let end = after
             .find("}}")
-            .ok_or_else(|| Failure::Failed("unterminated {{secret:...}} placeholder".into()))?;
-        out.push_str(&secret(&after[..end])?);
+            .ok_or_else(|| Failure::Invalid("an unterminated {{...}} placeholder".into()))?;
+        let placeholder = &after[..end];
+        if let Some(name) = placeholder.strip_prefix("secret:") {
+            out.push_str(&secret(name)?);
+        } else if let Some((user, password)) = placeholder
+            .strip_prefix("basic:")
+            .and_then(|names| names.split_once(':'))
+        {
+            let pair = format!("{}:{}", secret(user)?, secret(password)?);
+            out.push_str("Basic ");
+            out.push_str(&base64::engine::general_purpose::STANDARD.encode(pair));
+        } else {
+            out.push_str("{{");
+            out.push_str(placeholder);
+            out.push_str("}}");
+        }
         rest = &after[end + 2..];
     }
     out.push_str(rest);
@@ -186,7 +211,6 @@ mod tests {
     use axum::response::Redirect;
     use axum::routing::get;
 
-    use super::super::grants::{Grant, Request as Asked};
     use super::*;
 
     async fn serve(router: Router) -> String {
@@ -206,65 +230,68 @@ mod tests {
         }
     }
 
+    async fn auth(headers: HeaderMap) -> String {
+        headers
+            .get("authorization")
+            .map_or("none", |v| v.to_str().unwrap())
+            .to_owned()
+    }
+
     #[tokio::test]
-    async fn follows_granted_redirects_and_refuses_the_rest() {
-        let base =
-            serve(
-                Router::new()
-                    .route(
-                        "/ok",
-                        get(|h: HeaderMap| async move {
-                            h["authorization"].to_str().unwrap().to_owned()
-                        }),
-                    )
-                    .route("/hop", get(|| async { Redirect::temporary("/ok") }))
-                    .route(
-                        "/away",
-                        get(|| async { Redirect::temporary("http://127.0.0.2:9/x") }),
-                    )
-                    .route("/big", get(|| async { vec![b'x'; MAX_RESPONSE + 1] })),
-            )
-            .await;
-        let asked = Asked {
-            outbound_hosts: vec![base.clone()],
-            ..Asked::default()
-        };
-        let effective = Effective::intersect(
-            &asked,
-            &Grant {
-                outbound_hosts: vec![base.clone()],
-                ..Grant::default()
-            },
+    async fn follows_granted_redirects_and_keeps_secrets_with_their_origin() {
+        let other = serve(Router::new().route("/x", get(auth))).await;
+        let to_other = format!("{other}/x");
+        let base = serve(
+            Router::new()
+                .route("/ok", get(auth))
+                .route("/hop", get(|| async { Redirect::temporary("/ok") }))
+                .route(
+                    "/away",
+                    get(|| async { Redirect::temporary("http://127.0.0.2:9/x") }),
+                )
+                .route(
+                    "/other",
+                    get(move || async move { Redirect::temporary(&to_other) }),
+                )
+                .route("/big", get(|| async { vec![b'x'; MAX_RESPONSE + 1] })),
         )
-        .unwrap();
-        let outbound = Outbound::new(&effective).unwrap();
-        let secret = |name: &str| {
-            if name == "TOKEN" {
-                Ok("t0k".to_owned())
-            } else {
-                Err(Failure::Denied(name.to_owned()))
-            }
+        .await;
+        let origins = Origin::parse_all([&base, &other]).unwrap();
+        let outbound = Outbound::new(&origins).unwrap();
+        let home = Origin::parse(&base).unwrap();
+        let secret = |name: &str, origin: &Origin| match name {
+            "TOKEN" if *origin == home => Ok("t0k".to_owned()),
+            _ => Err(Failure::Denied(format!("{name} may not go to {origin}"))),
         };
 
         let answer = outbound
-            .send(&effective, secret, get_request(format!("{base}/hop")))
+            .send(&origins, secret, get_request(format!("{base}/hop")))
             .await
             .unwrap();
         assert_eq!((answer.status, answer.body), (200, b"Bearer t0k".to_vec()));
+        let crossed = outbound
+            .send(&origins, secret, get_request(format!("{base}/other")))
+            .await
+            .unwrap();
+        assert_eq!(
+            crossed.body,
+            b"none".to_vec(),
+            "the credential stayed with its origin"
+        );
+        let direct = outbound
+            .send(&origins, secret, get_request(format!("{other}/x")))
+            .await;
+        assert!(matches!(direct, Err(Failure::Denied(m)) if m.contains("may not go")));
         let away = outbound
-            .send(&effective, secret, get_request(format!("{base}/away")))
+            .send(&origins, secret, get_request(format!("{base}/away")))
             .await;
         assert!(matches!(away, Err(Failure::Denied(m)) if m.contains("127.0.0.2")));
         let big = outbound
-            .send(&effective, secret, get_request(format!("{base}/big")))
+            .send(&origins, secret, get_request(format!("{base}/big")))
             .await;
         assert!(matches!(big, Err(Failure::Failed(m)) if m.contains("larger than")));
         let ungranted = outbound
-            .send(
-                &effective,
-                secret,
-                get_request("http://127.0.0.1:1/".into()),
-            )
+            .send(&origins, secret, get_request("http://127.0.0.1:1/".into()))
             .await;
         assert!(matches!(ungranted, Err(Failure::Denied(m)) if m.contains("not granted")));
     }
@@ -273,20 +300,25 @@ mod tests {
     fn placeholders_are_filled_from_granted_secrets_only() {
         let secret = |name: &str| match name {
             "TOKEN" => Ok("xoxb-1".to_owned()),
+            "SID" => Ok("AC1".to_owned()),
             other => Err(Failure::Denied(format!("secret {other} is not granted"))),
         };
         assert_eq!(
-            fill_secrets("Bearer {{secret:TOKEN}}", &secret).unwrap(),
+            fill("Bearer {{secret:TOKEN}}", &secret).unwrap(),
             "Bearer xoxb-1"
         );
-        assert_eq!(fill_secrets("plain", &secret).unwrap(), "plain");
+        assert_eq!(
+            fill("{{basic:SID:TOKEN}}", &secret).unwrap(),
+            "Basic QUMxOnhveGItMQ=="
+        );
+        assert_eq!(fill("plain {{x}}", &secret).unwrap(), "plain {{x}}");
         assert!(matches!(
-            fill_secrets("{{secret:OTHER}}", &secret),
+            fill("{{secret:OTHER}}", &secret),
             Err(Failure::Denied(_))
         ));
         assert!(matches!(
-            fill_secrets("{{secret:TOKEN", &secret),
-            Err(Failure::Failed(_))
+            fill("{{secret:TOKEN", &secret),
+            Err(Failure::Invalid(_))
         ));
     }
 }

@@ -1,52 +1,103 @@
 //! What a store holds: the WASI context (clocks and random only; no files, sockets,
-//! environment or arguments), memory limits, and the calling adapter's identity and grant.
+//! environment or arguments), memory limits, and the calling adapter's identity, grant and
+//! per-capability state.
 
 use std::sync::Arc;
 
-use service_contract::{AdapterRegistry, AgentRunner, ToolRegistry};
-use tokio::sync::Notify;
+use service_contract::{AdapterRegistry, AgentRunner, FailureKind, ToolRegistry};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::caps::{Granted, RunContext, States};
 use super::engine;
-use super::grants::Effective;
-use super::outbound::Outbound;
+use super::grants::Origin;
+use super::outbound::{Failure, Outbound};
 use crate::db::Db;
 use crate::environment::Environment;
-use crate::tasks::RunningTasks;
+use crate::task_runs::AgentTasks;
 
 /// What the host capabilities reach, shared by every adapter.
 pub struct Services {
+    /// The components' own connection: a guest's writes never hold the API's.
     pub db: Db,
     pub env: Arc<Environment>,
     pub registry: Arc<AdapterRegistry>,
     pub agents: Arc<dyn AgentRunner>,
+    pub agent_tasks: AgentTasks,
     pub tools: Arc<ToolRegistry>,
-    /// Lets a task delete cancel an adapter's agent run.
-    pub running: Arc<RunningTasks>,
     /// Wakes the job worker when a job is enqueued.
     pub jobs_ready: Arc<Notify>,
+    /// The host's executor, where host work a guest asks for runs (see `lanes`).
+    pub host: Handle,
 }
 
-/// One adapter generation's identity and grant; every store of that generation shares it.
+/// One loaded component's identity and grant; every store of it shares this.
 pub struct Caller {
     pub adapter: String,
-    pub effective: Effective,
+    pub granted: Granted,
+    pub states: States,
     pub outbound: Outbound,
+    /// Its instances at once (`limits.max_instances`).
+    pub instances: Arc<Semaphore>,
     pub services: Arc<Services>,
 }
 
 impl Caller {
+    pub fn new(adapter: &str, granted: Granted, services: Arc<Services>) -> anyhow::Result<Self> {
+        Ok(Self {
+            adapter: adapter.to_owned(),
+            outbound: Outbound::new(&granted.outbound_http.origins)?,
+            states: States::new(&granted),
+            instances: Arc::new(Semaphore::new(granted.limits.max_instances as usize)),
+            granted,
+            services,
+        })
+    }
+
     /// Records a capability the adapter used without a grant.
     pub fn deny(&self, message: &str) {
         tracing::warn!(adapter = %self.adapter, "denied: {message}");
         self.services
             .registry
-            .mark_error(&self.adapter, "CapabilityDenied", message);
+            .mark_error(&self.adapter, FailureKind::CapabilityDenied, message);
     }
+
+    /// Records a quota the adapter went past.
+    pub fn over_quota(&self, message: &str) {
+        tracing::warn!(adapter = %self.adapter, "over quota: {message}");
+        self.services
+            .registry
+            .mark_error(&self.adapter, FailureKind::QuotaExceeded, message);
+    }
+
+    /// The value of a secret an outbound placeholder names, when it may go to `origin`.
+    pub fn secret_for(&self, name: &str, origin: &Origin) -> Result<String, Failure> {
+        let secrets = &self.granted.secrets;
+        if !secrets.names.contains(name) {
+            return Err(Failure::Denied(format!("secret {name} is not granted")));
+        }
+        if !secrets.may_send(name, origin) {
+            return Err(Failure::Denied(format!(
+                "secret {name} may not be sent to {origin} ([secret_origins])"
+            )));
+        }
+        self.services
+            .env
+            .get(name)
+            .ok_or_else(|| Failure::Failed(format!("{name} is not set")))
+    }
+}
+
+/// The job a call runs, which its agent runs report to.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    pub task_id: String,
+    pub attempt: u32,
 }
 
 pub struct HostState {
@@ -56,8 +107,9 @@ pub struct HostState {
     pub caller: Arc<Caller>,
     /// Cancels agent runs started by this call when the call is abandoned.
     pub cancel: CancellationToken,
-    /// The task of the job this call runs, which its agent runs report to.
-    pub job_task: Option<String>,
+    pub job: Option<JobContext>,
+    /// The agent run this call serves (a tool call), which its own runs continue.
+    pub run: Option<RunContext>,
 }
 
 /// Guest stderr is kept (64 KiB) so a panic or allocation failure can be named.
@@ -83,7 +135,8 @@ impl HostState {
                 .build(),
             caller,
             cancel: CancellationToken::new(),
-            job_task: None,
+            job: None,
+            run: None,
         }
     }
 }

@@ -1,111 +1,233 @@
-//! The job worker: runs enqueued adapter jobs in fresh instances with bounded concurrency.
-//! Each job is a task (pending → running → completed/error); deleting the task cancels it.
+//! The job worker: runs enqueued jobs in fresh instances, up to `[jobs] workers` at once,
+//! taking the adapters with jobs in turn (round-robin), so one adapter's flood never holds
+//! another's job back. It wakes when a job is enqueued, a job ends or a retry comes due; it
+//! never polls. Each job is a task (pending → running → completed/error); deleting the task
+//! cancels it. At shutdown it stops taking jobs and lets running ones finish within the grace
+//! period; one cut off runs again at the next start (up to `[jobs] attempts` starts).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::WasmHost;
+use super::components::Components;
+use super::exports::JobFailure;
+use super::state::JobContext;
+use crate::adapters::Supervisor;
+use crate::config::JobsSection;
 use crate::db::Db;
 use crate::jobs::{self, Job};
+use crate::task_runs;
 use crate::tasks::{self, RunningTasks, TaskStatus};
 
-/// Jobs that may run at once.
-const CONCURRENCY: usize = 4;
-/// Pending jobs are looked for at least this often (an enqueue wakes the worker at once).
-const POLL: Duration = Duration::from_secs(1);
+/// The longest wait a component may ask for before a retry.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 pub struct Worker {
-    pub host: Arc<WasmHost>,
+    pub components: Arc<Components>,
+    pub supervisor: Arc<Supervisor>,
     pub db: Db,
     pub running: Arc<RunningTasks>,
     pub ready: Arc<Notify>,
+    pub settings: JobsSection,
 }
 
 impl Worker {
+    /// Runs jobs until `stop`, then drains (see the module's notes).
     pub async fn run(self, stop: CancellationToken) {
-        let slots = Arc::new(Semaphore::new(CONCURRENCY));
+        let this = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(this.settings.workers()));
+        let mut in_flight = JoinSet::new();
+        let mut last: Option<String> = None;
+        let mut backlog = HashSet::new();
         loop {
-            // With every slot busy the queue is not read (a burst of enqueues would read it
-            // once each for nothing); a finishing job frees a slot and the loop goes on.
-            let free = match slots.available_permits() {
-                0 => {
-                    tokio::select! {
-                        permit = Arc::clone(&slots).acquire_owned() => drop(permit),
-                        () = stop.cancelled() => return,
-                    }
-                    continue;
-                }
-                free => free as u32,
+            while in_flight.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
+                () = stop.cancelled() => break,
             };
-            let claimed = self
-                .db
-                .call(move |conn| {
-                    let batch = jobs::pending(conn, free)?;
-                    for job in &batch {
-                        tasks::set_status(conn, &job.task_id, TaskStatus::Running)?;
-                    }
-                    Ok(batch)
-                })
-                .await;
-            match claimed {
-                Ok(batch) => {
-                    for job in batch {
-                        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                            return;
-                        };
-                        let (host, db, running) = (
-                            Arc::clone(&self.host),
-                            self.db.clone(),
-                            Arc::clone(&self.running),
-                        );
-                        tokio::spawn(async move {
-                            run_one(&host, &db, &running, job).await;
-                            drop(permit);
-                        });
+            match this.next(&mut last, &mut backlog).await {
+                Some(job) => {
+                    let worker = Arc::clone(&this);
+                    in_flight.spawn(async move {
+                        worker.run_one(job).await;
+                        drop(permit);
+                        // A slot is free, and a retry may have been scheduled.
+                        worker.ready.notify_one();
+                    });
+                }
+                None => {
+                    drop(permit);
+                    let wait = this.until_next_retry().await;
+                    tokio::select! {
+                        () = this.ready.notified() => {}
+                        () = tokio::time::sleep(wait) => {}
+                        () = stop.cancelled() => break,
                     }
                 }
-                Err(e) => tracing::error!("cannot read the job queue: {e}"),
             }
-            tokio::select! {
-                () = self.ready.notified() => {}
-                () = tokio::time::sleep(POLL) => {}
-                () = stop.cancelled() => return,
+        }
+        let grace = this.settings.grace();
+        let drained = tokio::time::timeout(grace, async {
+            while in_flight.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                jobs = in_flight.len(),
+                "jobs still running after the {grace:?} grace period; they run again at the next start"
+            );
+        }
+    }
+
+    /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
+    /// job ready, serves, and has an instance free. Also brings each adapter's backlog on its
+    /// registry entry up to date.
+    async fn next(&self, last: &mut Option<String>, backlog: &mut HashSet<String>) -> Option<Job> {
+        let now = jobs::now_ms();
+        let found = self
+            .db
+            .call(move |conn| Ok((jobs::ready_adapters(conn, now)?, jobs::backlog(conn)?)))
+            .await;
+        let (ready, pending) = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::error!("cannot read the job queue: {e}");
+                return None;
+            }
+        };
+        self.show_backlog(&pending, backlog);
+        let candidates: Vec<&String> = ready
+            .iter()
+            .filter(|adapter| {
+                self.supervisor.is_serving(adapter)
+                    && self
+                        .components
+                        .generation(adapter)
+                        .is_some_and(|g| g.prepared.caller.instances.available_permits() > 0)
+            })
+            .collect();
+        let pick = candidates
+            .iter()
+            .find(|adapter| last.as_ref().is_none_or(|last| **adapter > last))
+            .or(candidates.first())?
+            .to_string();
+        let adapter = pick.clone();
+        let claimed = self
+            .db
+            .call(move |conn| jobs::claim_next(conn, &adapter, now))
+            .await;
+        *last = Some(pick);
+        match claimed {
+            Ok(job) => job,
+            Err(e) => {
+                tracing::error!("cannot claim a job: {e}");
+                None
             }
         }
     }
-}
 
-async fn run_one(host: &WasmHost, db: &Db, running: &RunningTasks, job: Job) {
-    let cancel = running.register(&job.task_id);
-    // A delete between the claim and the registration found no token to cancel; it did
-    // leave the task `cancelled`, which is checked once the token is in place.
-    let task_id = job.task_id.clone();
-    let still_wanted = db
-        .call(move |conn| Ok(tasks::get(conn, &task_id)?.is_some_and(|t| t.status.is_active())))
-        .await;
-    if matches!(still_wanted, Ok(false)) {
-        running.finish(&job.task_id);
-        return;
+    /// Puts each adapter's number of waiting jobs on its registry entry.
+    fn show_backlog(&self, pending: &[(String, u32)], shown: &mut HashSet<String>) {
+        let registry = self.supervisor.registry();
+        let now: HashSet<String> = pending.iter().map(|(a, _)| a.clone()).collect();
+        for gone in shown.difference(&now) {
+            registry.set_pending_jobs(gone, 0);
+        }
+        for (adapter, count) in pending {
+            registry.set_pending_jobs(adapter, *count);
+        }
+        *shown = now;
     }
-    let result = tokio::select! {
-        result = host.run_job(&job.adapter, &job.task_id, job.payload) => result,
-        () = cancel.cancelled() => Err("cancelled".to_owned()),
-    };
-    running.finish(&job.task_id);
-    let task_id = job.task_id;
-    let recorded = db
-        .call(move |conn| match result {
-            Ok(()) => tasks::set_status(conn, &task_id, TaskStatus::Completed).map(drop),
-            Err(message) => {
-                tasks::set_status(conn, &task_id, TaskStatus::Error)?;
-                tasks::append_note(conn, &task_id, &format!("failed: {message}"))
-            }
+
+    /// How long until a job waiting for its retry may start (an hour when none waits; an
+    /// enqueue wakes the worker earlier).
+    async fn until_next_retry(&self) -> Duration {
+        let now = jobs::now_ms();
+        let next = self
+            .db
+            .call(move |conn| jobs::next_retry(conn, now))
+            .await
+            .ok()
+            .flatten();
+        next.map_or(MAX_RETRY_AFTER, |at| {
+            Duration::from_millis(u64::try_from(at - now).unwrap_or(0))
         })
+    }
+
+    async fn run_one(&self, job: Job) {
+        let Job {
+            task_id,
+            adapter,
+            payload,
+            attempt,
+        } = job;
+        let context = JobContext {
+            task_id: task_id.clone(),
+            attempt,
+        };
+        let outcome = task_runs::cancellable(
+            &self.running,
+            &task_id,
+            &CancellationToken::new(),
+            async |cancel| {
+                // A delete between the claim and now left the task cancelled already.
+                let id = task_id.clone();
+                let wanted = self
+                    .db
+                    .call(move |conn| {
+                        Ok(tasks::get(conn, &id)?.is_some_and(|t| t.status.is_active()))
+                    })
+                    .await;
+                if matches!(wanted, Ok(false)) {
+                    return None;
+                }
+                tokio::select! {
+                    outcome = self.components.run_job(&adapter, context, payload) => Some(outcome),
+                    () = cancel.cancelled() => None,
+                }
+            },
+        )
         .await;
-    if let Err(e) = recorded {
-        tracing::error!("cannot record a job's outcome: {e}");
+        let Some(outcome) = outcome else {
+            return;
+        };
+        let max = self.settings.attempts();
+        let recorded = self
+            .db
+            .call(move |conn| match outcome {
+                Ok(()) => tasks::set_status(conn, &task_id, TaskStatus::Completed).map(drop),
+                Err(JobFailure {
+                    message,
+                    retry_after_ms: Some(after),
+                }) if attempt < max => {
+                    let after = Duration::from_millis(after).min(MAX_RETRY_AFTER);
+                    let note = format!(
+                        "attempt {attempt} failed: {message}; runs again in {} s",
+                        after.as_secs()
+                    );
+                    jobs::retry_later(
+                        conn,
+                        &task_id,
+                        jobs::now_ms() + after.as_millis() as i64,
+                        &note,
+                    )
+                }
+                Err(JobFailure { message, .. }) => {
+                    tasks::set_status(conn, &task_id, TaskStatus::Error)?;
+                    tasks::append_note(
+                        conn,
+                        &task_id,
+                        &format!("failed (attempt {attempt}): {message}"),
+                    )
+                }
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::error!("cannot record a job's outcome: {e}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use service_contract::agent::{Parent, ProfileChoice, RunRequest};
+use service_contract::agent::{ProfileChoice, RunRequest};
 use service_contract::tools::{RegistryError, Tool, ToolContext, ToolRegistry, args};
 
 use crate::engine::MAX_DELEGATION_DEPTH;
@@ -32,18 +32,15 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
             }),
             |input, ctx: ToolContext| async move {
                 let Delegate { agent, prompt } = args(input)?;
-                if ctx.depth >= MAX_DELEGATION_DEPTH {
+                let parent = ctx.run.as_ref().map(|run| run.child());
+                if parent.as_ref().is_some_and(|p| p.depth > MAX_DELEGATION_DEPTH) {
                     return Err(format!(
                         "delegation depth limit ({MAX_DELEGATION_DEPTH}) reached; answer yourself"
                     ));
                 }
-                let request = RunRequest {
-                    prompt,
-                    profile: ProfileChoice::Required(agent),
-                    model: None,
-                    source: "delegate".to_owned(),
-                    parent: ctx.trace_id.map(|trace_id| Parent { trace_id, depth: ctx.depth + 1 }),
-                };
+                let mut request =
+                    RunRequest::new(prompt, ProfileChoice::Required(agent), "delegate");
+                request.parent = parent;
                 let reply = ctx
                     .agents
                     .run(request, ctx.cancel.clone())
@@ -51,7 +48,8 @@ pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
                     .map_err(|e| e.to_string())?;
                 Ok(json!({ "answer": reply.text, "trace_id": reply.trace_id }).to_string())
             },
-        ),
+        )
+        .running_agents(),
         false,
     )
 }

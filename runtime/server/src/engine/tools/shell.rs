@@ -68,7 +68,8 @@ async fn exec(
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT),
     );
-    tracing::info!(trace_id = ?ctx.trace_id, argv = ?exec.argv, "shell_exec");
+    let trace_id = ctx.run.as_ref().map(|run| run.trace_id.as_str());
+    tracing::info!(trace_id = ?trace_id, argv = ?exec.argv, "shell_exec");
     let mut child = Command::new(program)
         .args(rest)
         .current_dir(&dir)

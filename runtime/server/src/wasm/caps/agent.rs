@@ -1,75 +1,252 @@
-//! `agent`: runs agents for adapters granted `agent`. Every run is a task (the job's own
-//! inside `run-job`); it is cancelled when the calling request or job is abandoned or its
-//! task is deleted, and its trace records that.
+//! `agent`: runs agents for adapters granted `agent`, within the adapter's limits (runs at
+//! once, runs per minute). Every run is a task (the job's own inside `run-job`); it is
+//! cancelled when the calling request or job is abandoned or its task is deleted. A run made
+//! while serving an agent's tool call continues that run's delegation depth and LLM budget.
 
-use service_contract::agent::{ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest};
-
-use super::super::bindings::service::adapter::agent::{
-    FailureKind, Host, RunError, RunReply as WitReply, RunRequest as WitRequest,
+use serde::Deserialize;
+use service_contract::agent::{
+    Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest, Turn, TurnRole,
 };
-use super::super::state::{Caller, HostState};
-use crate::agents::profiles::DEFAULT_PROFILE;
-use crate::tasks::{self, NewTask, TaskStatus};
-use crate::traces;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::component::Linker;
 
-/// Task titles are the prompt's start.
-const TITLE_CHARS: usize = 80;
+use super::super::bindings::{v0_1, v0_2};
+use super::super::grants::Request;
+use super::super::rate::PerMinute;
+use super::super::state::HostState;
+use super::{Capability, link_versions, on_host, over_quota};
+use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::task_runs::NewRun;
+use crate::traces;
+use v0_2::service::adapter::agent::{
+    FailureKind, Host, Role, RunError, RunReply as WitReply, RunRequest as WitRequest,
+};
+
 /// A trace note longer than this is cut.
 const NOTE_CHARS: usize = 1_000;
+/// The most earlier turns a run carries, and their characters together.
+pub const MAX_HISTORY_TURNS: usize = 50;
+pub const MAX_HISTORY_CHARS: usize = 32_000;
 
-impl Host for HostState {
-    async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
-        let caller = self.caller.clone();
-        if !caller.effective.agent {
-            caller.deny("agent.run without the agent grant");
-            return Ok(Err(RunError {
-                kind: FailureKind::Denied,
-                message: "this adapter was not granted `agent`".into(),
-                trace_id: None,
-            }));
+/// The agent run a call serves (a component's tool called by an agent): runs the call makes
+/// continue its delegation depth and its LLM budget.
+pub type RunContext = Parent;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    #[serde(default)]
+    agent: bool,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub agent_runs_at_once: u32,
+    pub agent_runs_per_minute: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            agent_runs_at_once: 4,
+            agent_runs_per_minute: 60,
         }
-        let name = request
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub allowed: bool,
+    pub limits: Limits,
+}
+
+pub struct State {
+    at_once: std::sync::Arc<Semaphore>,
+    per_minute: PerMinute,
+}
+
+pub struct Agent;
+
+impl Capability for Agent {
+    const INTERFACE: &'static str = "agent";
+    const KEYS: &'static [&'static str] = &["agent"];
+    const LIMIT_KEYS: &'static [&'static str] = &["agent_runs_at_once", "agent_runs_per_minute"];
+    type Grant = Grant;
+    type Granted = Granted;
+    type State = State;
+
+    fn grant(
+        request: &Request,
+        grant: &Grant,
+        _: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Granted, String> {
+        Ok(Granted {
+            allowed: grant.agent && request.wants(Self::INTERFACE, |l| l.agent),
+            limits: grant.limits,
+        })
+    }
+
+    fn granted_anything(granted: &Granted) -> bool {
+        granted.allowed
+    }
+
+    fn summary(granted: &Granted) -> Vec<String> {
+        if granted.allowed {
+            vec!["agent".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn state(granted: &Granted) -> State {
+        State {
+            at_once: std::sync::Arc::new(Semaphore::new(
+                granted.limits.agent_runs_at_once as usize,
+            )),
+            per_minute: PerMinute::new(granted.limits.agent_runs_per_minute),
+        }
+    }
+
+    fn suggest(_: &Request) -> Vec<String> {
+        vec!["agent = true".into()]
+    }
+
+    fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+        link_versions!(linker, agent)
+    }
+}
+
+/// Why an agent run (or a tool that runs agents) may not start now.
+pub enum Refusal {
+    Denied(String),
+    Limited(String),
+}
+
+impl HostState {
+    /// A place among the adapter's runs: the `agent` grant, a free run slot and the rate
+    /// allow it. A refusal is recorded on the entry.
+    pub fn agent_slot(&self, what: &str) -> Result<OwnedSemaphorePermit, Refusal> {
+        let caller = &self.caller;
+        if !caller.granted.agent.allowed {
+            let message = format!("{what} without the agent grant");
+            caller.deny(&message);
+            return Err(Refusal::Denied(message));
+        }
+        let limits = caller.granted.agent.limits;
+        let state = &caller.states.agent;
+        let Ok(permit) = std::sync::Arc::clone(&state.at_once).try_acquire_owned() else {
+            let message = format!(
+                "{what}: {} agent runs of this adapter are already running (limits.agent_runs_at_once)",
+                limits.agent_runs_at_once
+            );
+            let _ = over_quota(self, message.clone());
+            return Err(Refusal::Limited(message));
+        };
+        if !state.per_minute.take() {
+            let message = format!(
+                "{what}: this adapter started {} agent runs in the last minute (limits.agent_runs_per_minute)",
+                limits.agent_runs_per_minute
+            );
+            let _ = over_quota(self, message.clone());
+            return Err(Refusal::Limited(message));
+        }
+        Ok(permit)
+    }
+
+    async fn run_agent(&mut self, request: WitRequest) -> Result<RunReply, RunError> {
+        let permit = self.agent_slot("agent.run").map_err(|refusal| {
+            let (kind, message) = match refusal {
+                Refusal::Denied(m) => (FailureKind::Denied, m),
+                Refusal::Limited(m) => (FailureKind::Limited, m),
+            };
+            RunError {
+                kind,
+                message,
+                trace_id: None,
+            }
+        })?;
+        let caller = self.caller.clone();
+        let profile = request
             .profile
             .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
         let run = RunRequest {
             profile: if request.profile_required {
-                ProfileChoice::Required(name.clone())
+                ProfileChoice::Required(profile.clone())
             } else {
-                ProfileChoice::Preferred(name.clone())
+                ProfileChoice::Preferred(profile.clone())
             },
             prompt: request.prompt,
+            history: history(request.history),
             model: None,
             source: caller.adapter.clone(),
-            parent: None,
+            parent: self.run.as_ref().map(Parent::child),
         };
-        let result = match self.job_task.clone() {
-            Some(task_id) => {
-                let result = caller
-                    .services
-                    .agents
-                    .run(run, self.cancel.child_token())
-                    .await;
-                attach(&caller, task_id, None, &result).await;
-                result
-            }
-            None => self.run_as_task(run, &name).await,
-        };
-        Ok(result
-            .map(|reply| WitReply {
-                text: reply.text,
-                trace_id: reply.trace_id,
-            })
-            .map_err(|failure| RunError {
-                kind: match failure.kind {
-                    RunFailureKind::Invalid => FailureKind::Invalid,
-                    RunFailureKind::UnknownAgent => FailureKind::UnknownAgent,
-                    RunFailureKind::NotConfigured => FailureKind::NotConfigured,
-                    RunFailureKind::Failed => FailureKind::Failed,
-                    RunFailureKind::Cancelled => FailureKind::Cancelled,
-                },
-                message: failure.message,
-                trace_id: failure.trace_id,
-            }))
+        let (cancel, job_task) = (
+            self.cancel.child_token(),
+            self.job.as_ref().map(|j| j.task_id.clone()),
+        );
+        let result = on_host(self, async move {
+            let tasks = &caller.services.agent_tasks;
+            let outcome = match job_task {
+                // Inside a job, the job's task is the run's.
+                Some(task_id) => tasks.in_task(&task_id, run, cancel).await,
+                None => {
+                    let new = NewRun {
+                        title: run.prompt.clone(),
+                        description: format!("{} agent run", caller.adapter),
+                        profile,
+                    };
+                    tasks.as_task(new, run, cancel).await
+                }
+            };
+            drop(permit);
+            outcome
+        })
+        .await;
+        result.map_err(|failure: RunFailure| RunError {
+            kind: match failure.kind {
+                RunFailureKind::Invalid => FailureKind::Invalid,
+                RunFailureKind::UnknownAgent => FailureKind::UnknownAgent,
+                RunFailureKind::NotConfigured => FailureKind::NotConfigured,
+                RunFailureKind::Failed => FailureKind::Failed,
+                RunFailureKind::Cancelled => FailureKind::Cancelled,
+            },
+            message: failure.message,
+            trace_id: failure.trace_id,
+        })
+    }
+}
+
+/// The last turns that fit the bounds, oldest first.
+fn history(turns: Vec<v0_2::service::adapter::agent::Turn>) -> Vec<Turn> {
+    let mut kept = Vec::new();
+    let mut chars = 0;
+    for turn in turns.into_iter().rev().take(MAX_HISTORY_TURNS) {
+        chars += turn.text.chars().count();
+        if chars > MAX_HISTORY_CHARS {
+            break;
+        }
+        kept.push(Turn {
+            role: match turn.role {
+                Role::User => TurnRole::User,
+                Role::Assistant => TurnRole::Assistant,
+            },
+            text: turn.text,
+        });
+    }
+    kept.reverse();
+    kept
+}
+
+impl Host for HostState {
+    async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
+        Ok(self.run_agent(request).await.map(|reply| WitReply {
+            text: reply.text,
+            trace_id: reply.trace_id,
+        }))
     }
 
     async fn annotate(
@@ -78,103 +255,97 @@ impl Host for HostState {
         message: String,
     ) -> wasmtime::Result<Result<(), String>> {
         let caller = self.caller.clone();
-        if !caller.effective.agent {
+        if !caller.granted.agent.allowed {
             caller.deny("agent.annotate without the agent grant");
             return Ok(Err("this adapter was not granted `agent`".into()));
         }
         let adapter = caller.adapter.clone();
         let note: String = message.chars().take(NOTE_CHARS).collect();
-        let added = caller
-            .services
-            .db
-            .call(move |conn| traces::add_warning(conn, &trace_id, &adapter, &note))
-            .await;
+        let added = on_host(self, async move {
+            caller
+                .services
+                .db
+                .call(move |conn| traces::add_warning(conn, &trace_id, &adapter, &note))
+                .await
+        })
+        .await;
         Ok(added.map_err(|e| e.to_string()))
     }
 }
 
-impl HostState {
-    /// A run outside a job: a task of its own, running until the run ends; deleting the task
-    /// cancels the run.
-    async fn run_as_task(
+impl v0_1::service::adapter::agent::Host for HostState {
+    async fn run(
         &mut self,
-        run: RunRequest,
-        profile: &str,
-    ) -> Result<RunReply, RunFailure> {
-        let services = &self.caller.services;
-        let title: String = run.prompt.trim().chars().take(TITLE_CHARS).collect();
-        let description = format!("{} agent run", self.caller.adapter);
-        let profile = profile.to_owned();
-        let created = services
-            .db
-            .call(move |conn| {
-                tasks::create_running(
-                    conn,
-                    &NewTask {
-                        title: &title,
-                        description: Some(&description),
-                        agent_profile_name: Some(&profile),
-                        trace_id: None,
-                    },
-                )
+        request: v0_1::service::adapter::agent::RunRequest,
+    ) -> wasmtime::Result<
+        Result<v0_1::service::adapter::agent::RunReply, v0_1::service::adapter::agent::RunError>,
+    > {
+        use v0_1::service::adapter::agent as old;
+        let request = WitRequest {
+            prompt: request.prompt,
+            profile: request.profile,
+            profile_required: request.profile_required,
+            history: Vec::new(),
+        };
+        Ok(self
+            .run_agent(request)
+            .await
+            .map(|reply| old::RunReply {
+                text: reply.text,
+                trace_id: reply.trace_id,
             })
-            .await;
-        let task_id = match created {
-            Ok(task_id) => task_id,
-            Err(e) => {
-                return Err(RunFailure {
-                    kind: RunFailureKind::Failed,
-                    message: format!("cannot record the run's task: {e}"),
-                    trace_id: None,
-                });
-            }
-        };
-        let deleted = services.running.register(&task_id);
-        let cancel = self.cancel.child_token();
-        let mut running = services.agents.run(run, cancel.clone());
-        let result = tokio::select! {
-            result = &mut running => result,
-            () = deleted.cancelled() => {
-                cancel.cancel();
-                running.await
-            }
-        };
-        services.running.finish(&task_id);
-        let status = match &result {
-            Ok(_) => TaskStatus::Completed,
-            Err(f) if f.kind == RunFailureKind::Cancelled => TaskStatus::Cancelled,
-            Err(_) => TaskStatus::Error,
-        };
-        attach(&self.caller, task_id, Some(status), &result).await;
-        result
+            .map_err(|e| old::RunError {
+                kind: match e.kind {
+                    FailureKind::Invalid => old::FailureKind::Invalid,
+                    FailureKind::UnknownAgent => old::FailureKind::UnknownAgent,
+                    FailureKind::NotConfigured => old::FailureKind::NotConfigured,
+                    // 0.1 has no `limited`: the message says why.
+                    FailureKind::Failed | FailureKind::Limited => old::FailureKind::Failed,
+                    FailureKind::Cancelled => old::FailureKind::Cancelled,
+                    FailureKind::Denied => old::FailureKind::Denied,
+                },
+                message: e.message,
+                trace_id: e.trace_id,
+            }))
+    }
+
+    async fn annotate(
+        &mut self,
+        trace_id: String,
+        message: String,
+    ) -> wasmtime::Result<Result<(), String>> {
+        Host::annotate(self, trace_id, message).await
     }
 }
 
-/// Links a run's trace to its task (and moves the task to `status` when given).
-async fn attach(
-    caller: &Caller,
-    task_id: String,
-    status: Option<TaskStatus>,
-    result: &Result<RunReply, RunFailure>,
-) {
-    let trace_id = match result {
-        Ok(reply) => Some(reply.trace_id.clone()),
-        Err(failure) => failure.trace_id.clone(),
-    };
-    let recorded = caller
-        .services
-        .db
-        .call(move |conn| {
-            if let Some(status) = status {
-                tasks::set_status(conn, &task_id, status)?;
-            }
-            match trace_id {
-                Some(trace_id) => tasks::attach_trace(conn, &task_id, &trace_id),
-                None => Ok(()),
-            }
-        })
-        .await;
-    if let Err(e) = recorded {
-        tracing::warn!(adapter = %caller.adapter, "cannot record a run on its task: {e}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use v0_2::service::adapter::agent::Turn as WitTurn;
+
+    #[test]
+    fn history_keeps_the_latest_turns_within_bounds() {
+        let turn = |i: usize| WitTurn {
+            role: if i.is_multiple_of(2) {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            text: format!("turn {i}"),
+        };
+        let kept = history((0..80).map(turn).collect());
+        assert_eq!(kept.len(), MAX_HISTORY_TURNS);
+        assert_eq!(kept.first().unwrap().text, "turn 30");
+        assert_eq!(kept.last().unwrap().text, "turn 79");
+        let long = WitTurn {
+            role: Role::User,
+            text: "x".repeat(MAX_HISTORY_CHARS),
+        };
+        let kept = history(vec![long, turn(1)]);
+        assert_eq!(
+            kept.len(),
+            1,
+            "the oldest turn does not fit beside the newest"
+        );
     }
 }

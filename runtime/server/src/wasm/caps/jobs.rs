@@ -1,29 +1,138 @@
-//! `jobs`: persists deferred work; the job worker runs it later in a fresh instance.
+//! `jobs`: persists deferred work; the job worker runs it later in a fresh instance. Each
+//! adapter has a bound on its pending jobs and on a payload's size.
 
-use super::super::bindings::service::adapter::jobs::Host;
+use serde::Deserialize;
+use wasmtime::component::Linker;
+
+use super::super::bindings::{v0_1, v0_2};
+use super::super::grants::Request;
 use super::super::state::HostState;
-use crate::jobs;
+use super::{Capability, denied, link_versions, on_host, over_quota};
+use crate::jobs::{self, Refused};
+use v0_2::service::adapter::types::Error;
 
-impl Host for HostState {
-    async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, String>> {
-        let caller = self.caller.clone();
-        if !caller.effective.jobs {
-            caller.deny("jobs.enqueue without the jobs grant");
-            return Ok(Err("jobs are not granted".into()));
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    #[serde(default)]
+    jobs: bool,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Jobs waiting or running at once.
+    pub jobs_pending: u32,
+    pub job_payload_bytes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            jobs_pending: 1_000,
+            job_payload_bytes: 64 << 10,
         }
-        let adapter = caller.adapter.clone();
-        // Written before the handler's response leaves, so an accepted job survives a crash.
-        let queued = caller
-            .services
-            .db
-            .call(move |conn| jobs::enqueue(conn, &adapter, &payload))
-            .await;
-        Ok(match queued {
-            Ok(task_id) => {
-                caller.services.jobs_ready.notify_one();
-                Ok(task_id)
-            }
-            Err(e) => Err(e.to_string()),
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub allowed: bool,
+    pub limits: Limits,
+}
+
+pub struct Jobs;
+
+impl Capability for Jobs {
+    const INTERFACE: &'static str = "jobs";
+    const KEYS: &'static [&'static str] = &["jobs"];
+    const LIMIT_KEYS: &'static [&'static str] = &["jobs_pending", "job_payload_bytes"];
+    type Grant = Grant;
+    type Granted = Granted;
+    type State = ();
+
+    fn grant(
+        request: &Request,
+        grant: &Grant,
+        _: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Granted, String> {
+        Ok(Granted {
+            allowed: grant.jobs && request.wants(Self::INTERFACE, |l| l.jobs),
+            limits: grant.limits,
         })
+    }
+
+    fn granted_anything(granted: &Granted) -> bool {
+        granted.allowed
+    }
+
+    fn summary(granted: &Granted) -> Vec<String> {
+        if granted.allowed {
+            vec!["jobs".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn state(_: &Granted) {}
+
+    fn suggest(_: &Request) -> Vec<String> {
+        vec!["jobs = true".into()]
+    }
+
+    fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+        link_versions!(linker, jobs)
+    }
+}
+
+impl v0_2::service::adapter::jobs::Host for HostState {
+    async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
+        let caller = self.caller.clone();
+        let granted = &caller.granted.jobs;
+        if !granted.allowed {
+            return Ok(Err(denied(
+                self,
+                "jobs.enqueue without the jobs grant".into(),
+            )));
+        }
+        let limits = granted.limits;
+        if payload.len() > limits.job_payload_bytes as usize {
+            return Ok(Err(over_quota(
+                self,
+                format!(
+                    "a job payload of {} bytes is larger than {} (limits.job_payload_bytes)",
+                    payload.len(),
+                    limits.job_payload_bytes
+                ),
+            )));
+        }
+        // Written before the handler's response leaves, so an accepted job survives a crash.
+        let queued = on_host(self, async move {
+            let adapter = caller.adapter.clone();
+            let queued = caller
+                .services
+                .db
+                .call(move |conn| Ok(jobs::enqueue(conn, &adapter, &payload, limits.jobs_pending)))
+                .await;
+            if matches!(queued, Ok(Ok(_))) {
+                caller.services.jobs_ready.notify_one();
+            }
+            queued
+        })
+        .await;
+        Ok(match queued {
+            Ok(Ok(task_id)) => Ok(task_id),
+            Ok(Err(refused @ Refused::Full { .. })) => Err(over_quota(self, refused.to_string())),
+            Ok(Err(Refused::Db(e))) | Err(e) => Err(Error::Failed(e.to_string())),
+        })
+    }
+}
+
+impl v0_1::service::adapter::jobs::Host for HostState {
+    async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, String>> {
+        let queued = v0_2::service::adapter::jobs::Host::enqueue(self, payload).await?;
+        Ok(queued.map_err(|e| super::trap(e).to_string()))
     }
 }

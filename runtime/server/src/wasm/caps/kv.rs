@@ -1,36 +1,192 @@
-//! `kv`: the adapter's own namespace of the persisted key-value store.
+//! `kv`: the adapter's own namespace of the persisted key-value store, within its bounds: key
+//! and value sizes, and the bytes it stores in all.
 
-use std::sync::Arc;
+use serde::Deserialize;
+use wasmtime::component::Linker;
 
-use super::super::bindings::service::adapter::kv::Host;
-use super::super::state::{Caller, HostState};
-use crate::kv;
+use super::super::bindings::{v0_1, v0_2};
+use super::super::grants::Request;
+use super::super::state::HostState;
+use super::{Capability, denied, link_versions, on_host, over_quota, trap};
+use crate::kv::{self, Refused};
+use v0_2::service::adapter::types::Error;
 
-/// Runs a store operation in the adapter's namespace; a missing grant is a trap (the
-/// component could not have loaded with the import and no grant).
-async fn with_kv<T: Send + 'static>(
-    caller: Arc<Caller>,
-    op: impl FnOnce(&rusqlite::Connection, &str) -> crate::error::Result<T> + Send + 'static,
-) -> wasmtime::Result<T> {
-    if !caller.effective.kv {
-        caller.deny("kv without the kv grant");
-        wasmtime::bail!("kv is not granted");
-    }
-    let adapter = caller.adapter.clone();
-    caller
-        .services
-        .db
-        .call_inline(move |conn| op(conn, &adapter))
-        .await
-        .map_err(|e| wasmtime::Error::msg(e.to_string()))
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    #[serde(default)]
+    kv: bool,
+    #[serde(default)]
+    limits: Limits,
 }
 
-impl Host for HostState {
-    async fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        with_kv(self.caller.clone(), move |conn, adapter| {
-            kv::get(conn, adapter, &key)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub kv_key_bytes: u32,
+    pub kv_value_bytes: u32,
+    pub kv_total_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            kv_key_bytes: 512,
+            kv_value_bytes: 256 << 10,
+            kv_total_bytes: 16 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub allowed: bool,
+    pub limits: Limits,
+}
+
+pub struct Kv;
+
+impl Capability for Kv {
+    const INTERFACE: &'static str = "kv";
+    const KEYS: &'static [&'static str] = &["kv"];
+    const LIMIT_KEYS: &'static [&'static str] =
+        &["kv_key_bytes", "kv_value_bytes", "kv_total_bytes"];
+    type Grant = Grant;
+    type Granted = Granted;
+    type State = ();
+
+    fn grant(
+        request: &Request,
+        grant: &Grant,
+        _: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Granted, String> {
+        Ok(Granted {
+            allowed: grant.kv && request.wants(Self::INTERFACE, |l| l.kv),
+            limits: grant.limits,
         })
-        .await
+    }
+
+    fn granted_anything(granted: &Granted) -> bool {
+        granted.allowed
+    }
+
+    fn summary(granted: &Granted) -> Vec<String> {
+        if granted.allowed {
+            vec!["kv".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn state(_: &Granted) {}
+
+    fn suggest(_: &Request) -> Vec<String> {
+        vec!["kv = true".into()]
+    }
+
+    fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+        link_versions!(linker, kv)
+    }
+}
+
+impl HostState {
+    /// Runs a store operation in the adapter's namespace after the grant and size checks.
+    async fn with_kv<T: Send + 'static>(
+        &mut self,
+        key: &str,
+        value_len: usize,
+        op: impl FnOnce(&mut rusqlite::Connection, &str, u64) -> Result<T, Refused> + Send + 'static,
+    ) -> Result<T, Error> {
+        let caller = &self.caller;
+        let granted = &caller.granted.kv;
+        if !granted.allowed {
+            return Err(denied(self, "kv without the kv grant".into()));
+        }
+        let limits = granted.limits;
+        if key.len() > limits.kv_key_bytes as usize {
+            return Err(over_quota(
+                self,
+                format!(
+                    "a key of {} bytes is longer than {} (limits.kv_key_bytes)",
+                    key.len(),
+                    limits.kv_key_bytes
+                ),
+            ));
+        }
+        if value_len > limits.kv_value_bytes as usize {
+            return Err(over_quota(
+                self,
+                format!(
+                    "a value of {value_len} bytes is larger than {} (limits.kv_value_bytes)",
+                    limits.kv_value_bytes
+                ),
+            ));
+        }
+        let caller = caller.clone();
+        let done = on_host(self, async move {
+            let adapter = caller.adapter.clone();
+            caller
+                .services
+                .db
+                .call_inline(move |conn| Ok(op(conn, &adapter, limits.kv_total_bytes)))
+                .await
+        })
+        .await;
+        match done {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(refused @ Refused::OverQuota { .. })) => {
+                Err(over_quota(self, refused.to_string()))
+            }
+            Ok(Err(Refused::Db(e))) | Err(e) => Err(Error::Failed(e.to_string())),
+        }
+    }
+}
+
+impl v0_2::service::adapter::kv::Host for HostState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
+        Ok(self
+            .with_kv(&key.clone(), 0, move |conn, adapter, _| {
+                Ok(kv::get(conn, adapter, &key)?)
+            })
+            .await)
+    }
+
+    async fn set(
+        &mut self,
+        key: String,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        Ok(self
+            .with_kv(&key.clone(), value.len(), move |conn, adapter, quota| {
+                kv::set(conn, adapter, &key, &value, ttl_ms, quota)
+            })
+            .await)
+    }
+
+    async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), Error>> {
+        Ok(self
+            .with_kv(&key.clone(), 0, move |conn, adapter, _| {
+                Ok(kv::delete(conn, adapter, &key)?)
+            })
+            .await)
+    }
+
+    async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<Result<bool, Error>> {
+        Ok(self
+            .with_kv(&key.clone(), 0, move |conn, adapter, quota| {
+                kv::claim(conn, adapter, &key, ttl_ms, quota)
+            })
+            .await)
+    }
+}
+
+/// 0.1's functions had no error results: a refusal traps the call (and is on the entry).
+impl v0_1::service::adapter::kv::Host for HostState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        v0_2::service::adapter::kv::Host::get(self, key)
+            .await?
+            .map_err(trap)
     }
 
     async fn set(
@@ -39,23 +195,20 @@ impl Host for HostState {
         value: Vec<u8>,
         ttl_ms: Option<u64>,
     ) -> wasmtime::Result<()> {
-        with_kv(self.caller.clone(), move |conn, adapter| {
-            kv::set(conn, adapter, &key, &value, ttl_ms)
-        })
-        .await
+        v0_2::service::adapter::kv::Host::set(self, key, value, ttl_ms)
+            .await?
+            .map_err(trap)
     }
 
     async fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        with_kv(self.caller.clone(), move |conn, adapter| {
-            kv::delete(conn, adapter, &key)
-        })
-        .await
+        v0_2::service::adapter::kv::Host::delete(self, key)
+            .await?
+            .map_err(trap)
     }
 
     async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<bool> {
-        with_kv(self.caller.clone(), move |conn, adapter| {
-            kv::claim(conn, adapter, &key, ttl_ms)
-        })
-        .await
+        v0_2::service::adapter::kv::Host::claim(self, key, ttl_ms)
+            .await?
+            .map_err(trap)
     }
 }

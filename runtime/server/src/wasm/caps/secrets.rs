@@ -1,34 +1,165 @@
-//! `secrets`: granted environment variables, and HMAC verification against a named secret so
-//! signing secrets need not enter the sandbox.
+//! `secrets`: granted environment variables; HMAC verification against a named secret, so a
+//! signing secret need not enter the sandbox; and which origins a secret may be sent to in
+//! an outbound placeholder (`[secret_origins]`).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use sha2::Sha256;
+use wasmtime::component::Linker;
 
-use super::super::bindings::service::adapter::secrets::Host;
+use super::super::bindings::{v0_1, v0_2};
+use super::super::grants::{Origin, Request};
 use super::super::state::HostState;
+use super::{Capability, denied, link_versions};
+use v0_2::service::adapter::secrets::HmacAlgorithm;
+use v0_2::service::adapter::types::Error;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    #[serde(default)]
+    secrets: Vec<String>,
+    /// Secret name → the only origins an outbound placeholder may send it to.
+    #[serde(default)]
+    secret_origins: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub names: BTreeSet<String>,
+    /// Granted secrets the component cannot work without.
+    pub required: Vec<String>,
+    /// Required secrets the grant does not name.
+    pub required_ungranted: Vec<String>,
+    /// Secrets bound to origins; an unbound secret may go to any granted origin.
+    pub origins: BTreeMap<String, BTreeSet<Origin>>,
+}
+
+impl Granted {
+    /// Whether a placeholder may send `name` to `origin`.
+    pub fn may_send(&self, name: &str, origin: &Origin) -> bool {
+        self.names.contains(name)
+            && self
+                .origins
+                .get(name)
+                .is_none_or(|bound| bound.contains(origin))
+    }
+}
+
+pub struct Secrets;
+
+impl Capability for Secrets {
+    const INTERFACE: &'static str = "secrets";
+    const KEYS: &'static [&'static str] = &["secrets", "secret_origins"];
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    type Grant = Grant;
+    type Granted = Granted;
+    type State = ();
+
+    fn grant(
+        request: &Request,
+        grant: &Grant,
+        _: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Granted, String> {
+        let mut origins = BTreeMap::new();
+        for (name, bound) in &grant.secret_origins {
+            if !grant.secrets.contains(name) {
+                return Err(format!(
+                    "[secret_origins] names {name}, which `secrets` does not grant"
+                ));
+            }
+            origins.insert(name.clone(), Origin::parse_all(bound)?);
+        }
+        // A 0.1 component lists the secrets it wants; a newer one may use every granted
+        // secret (through this interface or an outbound placeholder).
+        let names: BTreeSet<String> = grant
+            .secrets
+            .iter()
+            .filter(|name| {
+                request
+                    .listed
+                    .as_ref()
+                    .is_none_or(|listed| listed.secrets.contains(name))
+            })
+            .cloned()
+            .collect();
+        let (required, required_ungranted) = request
+            .required_secrets
+            .iter()
+            .cloned()
+            .partition(|name| names.contains(name));
+        Ok(Granted {
+            names,
+            required,
+            required_ungranted,
+            origins,
+        })
+    }
+
+    fn granted_anything(granted: &Granted) -> bool {
+        !granted.names.is_empty()
+    }
+
+    fn summary(granted: &Granted) -> Vec<String> {
+        granted
+            .names
+            .iter()
+            .map(|s| format!("secret:{s}"))
+            .collect()
+    }
+
+    fn state(_: &Granted) {}
+
+    fn suggest(request: &Request) -> Vec<String> {
+        let listed = request.listed.as_ref().map(|l| l.secrets.clone());
+        let names = listed.unwrap_or_else(|| request.required_secrets.clone());
+        match names.is_empty() {
+            true => vec!["secrets = [\"NAME_OF_THE_VARIABLE\"]".into()],
+            false => vec![format!("secrets = {names:?}")],
+        }
+    }
+
+    fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+        link_versions!(linker, secrets)
+    }
+}
 
 impl HostState {
     /// The value of a granted secret; an ungranted name is recorded as a denial.
-    fn granted_secret(&self, name: &str) -> Result<Option<String>, String> {
-        if !self.caller.effective.secrets.contains(name) {
-            self.caller.deny(&format!("secret {name} is not granted"));
-            return Err(format!("secret {name} is not granted"));
+    fn granted_secret(&self, name: &str) -> Result<Option<String>, Error> {
+        if !self.caller.granted.secrets.names.contains(name) {
+            return Err(denied(self, format!("secret {name} is not granted")));
         }
         Ok(self.caller.services.env.get(name))
     }
 }
 
-/// Constant-time check of a hex HMAC-SHA256 signature.
-pub fn verify_hmac(secret: &[u8], message: &[u8], signature_hex: &str) -> bool {
-    let Ok(signature) = hex::decode(signature_hex.trim()) else {
-        return false;
-    };
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
-    mac.update(message);
-    mac.verify_slice(&signature).is_ok()
+/// Constant-time check of an HMAC over `message`.
+pub fn verify_hmac(
+    algorithm: HmacAlgorithm,
+    secret: &[u8],
+    message: &[u8],
+    signature: &[u8],
+) -> bool {
+    fn check<M: Mac + hmac::digest::KeyInit>(
+        secret: &[u8],
+        message: &[u8],
+        signature: &[u8],
+    ) -> bool {
+        let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(secret)
+            .expect("HMAC takes keys of any length");
+        mac.update(message);
+        mac.verify_slice(signature).is_ok()
+    }
+    match algorithm {
+        HmacAlgorithm::Sha1 => check::<Hmac<sha1::Sha1>>(secret, message, signature),
+        HmacAlgorithm::Sha256 => check::<Hmac<Sha256>>(secret, message, signature),
+    }
 }
 
-impl Host for HostState {
+impl v0_2::service::adapter::secrets::Host for HostState {
     async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
         Ok(self.granted_secret(&name).ok().flatten())
     }
@@ -39,17 +170,52 @@ impl Host for HostState {
             .is_ok_and(|value| value.is_some()))
     }
 
+    async fn verify_hmac(
+        &mut self,
+        name: String,
+        algorithm: HmacAlgorithm,
+        message: Vec<u8>,
+        signature: Vec<u8>,
+    ) -> wasmtime::Result<Result<bool, Error>> {
+        Ok(match self.granted_secret(&name) {
+            Ok(Some(secret)) => Ok(verify_hmac(
+                algorithm,
+                secret.as_bytes(),
+                &message,
+                &signature,
+            )),
+            Ok(None) => Err(Error::Failed(format!("{name} is not set"))),
+            Err(denied) => Err(denied),
+        })
+    }
+}
+
+impl v0_1::service::adapter::secrets::Host for HostState {
+    async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
+        v0_2::service::adapter::secrets::Host::get(self, name).await
+    }
+
+    async fn is_set(&mut self, name: String) -> wasmtime::Result<bool> {
+        v0_2::service::adapter::secrets::Host::is_set(self, name).await
+    }
+
     async fn verify_hmac_sha256(
         &mut self,
         name: String,
         message: Vec<u8>,
         signature_hex: String,
     ) -> wasmtime::Result<Result<bool, String>> {
-        Ok(match self.granted_secret(&name) {
-            Ok(Some(secret)) => Ok(verify_hmac(secret.as_bytes(), &message, &signature_hex)),
-            Ok(None) => Err(format!("{name} is not set")),
-            Err(denied) => Err(denied),
-        })
+        // A signature that is not hex cannot match (the 0.1 answer for it was `false`).
+        let signature = hex::decode(signature_hex.trim()).unwrap_or_default();
+        let verified = v0_2::service::adapter::secrets::Host::verify_hmac(
+            self,
+            name,
+            HmacAlgorithm::Sha256,
+            message,
+            signature,
+        )
+        .await?;
+        Ok(verified.map_err(|e| super::trap(e).to_string()))
     }
 }
 
@@ -58,13 +224,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn verifies_hex_hmac() {
-        // HMAC-SHA256("key", "The quick brown fox jumps over the lazy dog"), a published vector.
-        let good = "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8";
+    fn verifies_published_hmac_vectors() {
+        // HMAC("key", "The quick brown fox jumps over the lazy dog"), published vectors.
         let message = b"The quick brown fox jumps over the lazy dog";
-        assert!(verify_hmac(b"key", message, good));
-        assert!(!verify_hmac(b"key", message, &good.replace('f', "0")));
-        assert!(!verify_hmac(b"key", message, "not hex"));
-        assert!(!verify_hmac(b"other", message, good));
+        let sha256 =
+            hex::decode("f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8")
+                .unwrap();
+        let sha1 = hex::decode("de7c9b85b8b78aa6bc8a7a36f70a90701c9db4d9").unwrap();
+        assert!(verify_hmac(HmacAlgorithm::Sha256, b"key", message, &sha256));
+        assert!(verify_hmac(HmacAlgorithm::Sha1, b"key", message, &sha1));
+        assert!(!verify_hmac(HmacAlgorithm::Sha1, b"key", message, &sha256));
+        assert!(!verify_hmac(
+            HmacAlgorithm::Sha256,
+            b"other",
+            message,
+            &sha256
+        ));
+        assert!(!verify_hmac(HmacAlgorithm::Sha256, b"key", message, b""));
+    }
+
+    #[test]
+    fn bound_secrets_go_to_their_origins_only() {
+        let grant = Grant {
+            secrets: vec!["BOT".into(), "FREE".into()],
+            secret_origins: [("BOT".into(), vec!["https://slack.com".into()])].into(),
+        };
+        let granted = Secrets::grant(&Request::default(), &grant, &|_| None).unwrap();
+        let slack = Origin::parse("https://slack.com:443").unwrap();
+        let other = Origin::parse("https://other.example").unwrap();
+        assert!(granted.may_send("BOT", &slack) && !granted.may_send("BOT", &other));
+        assert!(granted.may_send("FREE", &other));
+        assert!(!granted.may_send("NOPE", &slack));
+        let unbound = Grant {
+            secret_origins: [("X".into(), vec![])].into(),
+            ..grant
+        };
+        assert!(Secrets::grant(&Request::default(), &unbound, &|_| None).is_err());
     }
 }

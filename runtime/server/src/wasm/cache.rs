@@ -1,41 +1,23 @@
-//! Turning bytes into a loaded adapter generation: compile (or reuse the host's compile
-//! cache), check the imports against the WIT version and the grant, call `describe`, and
-//! prepare an `InstancePre` for fast per-request instantiation.
+//! The compile cache: compiled components on disk, keyed by the component's sha256 and the
+//! engine's compatibility hash, written only by this host, and pruned to the components in
+//! use (and a size cap).
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::Component;
 
-use super::bindings::{handler, lifecycle, tool_provider};
-use super::grants::{Effective, Grant, Request};
-
-/// The WIT package versions this host implements.
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1.0"];
-const PACKAGE: &str = "service:adapter/";
-
-/// Interfaces of the package a component may import.
-const IMPORTABLE: &[&str] = &[
-    "types",
-    "registry",
-    "agent",
-    "tools",
-    "outbound-http",
-    "secrets",
-    "kv",
-    "jobs",
-    "log",
-];
+/// The most the cache keeps; the least recently written artifacts go first past it.
+pub const MAX_CACHE_BYTES: u64 = 512 << 20;
 
 /// A compiled component, before `describe`.
 pub struct Compiled {
     pub sha256: String,
     pub component: Component,
-    /// Imported interfaces of the package (`kv`, `agent`, ...).
-    pub imports: Vec<String>,
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -75,12 +57,7 @@ pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Co
             component
         }
     };
-    let imports = package_imports(engine, &component)?;
-    Ok(Compiled {
-        sha256,
-        component,
-        imports,
-    })
+    Ok(Compiled { sha256, component })
 }
 
 fn cache_path(engine: &Engine, cache: &Path, sha256: &str) -> PathBuf {
@@ -130,73 +107,42 @@ fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Names of the imported interfaces of this package; any other import than WASI, an unknown
-/// interface, or another package version is refused with the reason.
-fn package_imports(engine: &Engine, component: &Component) -> anyhow::Result<Vec<String>> {
-    let mut out = Vec::new();
-    for (name, _) in component.component_type().imports(engine) {
-        if name.starts_with("wasi:") {
-            continue;
-        }
-        let Some(rest) = name.strip_prefix(PACKAGE) else {
-            anyhow::bail!("imports {name}, which this host does not provide");
-        };
-        let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        if !SUPPORTED_VERSIONS.contains(&version) {
-            anyhow::bail!(
-                "built for service:adapter@{version}; this host supports service:adapter@{}",
-                SUPPORTED_VERSIONS.join(", @")
-            );
-        }
-        if !IMPORTABLE.contains(&interface) {
-            anyhow::bail!("imports {name}, which this host does not provide");
-        }
-        out.push(interface.to_owned());
-    }
-    Ok(out)
-}
-
-/// The exports found on a prepared component.
-pub struct Exports {
-    pub handler: handler::GuestIndices,
-    pub lifecycle: Option<lifecycle::GuestIndices>,
-    pub tools: Option<tool_provider::GuestIndices>,
-}
-
-pub fn prepare<T: 'static>(
-    linker: &Linker<T>,
-    component: &Component,
-) -> anyhow::Result<(InstancePre<T>, Exports)> {
-    let pre = linker
-        .instantiate_pre(component)
-        .map_err(|e| anyhow::anyhow!("cannot link: {e:#}"))?;
-    let handler = handler::GuestIndices::new(&pre).map_err(|_| {
-        anyhow::anyhow!(
-            "does not export service:adapter/handler@{}",
-            SUPPORTED_VERSIONS[0]
-        )
-    })?;
-    let exports = Exports {
-        handler,
-        lifecycle: lifecycle::GuestIndices::new(&pre).ok(),
-        tools: tool_provider::GuestIndices::new(&pre).ok(),
+/// Removes artifacts of components not in `keep` (sha256s), then the oldest until the rest
+/// fits in [`MAX_CACHE_BYTES`].
+pub fn prune(cache: &Path, keep: &HashSet<String>) {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
     };
-    Ok((pre, exports))
-}
-
-/// The grant check at load: the effective grant, or why the component is refused.
-pub fn grant_check(
-    imports: &[String],
-    request: &Request,
-    grant: &Grant,
-) -> anyhow::Result<Effective> {
-    let effective = Effective::intersect(request, grant).map_err(anyhow::Error::msg)?;
-    for interface in imports {
-        if interface != "types" && !effective.allows_interface(interface) {
-            anyhow::bail!("imports service:adapter/{interface} but was granted nothing of it");
+    let mut kept = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let known = name
+            .split_once('-')
+            .is_some_and(|(sha256, _)| keep.contains(sha256));
+        match (known, entry.metadata()) {
+            (true, Ok(meta)) => kept.push((meta.modified().ok(), meta.len(), path)),
+            _ => remove(&path),
         }
     }
-    Ok(effective)
+    kept.sort();
+    let mut total: u64 = kept.iter().map(|(_, len, _)| len).sum();
+    for (_, len, path) in kept {
+        if total <= MAX_CACHE_BYTES {
+            break;
+        }
+        remove(&path);
+        total -= len;
+    }
+}
+
+fn remove(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        tracing::warn!(
+            "cannot prune the compile cache entry {}: {e}",
+            path.display()
+        );
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +150,22 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn pruning_keeps_only_components_in_use() {
+        let data_dir = tempfile::tempdir().unwrap();
+        let cache = data_dir.path().join("cache");
+        write_cache(&cache.join("aaa-1.cwasm"), b"in use").unwrap();
+        write_cache(&cache.join("bbb-1.cwasm"), b"gone").unwrap();
+        write_cache(&cache.join("aaa-2.cwasm"), b"in use, other engine").unwrap();
+        prune(&cache, &HashSet::from(["aaa".to_owned()]));
+        let mut left: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["aaa-1.cwasm", "aaa-2.cwasm"]);
+    }
 
     #[test]
     fn only_files_nobody_else_could_write_are_trusted() {

@@ -1,0 +1,179 @@
+//! The components of the running server: which generation of each serves (bundled ones and
+//! the files of `<data_dir>/adapters/`), hot reload, their tools, and their jobs. Their
+//! lifecycle is the supervisor's.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::cache;
+use super::exports::JobFailure;
+use super::generation::Generation;
+use super::grants::Grant;
+use super::loader::Loader;
+use super::state::JobContext;
+use super::tool_bridge::ToolBridge;
+use super::watcher::{self, Files};
+use crate::adapters::Supervisor;
+
+pub struct Components {
+    loader: Loader,
+    supervisor: Arc<Supervisor>,
+    tools: ToolBridge,
+    /// What the last scan saw of each adapter's files; a file that failed to load stays here,
+    /// so it is tried again only once it changes.
+    seen: Mutex<BTreeMap<String, Files>>,
+}
+
+impl Components {
+    pub fn new(loader: Loader, supervisor: Arc<Supervisor>, tools: ToolBridge) -> Self {
+        Self {
+            loader,
+            supervisor,
+            tools,
+            seen: Mutex::default(),
+        }
+    }
+
+    pub fn loader(&self) -> &Loader {
+        &self.loader
+    }
+
+    /// The generation serving `name`.
+    pub fn generation(&self, name: &str) -> Option<Arc<Generation>> {
+        self.supervisor.runner::<Generation>(name)
+    }
+
+    /// Checks a component against `grant` (or the grant on disk) without installing it.
+    pub async fn check(&self, bytes: Vec<u8>, grant: Option<Grant>) -> anyhow::Result<Generation> {
+        self.loader.load(None, bytes, grant).await
+    }
+
+    /// Serves `generation`: its tools, then the supervisor's lifecycle.
+    pub async fn install(&self, generation: Generation) {
+        let generation = Arc::new(generation);
+        tracing::info!(adapter = %generation.name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
+        self.tools.register(&generation).await;
+        self.supervisor.install(generation).await;
+    }
+
+    /// Loads bundled components and every `*.wasm` in the adapters folder, sorted by name (a
+    /// file overrides the bundled component of the same name). Every one shows as loading
+    /// first, so its routes answer 503 until it is ready.
+    pub async fn discover(&self) {
+        let files = watcher::scan(self.loader.adapters_dir());
+        let names: BTreeSet<String> = files
+            .iter()
+            .filter(|(_, f)| f.wasm.is_some())
+            .map(|(name, _)| name.clone())
+            .chain(self.loader.bundled_names().map(str::to_owned))
+            .collect();
+        for name in &names {
+            self.supervisor.loading(name);
+        }
+        for name in &names {
+            if let Err(e) = self.reload(name, files.get(name)).await {
+                self.supervisor.load_failed(name, &format!("{e:#}"));
+            }
+        }
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = files;
+        self.prune_cache();
+    }
+
+    /// Loads an adapter from its file, else its bundled component, and installs it unless
+    /// the same component under the same grant already serves.
+    async fn reload(&self, name: &str, files: Option<&Files>) -> anyhow::Result<()> {
+        let bytes = match files.and_then(|f| f.wasm.as_ref()) {
+            Some((path, _)) => std::fs::read(path)?,
+            None => self.loader.bundled_bytes(name)?,
+        };
+        let generation = self.loader.load(Some(name), bytes, None).await?;
+        match self.generation(name) {
+            // The same component under the same grant keeps serving; only the entry no longer
+            // shows a failure of the file in between.
+            Some(current) if current.same_as(&generation) => {
+                self.supervisor.refresh(name);
+            }
+            _ => self.install(generation).await,
+        }
+        Ok(())
+    }
+
+    /// One hot-reload pass (off the request path): a new or changed component or grant file
+    /// (re)loads its adapter; a removed component unloads it, or brings back the bundled
+    /// component of that name. A file that fails to load is tried again once it changes (a
+    /// file still being written fails now and loads when it is complete).
+    pub async fn reload_changed(&self) {
+        let files = watcher::scan(self.loader.adapters_dir());
+        let before = std::mem::replace(
+            &mut *self.seen.lock().unwrap_or_else(PoisonError::into_inner),
+            files.clone(),
+        );
+        let names: BTreeSet<&String> = before.keys().chain(files.keys()).collect();
+        let mut changed = false;
+        for name in names {
+            let (old, new) = (before.get(name), files.get(name));
+            if old == new {
+                continue;
+            }
+            changed = true;
+            let had_wasm = old.is_some_and(|f| f.wasm.is_some());
+            let has_wasm = new.is_some_and(|f| f.wasm.is_some());
+            if has_wasm || self.loader.bundled(name).is_some() {
+                if let Err(e) = self.reload(name, new).await {
+                    if had_wasm && !has_wasm {
+                        // The file is gone and nothing replaces it.
+                        self.unload(name).await;
+                    }
+                    self.supervisor.load_failed(name, &format!("{e:#}"));
+                }
+            } else if had_wasm {
+                self.unload(name).await;
+            }
+        }
+        if changed {
+            self.prune_cache();
+        }
+    }
+
+    /// Unloads an adapter (its file was removed): its tools, its `stop`, its entry.
+    pub async fn unload(&self, name: &str) {
+        self.tools.unregister(name);
+        self.supervisor.remove(name).await;
+        tracing::info!(adapter = %name, "component unloaded");
+    }
+
+    /// Keeps the compile cache to the components in use.
+    fn prune_cache(&self) {
+        let keep: HashSet<String> = self
+            .supervisor
+            .runners::<Generation>()
+            .iter()
+            .map(|g| g.sha256.clone())
+            .collect();
+        cache::prune(self.loader.cache_dir(), &keep);
+    }
+
+    /// Runs a job of `adapter` in a fresh instance of the generation serving it.
+    pub async fn run_job(
+        &self,
+        adapter: &str,
+        job: JobContext,
+        payload: Vec<u8>,
+    ) -> Result<(), JobFailure> {
+        let generation = self.generation(adapter).ok_or_else(|| JobFailure {
+            message: format!("adapter {adapter:?} is not loaded"),
+            retry_after_ms: None,
+        })?;
+        match generation.run_job(job, payload).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let registry = &generation.prepared.caller.services.registry;
+                registry.mark_error(adapter, &e.kind, &e.message);
+                Err(JobFailure {
+                    message: format!("adapter {adapter:?} failed: {e}"),
+                    retry_after_ms: None,
+                })
+            }
+        }
+    }
+}

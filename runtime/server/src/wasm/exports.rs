@@ -1,0 +1,429 @@
+//! A component's exports, called through the contract version it was built for. Each export
+//! the host calls is a [`Call`]; the sandbox runs it.
+
+use std::future::Future;
+
+use service_contract::HttpRequest;
+use wasmtime::Store;
+use wasmtime::component::{Instance, InstancePre};
+
+use super::bindings::{v0_1, v0_2};
+use super::caps::RunContext;
+use super::grants::Listed;
+use super::state::{HostState, JobContext};
+
+/// The contract versions this host loads, oldest first.
+pub const SUPPORTED: &[&str] = &["0.1.0", "0.2.0"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V0_1,
+    V0_2,
+}
+
+impl Version {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "0.1.0" => Some(Self::V0_1),
+            "0.2.0" => Some(Self::V0_2),
+            _ => None,
+        }
+    }
+}
+
+/// The export indices of a prepared component, by version.
+#[derive(Clone)]
+pub enum Exports {
+    V0_1 {
+        handler: v0_1::exports::service::adapter::handler::GuestIndices,
+        lifecycle: Option<v0_1::exports::service::adapter::lifecycle::GuestIndices>,
+        tools: Option<v0_1::exports::service::adapter::tool_provider::GuestIndices>,
+    },
+    V0_2 {
+        handler: v0_2::exports::service::adapter::handler::GuestIndices,
+        lifecycle: Option<v0_2::exports::service::adapter::lifecycle::GuestIndices>,
+        tools: Option<v0_2::exports::service::adapter::tool_provider::GuestIndices>,
+    },
+}
+
+impl Exports {
+    /// The exports of a component built for `version`; `handler` is required.
+    pub fn find(pre: &InstancePre<HostState>, version: Version) -> anyhow::Result<Self> {
+        let missing = || {
+            anyhow::anyhow!(
+                "does not export service:adapter/handler@{}",
+                version_text(version)
+            )
+        };
+        Ok(match version {
+            Version::V0_1 => {
+                use v0_1::exports::service::adapter::{handler, lifecycle, tool_provider};
+                Self::V0_1 {
+                    handler: handler::GuestIndices::new(pre).map_err(|_| missing())?,
+                    lifecycle: lifecycle::GuestIndices::new(pre).ok(),
+                    tools: tool_provider::GuestIndices::new(pre).ok(),
+                }
+            }
+            Version::V0_2 => {
+                use v0_2::exports::service::adapter::{handler, lifecycle, tool_provider};
+                Self::V0_2 {
+                    handler: handler::GuestIndices::new(pre).map_err(|_| missing())?,
+                    lifecycle: lifecycle::GuestIndices::new(pre).ok(),
+                    tools: tool_provider::GuestIndices::new(pre).ok(),
+                }
+            }
+        })
+    }
+
+    pub fn has_lifecycle(&self) -> bool {
+        match self {
+            Self::V0_1 { lifecycle, .. } => lifecycle.is_some(),
+            Self::V0_2 { lifecycle, .. } => lifecycle.is_some(),
+        }
+    }
+
+    pub fn has_tools(&self) -> bool {
+        match self {
+            Self::V0_1 { tools, .. } => tools.is_some(),
+            Self::V0_2 { tools, .. } => tools.is_some(),
+        }
+    }
+}
+
+fn version_text(version: Version) -> &'static str {
+    match version {
+        Version::V0_1 => SUPPORTED[0],
+        Version::V0_2 => SUPPORTED[1],
+    }
+}
+
+/// One export call in a fresh instance.
+pub trait Call: Send + 'static {
+    type Output: Send + 'static;
+
+    /// Sets up the store before the instance exists (the job or agent run it serves).
+    fn prepare(&self, _state: &mut HostState) {}
+
+    fn call<'a>(
+        self,
+        store: &'a mut Store<HostState>,
+        instance: &'a Instance,
+        exports: &'a Exports,
+    ) -> impl Future<Output = wasmtime::Result<Self::Output>> + Send + 'a;
+}
+
+/// What `describe` says, whatever version it came in.
+#[derive(Debug, Clone)]
+pub struct Description {
+    pub name: String,
+    pub version: String,
+    /// (method, path)
+    pub routes: Vec<(String, String)>,
+    pub required_secrets: Vec<String>,
+    pub metadata: Vec<(String, String)>,
+    /// A 0.1 component's list of requested capabilities.
+    pub listed: Option<Listed>,
+}
+
+pub struct Describe;
+
+impl Call for Describe {
+    type Output = Description;
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Description> {
+        Ok(match exports {
+            Exports::V0_1 { handler, .. } => {
+                let d = handler
+                    .load(&mut *store, instance)?
+                    .call_describe(&mut *store)
+                    .await?;
+                let capabilities = d.capabilities;
+                Description {
+                    name: d.name,
+                    version: d.version,
+                    routes: d.routes.into_iter().map(|r| (r.method, r.path)).collect(),
+                    required_secrets: capabilities
+                        .secrets
+                        .iter()
+                        .filter(|s| s.required)
+                        .map(|s| s.name.clone())
+                        .collect(),
+                    metadata: d.metadata,
+                    listed: Some(Listed {
+                        secrets: capabilities.secrets.into_iter().map(|s| s.name).collect(),
+                        outbound_hosts: capabilities.outbound_hosts,
+                        agent: capabilities.agent,
+                        tools: capabilities.tools,
+                        kv: capabilities.kv,
+                        jobs: capabilities.jobs,
+                    }),
+                }
+            }
+            Exports::V0_2 { handler, .. } => {
+                let d = handler
+                    .load(&mut *store, instance)?
+                    .call_describe(&mut *store)
+                    .await?;
+                Description {
+                    name: d.name,
+                    version: d.version,
+                    routes: d.routes.into_iter().map(|r| (r.method, r.path)).collect(),
+                    required_secrets: d.required_secrets,
+                    metadata: d.metadata,
+                    listed: None,
+                }
+            }
+        })
+    }
+}
+
+pub struct HandleHttp(pub HttpRequest);
+
+impl Call for HandleHttp {
+    type Output = service_contract::HttpResponse;
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Self::Output> {
+        let HttpRequest {
+            method,
+            path,
+            query,
+            headers,
+            body,
+        } = self.0;
+        let (status, headers, body) = match exports {
+            Exports::V0_1 { handler, .. } => {
+                let request = v0_1::service::adapter::types::HttpRequest {
+                    method,
+                    path,
+                    query,
+                    headers,
+                    body,
+                };
+                let r = handler
+                    .load(&mut *store, instance)?
+                    .call_handle_http(&mut *store, &request)
+                    .await?;
+                (r.status, r.headers, r.body)
+            }
+            Exports::V0_2 { handler, .. } => {
+                let request = v0_2::service::adapter::types::HttpRequest {
+                    method,
+                    path,
+                    query,
+                    headers,
+                    body,
+                };
+                let r = handler
+                    .load(&mut *store, instance)?
+                    .call_handle_http(&mut *store, &request)
+                    .await?;
+                (r.status, r.headers, r.body)
+            }
+        };
+        Ok(service_contract::HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// How a job ended when it did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFailure {
+    pub message: String,
+    /// Run it again after this many milliseconds.
+    pub retry_after_ms: Option<u64>,
+}
+
+pub struct RunJob {
+    pub job: JobContext,
+    pub payload: Vec<u8>,
+}
+
+impl Call for RunJob {
+    type Output = Result<(), JobFailure>;
+
+    fn prepare(&self, state: &mut HostState) {
+        state.job = Some(self.job.clone());
+    }
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Self::Output> {
+        Ok(match exports {
+            Exports::V0_1 { handler, .. } => handler
+                .load(&mut *store, instance)?
+                .call_run_job(&mut *store, &self.payload)
+                .await?
+                .map_err(|message| JobFailure {
+                    message,
+                    retry_after_ms: None,
+                }),
+            Exports::V0_2 { handler, .. } => {
+                use v0_2::exports::service::adapter::handler::Job;
+                let job = Job {
+                    id: self.job.task_id,
+                    payload: self.payload,
+                    attempt: self.job.attempt,
+                };
+                handler
+                    .load(&mut *store, instance)?
+                    .call_run_job(&mut *store, &job)
+                    .await?
+                    .map_err(|f| JobFailure {
+                        message: f.message,
+                        retry_after_ms: f.retry_after_ms,
+                    })
+            }
+        })
+    }
+}
+
+/// `start` (true) or `stop` (false); `Ok` for a component without them.
+pub struct Hook(pub bool);
+
+impl Call for Hook {
+    type Output = Result<(), String>;
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Self::Output> {
+        let start = self.0;
+        match exports {
+            Exports::V0_1 {
+                lifecycle: Some(lifecycle),
+                ..
+            } => {
+                let guest = lifecycle.load(&mut *store, instance)?;
+                match start {
+                    true => guest.call_start(&mut *store).await,
+                    false => guest.call_stop(&mut *store).await,
+                }
+            }
+            Exports::V0_2 {
+                lifecycle: Some(lifecycle),
+                ..
+            } => {
+                let guest = lifecycle.load(&mut *store, instance)?;
+                match start {
+                    true => guest.call_start(&mut *store).await,
+                    false => guest.call_stop(&mut *store).await,
+                }
+            }
+            _ => Ok(Ok(())),
+        }
+    }
+}
+
+/// A tool a component offers, as it describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub parameters_json: String,
+}
+
+pub struct ListTools;
+
+impl Call for ListTools {
+    type Output = Vec<OfferedTool>;
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Self::Output> {
+        macro_rules! offered {
+            ($specs:expr) => {
+                $specs
+                    .into_iter()
+                    .map(|t| OfferedTool {
+                        name: t.name,
+                        description: t.description,
+                        parameters_json: t.parameters_json,
+                    })
+                    .collect()
+            };
+        }
+        Ok(match exports {
+            Exports::V0_1 {
+                tools: Some(tools), ..
+            } => offered!(
+                tools
+                    .load(&mut *store, instance)?
+                    .call_list_tools(&mut *store)
+                    .await?
+            ),
+            Exports::V0_2 {
+                tools: Some(tools), ..
+            } => offered!(
+                tools
+                    .load(&mut *store, instance)?
+                    .call_list_tools(&mut *store)
+                    .await?
+            ),
+            _ => Vec::new(),
+        })
+    }
+}
+
+pub struct CallTool {
+    pub name: String,
+    pub args_json: String,
+    /// The agent run that called the tool.
+    pub run: Option<RunContext>,
+}
+
+impl Call for CallTool {
+    type Output = Result<String, String>;
+
+    fn prepare(&self, state: &mut HostState) {
+        state.run = self.run.clone();
+    }
+
+    async fn call(
+        self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+        exports: &Exports,
+    ) -> wasmtime::Result<Self::Output> {
+        let (name, args) = (&self.name, &self.args_json);
+        match exports {
+            Exports::V0_1 {
+                tools: Some(tools), ..
+            } => {
+                tools
+                    .load(&mut *store, instance)?
+                    .call_call_tool(&mut *store, name, args)
+                    .await
+            }
+            Exports::V0_2 {
+                tools: Some(tools), ..
+            } => {
+                tools
+                    .load(&mut *store, instance)?
+                    .call_call_tool(&mut *store, name, args)
+                    .await
+            }
+            _ => Ok(Err("this adapter offers no tools".into())),
+        }
+    }
+}

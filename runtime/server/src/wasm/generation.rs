@@ -1,0 +1,190 @@
+//! One loaded version of a component, as the supervisor runs it. Calls in flight keep the
+//! generation they started on; a request reaches the guest only on a route it declared.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use service_contract::{
+    AdapterEntry, AdapterError, AdapterKind, FailureKind, HttpRequest, HttpResponse, Route,
+};
+
+use super::caps::RunContext;
+use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
+use super::grants::Request;
+use super::sandbox::{Prepared, Sandbox, Wait};
+use super::state::JobContext;
+use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, json_error};
+
+pub struct Generation {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub metadata: Vec<(String, String)>,
+    pub routes: Vec<Route>,
+    /// What it asked for.
+    pub request: Request,
+    pub prepared: Arc<Prepared>,
+    pub sandbox: Arc<Sandbox>,
+}
+
+/// The failure of a call that has no HTTP client to answer.
+fn failure(e: CallError) -> AdapterError {
+    match e {
+        CallError::Failed(e) => e,
+        CallError::Busy(message) => AdapterError::new(FailureKind::HostError, message),
+    }
+}
+
+impl Generation {
+    /// Interfaces it imports but was granted nothing of (a call to one is refused).
+    pub fn ungranted(&self) -> Vec<&'static str> {
+        self.prepared.caller.granted.ungranted(&self.request)
+    }
+
+    /// A grant file that would cover every import it was granted nothing of.
+    pub fn suggested_grant(&self) -> String {
+        self.prepared.caller.granted.suggested_grant(&self.request)
+    }
+
+    /// Whether the same component under the same grant already serves as `other`.
+    pub fn same_as(&self, other: &Generation) -> bool {
+        self.sha256 == other.sha256 && self.prepared.caller.granted == other.prepared.caller.granted
+    }
+
+    /// Its `start` or `stop`, within the supervisor's hook deadlines.
+    async fn hook(&self, start: bool) -> Result<(), AdapterError> {
+        let limit = if start { START_LIMIT } else { STOP_LIMIT };
+        let outcome = self
+            .sandbox
+            .call(&self.prepared, Hook(start), limit, Wait::Yes)
+            .await
+            .map_err(failure)?;
+        outcome.map_err(|message| {
+            let hook = if start { "start" } else { "stop" };
+            AdapterError::new(FailureKind::HookError, format!("{hook} failed: {message}"))
+        })
+    }
+
+    /// Runs a job's payload; agent runs it starts report to the job's task. A job waits for
+    /// a free instance.
+    pub async fn run_job(
+        &self,
+        job: JobContext,
+        payload: Vec<u8>,
+    ) -> Result<Result<(), JobFailure>, AdapterError> {
+        let limit = self.prepared.caller.granted.limits.run_job();
+        self.sandbox
+            .call(&self.prepared, RunJob { job, payload }, limit, Wait::Yes)
+            .await
+            .map_err(failure)
+    }
+
+    /// The tools it offers (called once when it loads).
+    pub async fn list_tools(&self) -> Result<Vec<OfferedTool>, AdapterError> {
+        let limit = self.prepared.caller.granted.limits.handle_http();
+        self.sandbox
+            .call(&self.prepared, ListTools, limit, Wait::Yes)
+            .await
+            .map_err(failure)
+    }
+
+    /// Calls one of its tools for an agent run (`run`). It does not wait for an instance: the
+    /// caller may itself be a component call holding one.
+    pub async fn call_tool(
+        &self,
+        name: String,
+        args_json: String,
+        run: Option<RunContext>,
+    ) -> Result<String, String> {
+        let limit = self.prepared.caller.granted.limits.handle_http();
+        let call = CallTool {
+            name,
+            args_json,
+            run,
+        };
+        match self
+            .sandbox
+            .call(&self.prepared, call, limit, Wait::No)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(CallError::Busy(message)) => Err(message),
+            Err(CallError::Failed(e)) => {
+                let registry = &self.prepared.caller.services.registry;
+                registry.mark_error(&self.name, &e.kind, &e.message);
+                Err(format!("adapter {:?} failed: {e}", self.name))
+            }
+        }
+    }
+}
+
+impl Managed for Generation {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self, entry: &mut AdapterEntry) {
+        entry.kind = AdapterKind::Wasm;
+        entry.version = Some(self.version.clone());
+        entry.capabilities = self.prepared.caller.granted.summary();
+        entry.supports_toggle = self.toggleable();
+        entry.metadata = self.metadata.iter().cloned().collect();
+        let ungranted = self.ungranted();
+        if !ungranted.is_empty() {
+            // Harmless until called, but the operator should know.
+            entry
+                .metadata
+                .insert("ungranted_imports".into(), ungranted.join(", "));
+        }
+    }
+
+    fn toggleable(&self) -> bool {
+        self.prepared.exports.has_lifecycle()
+    }
+
+    fn start(&self) -> BoxFuture<'_, Result<(), AdapterError>> {
+        self.hook(true).boxed()
+    }
+
+    fn stop(&self) -> BoxFuture<'_, Result<(), AdapterError>> {
+        self.hook(false).boxed()
+    }
+
+    fn handle_http(&self, request: HttpRequest) -> BoxFuture<'_, Result<HttpResponse, CallError>> {
+        async move {
+            if !self
+                .routes
+                .iter()
+                .any(|route| route.matches(&request.method, &request.path))
+            {
+                let message = format!("no route {} {}", request.method, request.path);
+                return Ok(json_error(404, &message));
+            }
+            let limit = self.prepared.caller.granted.limits.handle_http();
+            self.sandbox
+                .call(&self.prepared, HandleHttp(request), limit, Wait::No)
+                .await
+        }
+        .boxed()
+    }
+
+    /// Required secrets that are unset or not granted.
+    fn config_problem(&self) -> Option<String> {
+        let caller = &self.prepared.caller;
+        let secrets = &caller.granted.secrets;
+        let problems: Vec<String> = secrets
+            .required
+            .iter()
+            .filter(|name| caller.services.env.get(name).is_none())
+            .map(|name| format!("{name} is not set"))
+            .chain(
+                secrets
+                    .required_ungranted
+                    .iter()
+                    .map(|name| format!("{name} is required but its grant does not name it")),
+            )
+            .collect();
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+}

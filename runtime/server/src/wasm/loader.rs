@@ -1,0 +1,308 @@
+//! Turning bytes into a loaded [`Generation`]: compile (or reuse the compile cache), check the
+//! imports against the contract versions this host speaks, call `describe`, check the name,
+//! routes and metadata it gives, and meet its request with the operator's grant.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use service_contract::registry::clip;
+use service_contract::routes;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::bundled::{Bundled, NOT_BUILT};
+use super::cache;
+use super::caps::{Granted, INTERFACES};
+use super::exports::{Describe, Description, Exports, SUPPORTED, Version};
+use super::generation::Generation;
+use super::grants::{Grant, Request};
+use super::sandbox::{Prepared, Sandbox, Wait};
+use super::state::{Caller, Services};
+use crate::adapters::CallError;
+
+/// `describe` must answer at once.
+const DESCRIBE_LIMIT: Duration = Duration::from_secs(1);
+const PACKAGE: &str = "service:adapter/";
+/// Bounds on what `describe` may say.
+pub const MAX_NAME_CHARS: usize = 64;
+pub const MAX_VERSION_CHARS: usize = 64;
+pub const MAX_METADATA: usize = 32;
+pub const MAX_METADATA_VALUE_CHARS: usize = 512;
+pub const MAX_REQUIRED_SECRETS: usize = 32;
+
+pub struct Loader {
+    sandbox: Arc<Sandbox>,
+    services: Arc<Services>,
+    cache_dir: PathBuf,
+    adapters_dir: PathBuf,
+    /// `[adapters.<name>]` of config.toml (a grant file beside the component wins).
+    config_grants: BTreeMap<String, toml::Table>,
+    bundled: &'static [Bundled],
+    /// Names of native adapters, which no component may take.
+    reserved: Vec<String>,
+}
+
+impl Loader {
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        services: Arc<Services>,
+        data_dir: &std::path::Path,
+        config_grants: BTreeMap<String, toml::Table>,
+        bundled: &'static [Bundled],
+        reserved: Vec<String>,
+    ) -> Self {
+        Self {
+            sandbox,
+            services,
+            cache_dir: data_dir.join("cache"),
+            adapters_dir: data_dir.join("adapters"),
+            config_grants,
+            bundled,
+            reserved,
+        }
+    }
+
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    pub fn adapters_dir(&self) -> &std::path::Path {
+        &self.adapters_dir
+    }
+
+    pub fn cache_dir(&self) -> &std::path::Path {
+        &self.cache_dir
+    }
+
+    pub fn bundled(&self, name: &str) -> Option<&'static Bundled> {
+        self.bundled.iter().find(|b| b.name == name)
+    }
+
+    pub fn bundled_names(&self) -> impl Iterator<Item = &'static str> {
+        self.bundled.iter().map(|b| b.name)
+    }
+
+    /// The bundled component's bytes, or why this binary has none.
+    pub fn bundled_bytes(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+        match self.bundled(name).map(|b| b.wasm) {
+            Some(Some(wasm)) => Ok(wasm.to_vec()),
+            Some(None) => Err(anyhow::anyhow!(NOT_BUILT)),
+            None => Err(anyhow::anyhow!("no bundled component named {name:?}")),
+        }
+    }
+
+    /// The grant of an adapter: its TOML file, else config.toml, else the bundled default.
+    pub fn grant_for(&self, name: &str) -> anyhow::Result<Grant> {
+        let path = self.adapters_dir.join(format!("{name}.toml"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                return Grant::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("invalid grant {}: {e}", path.display()));
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            Err(_) => {}
+        }
+        if let Some(table) = self.config_grants.get(name) {
+            return Grant::from_table(table.clone())
+                .map_err(|e| anyhow::anyhow!("invalid [adapters.{name}] in config.toml: {e}"));
+        }
+        match self.bundled(name) {
+            Some(bundled) => Grant::parse(bundled.grant).map_err(anyhow::Error::msg),
+            None => Ok(Grant::default()),
+        }
+    }
+
+    /// Compiles, checks and describes a component without installing it. `expected` is the
+    /// name its file implies; `grant`, when given, is used instead of the grant on disk
+    /// (`adapters install` checks before copying).
+    pub async fn load(
+        &self,
+        expected: Option<&str>,
+        bytes: Vec<u8>,
+        grant: Option<Grant>,
+    ) -> anyhow::Result<Generation> {
+        let (engine, cache_dir) = (self.sandbox.engine().clone(), self.cache_dir.clone());
+        let compiled =
+            tokio::task::spawn_blocking(move || cache::compile(&engine, &cache_dir, &bytes))
+                .await??;
+        let (version, imports) = contract_of(self.sandbox.engine(), &compiled.component)?;
+        let pre = self
+            .sandbox
+            .linker()
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| anyhow::anyhow!("cannot link: {e:#}"))?;
+        let exports = Exports::find(&pre, version)?;
+
+        // describe() runs with nothing granted.
+        let nothing = Arc::new(Caller::new(
+            expected.unwrap_or("new component"),
+            Granted::default(),
+            Arc::clone(&self.services),
+        )?);
+        let describing = Arc::new(Prepared {
+            pre: pre.clone(),
+            exports: exports.clone(),
+            caller: nothing,
+        });
+        let description = self
+            .sandbox
+            .call(&describing, Describe, DESCRIBE_LIMIT, Wait::Yes)
+            .await
+            .map_err(|e| match e {
+                CallError::Failed(e) => anyhow::anyhow!("describe failed: {e}"),
+                CallError::Busy(m) => anyhow::anyhow!("describe could not run: {m}"),
+            })?;
+        let name = self.check_name(expected, &description.name)?;
+        let description = bounded(description)?;
+        let routes = routes::parse_all(
+            description
+                .routes
+                .iter()
+                .map(|(m, p)| (m.as_str(), p.as_str())),
+        )
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+
+        let request = Request {
+            imports,
+            listed: description.listed.clone(),
+            required_secrets: description.required_secrets.clone(),
+        };
+        let grant = match grant {
+            Some(grant) => grant,
+            None => self.grant_for(&name)?,
+        };
+        let granted = Granted::new(&request, &grant, |name| self.services.env.get(name))
+            .map_err(anyhow::Error::msg)?;
+        // A 0.1 component asked for what it imports; an import granted nothing is refused.
+        // Newer components may import what they never call: a call is refused instead.
+        let ungranted = granted.ungranted(&request);
+        if version == Version::V0_1 && !ungranted.is_empty() {
+            anyhow::bail!(
+                "imports {} but was granted nothing of {}; a grant that allows it:\n{}",
+                imports_list(&ungranted),
+                if ungranted.len() == 1 { "it" } else { "them" },
+                granted.suggested_grant(&request)
+            );
+        }
+        let caller = Arc::new(Caller::new(&name, granted, Arc::clone(&self.services))?);
+        Ok(Generation {
+            name,
+            version: description.version,
+            sha256: compiled.sha256,
+            metadata: description.metadata,
+            routes,
+            request,
+            prepared: Arc::new(Prepared {
+                pre,
+                exports,
+                caller,
+            }),
+            sandbox: Arc::clone(&self.sandbox),
+        })
+    }
+
+    fn check_name(&self, expected: Option<&str>, name: &str) -> anyhow::Result<String> {
+        if let Some(expected) = expected
+            && name != expected
+        {
+            anyhow::bail!(
+                "the file is named {expected:?} but the component describes itself as {name:?}"
+            );
+        }
+        if name.is_empty()
+            || name.chars().count() > MAX_NAME_CHARS
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            anyhow::bail!(
+                "adapter name {:?} is not valid: up to {MAX_NAME_CHARS} letters, digits, '-' and '_'",
+                clip(name, MAX_NAME_CHARS)
+            );
+        }
+        if self.reserved.iter().any(|r| r == name) {
+            anyhow::bail!("{name:?} is the name of a native adapter of this server");
+        }
+        Ok(name.to_owned())
+    }
+}
+
+/// `service:adapter/kv, service:adapter/agent`.
+pub fn imports_list(interfaces: &[&str]) -> String {
+    interfaces
+        .iter()
+        .map(|i| format!("service:adapter/{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses a description larger than the registry keeps.
+fn bounded(description: Description) -> anyhow::Result<Description> {
+    if description.version.chars().count() > MAX_VERSION_CHARS {
+        anyhow::bail!("its version is longer than {MAX_VERSION_CHARS} characters");
+    }
+    if description.metadata.len() > MAX_METADATA {
+        anyhow::bail!(
+            "it gives {} metadata entries, more than {MAX_METADATA}",
+            description.metadata.len()
+        );
+    }
+    if let Some((key, _)) = description.metadata.iter().find(|(k, v)| {
+        k.chars().count() > MAX_NAME_CHARS || v.chars().count() > MAX_METADATA_VALUE_CHARS
+    }) {
+        anyhow::bail!(
+            "metadata {:?} is too long (keys up to {MAX_NAME_CHARS}, values up to {MAX_METADATA_VALUE_CHARS} characters)",
+            clip(key, MAX_NAME_CHARS)
+        );
+    }
+    if description.required_secrets.len() > MAX_REQUIRED_SECRETS {
+        anyhow::bail!("it requires more than {MAX_REQUIRED_SECRETS} secrets");
+    }
+    Ok(description)
+}
+
+/// The contract version a component was built for and the package interfaces it imports; an
+/// import of anything else than WASI or this package, of an unknown interface, or of an
+/// unknown version is refused with the reason.
+fn contract_of(
+    engine: &Engine,
+    component: &Component,
+) -> anyhow::Result<(Version, BTreeSet<String>)> {
+    let ty = component.component_type();
+    let mut versions = BTreeSet::new();
+    let mut imports = BTreeSet::new();
+    for (name, _) in ty.imports(engine) {
+        if name.starts_with("wasi:") {
+            continue;
+        }
+        let Some(rest) = name.strip_prefix(PACKAGE) else {
+            anyhow::bail!("imports {name}, which this host does not provide");
+        };
+        let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
+        versions.insert(version.to_owned());
+        if Version::parse(version).is_some() && !INTERFACES.contains(&interface) {
+            anyhow::bail!("imports {name}, which this host does not provide");
+        }
+        imports.insert(interface.to_owned());
+    }
+    for (name, _) in ty.exports(engine) {
+        if let Some(rest) = name.strip_prefix(PACKAGE) {
+            versions.insert(rest.split_once('@').map_or("", |(_, v)| v).to_owned());
+        }
+    }
+    let supported = SUPPORTED.join(", @");
+    let mut versions = versions.into_iter();
+    let (Some(version), None) = (versions.next(), versions.next()) else {
+        anyhow::bail!(
+            "it does not implement exactly one version of service:adapter; this host supports service:adapter@{supported}"
+        );
+    };
+    let parsed = Version::parse(&version).ok_or_else(|| {
+        anyhow::anyhow!(
+            "built for service:adapter@{version}; this host supports service:adapter@{supported}"
+        )
+    })?;
+    Ok((parsed, imports))
+}

@@ -1,0 +1,187 @@
+//! The sandboxed call. Each call gets a fresh store with the adapter's memory limit, a
+//! deadline (epochs while the guest runs, plus a timer around the whole call for a guest
+//! waiting in a host call), a place among the server's instances and the adapter's own, and
+//! the lanes (`lanes`) that keep a computing guest off the API's threads. A failure is named
+//! from what went wrong; the caller records it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use service_contract::{AdapterError, FailureKind};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::component::{InstancePre, Linker};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
+use super::engine;
+use super::exports::{Call, Exports};
+use super::lanes::{Lanes, Slice};
+use super::state::{Caller, HostState, STDERR_CAPACITY};
+use crate::adapters::CallError;
+
+/// A component ready to instantiate: its pre-linked instance, exports and grant.
+pub struct Prepared {
+    pub pre: InstancePre<HostState>,
+    pub exports: Exports,
+    pub caller: Arc<Caller>,
+}
+
+/// Whether a call may wait for a free instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// A request: when none is free it gets 503 at once, not a queue.
+    No,
+    /// Background work (jobs, hooks, tools at load) waits its turn.
+    Yes,
+}
+
+pub struct Sandbox {
+    engine: Engine,
+    pooled: bool,
+    linker: Linker<HostState>,
+    lanes: Lanes,
+    /// Instances of all adapters together.
+    instances: Arc<Semaphore>,
+}
+
+impl Sandbox {
+    pub fn new(pooling: bool) -> anyhow::Result<Self> {
+        let (engine, pooled) = engine::build(pooling)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        super::caps::shadow_preopens(&mut linker)?;
+        super::caps::link(&mut linker)?;
+        Ok(Self {
+            engine,
+            pooled,
+            linker,
+            lanes: Lanes::default(),
+            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn linker(&self) -> &Linker<HostState> {
+        &self.linker
+    }
+
+    pub fn pooled(&self) -> bool {
+        self.pooled
+    }
+
+    /// A place for one more instance: the adapter's own cap, then the server's.
+    async fn places(
+        &self,
+        caller: &Caller,
+        wait: Wait,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), CallError> {
+        let adapter = Arc::clone(&caller.instances);
+        let server = Arc::clone(&self.instances);
+        let busy = |whose: &str| {
+            CallError::Busy(format!(
+                "{whose} are all busy; try again (limits.max_instances of {:?} is {})",
+                caller.adapter, caller.granted.limits.max_instances
+            ))
+        };
+        match wait {
+            Wait::No => Ok((
+                adapter
+                    .try_acquire_owned()
+                    .map_err(|_| busy("this adapter's instances"))?,
+                server
+                    .try_acquire_owned()
+                    .map_err(|_| busy("the server's instances"))?,
+            )),
+            Wait::Yes => Ok((
+                adapter.acquire_owned().await.expect("never closed"),
+                server.acquire_owned().await.expect("never closed"),
+            )),
+        }
+    }
+
+    /// Runs one export call of `prepared` in a fresh instance, within `limit`.
+    pub async fn call<C: Call>(
+        &self,
+        prepared: &Arc<Prepared>,
+        call: C,
+        limit: Duration,
+        wait: Wait,
+    ) -> Result<C::Output, CallError> {
+        let places = self.places(&prepared.caller, wait).await?;
+        let caller = Arc::clone(&prepared.caller);
+        let memory = caller.granted.limits.memory_bytes().min(engine::MAX_MEMORY);
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let mut state = HostState::new(Arc::clone(&caller), memory, stderr.clone());
+        call.prepare(&mut state);
+        // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
+        let _cancel_runs_on_drop = state.cancel.clone().drop_guard();
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limits);
+        let slice = Arc::new(Slice::default());
+        let deadline = Instant::now() + limit;
+        let clock = Arc::clone(&slice);
+        store.epoch_deadline_callback(move |_| {
+            let now = Instant::now();
+            Ok(if now >= deadline {
+                UpdateDeadline::Interrupt
+            } else if clock.spent(now) {
+                UpdateDeadline::Yield(1)
+            } else {
+                UpdateDeadline::Continue(1)
+            })
+        });
+        store.set_epoch_deadline(1);
+        let prepared = Arc::clone(prepared);
+        let run = async move {
+            let _places = places;
+            let instance = prepared.pre.instantiate_async(&mut store).await?;
+            call.call(&mut store, &instance, &prepared.exports).await
+        };
+        let outcome = tokio::time::timeout(
+            limit + Duration::from_millis(250),
+            self.lanes.run(slice, run),
+        )
+        .await;
+        let (kind, message) = match outcome {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => classify(&e, &stderr),
+            Err(_) => (FailureKind::Timeout, format!("no answer within {limit:?}")),
+        };
+        Err(CallError::Failed(AdapterError::new(kind, message)))
+    }
+}
+
+/// Names a failed call: the trap, with what the guest last wrote to stderr (a panic message
+/// or an allocation failure) when it wrote anything.
+fn classify(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> (FailureKind, String) {
+    let guest = String::from_utf8_lossy(&stderr.contents()).into_owned();
+    let text = trap_text(error, &guest);
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => (FailureKind::Timeout, text),
+        _ if guest.contains("memory allocation") || text.contains("growing memory") => {
+            (FailureKind::MemoryLimit, text)
+        }
+        _ if guest.contains("panicked at") => (FailureKind::Panic, text),
+        Some(_) => (FailureKind::Trap, text),
+        None => (FailureKind::HostError, text),
+    }
+}
+
+/// The error with the last few meaningful lines the guest wrote to stderr.
+pub fn trap_text(error: &wasmtime::Error, guest_stderr: &str) -> String {
+    // The standard "run with RUST_BACKTRACE" hint says nothing here.
+    let lines: Vec<&str> = guest_stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("note: run with"))
+        .collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" ");
+    if tail.is_empty() {
+        format!("{error:#}")
+    } else {
+        format!("{error:#} ({tail})")
+    }
+}
