@@ -6,6 +6,7 @@ mod bot;
 mod control;
 mod feedback;
 mod handler;
+mod poster;
 mod reply;
 mod tasks;
 
@@ -170,7 +171,8 @@ fn http_client(config: &Config) -> Http {
         HttpBuilder::new(&config.token).default_allowed_mentions(CreateAllowedMentions::new());
     match &config.api_base {
         // Serenity swaps the platform's origin for this and keeps the `/api/v10/...` path, but
-        // only on requests that skip its rate limiter: limiting is then the proxy's job.
+        // only on requests that skip its rate limiter: limiting is then the proxy's job, and
+        // posts wait out a 429 the proxy passes on by themselves (see `poster`).
         Some(base) => builder.proxy(base).ratelimiter_disabled(true).build(),
         None => builder.build(),
     }
