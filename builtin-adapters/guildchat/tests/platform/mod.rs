@@ -1,6 +1,7 @@
 //! A fake guildchat platform on 127.0.0.1: the REST API (under `/api/v10`) the adapter calls,
-//! and a WebSocket gateway speaking the gateway protocol. Every REST request is recorded for the
-//! tests to inspect.
+//! and a WebSocket gateway speaking the gateway protocol. Tests can make it churn as the real
+//! platform does (reconnect requests, invalidated sessions, cut connections, 429s) and read
+//! back what the client did.
 
 mod fixtures;
 mod gateway;

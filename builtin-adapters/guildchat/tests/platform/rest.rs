@@ -1,7 +1,9 @@
-//! The REST API under `/api/v10`. Every call is recorded for the tests to inspect.
+//! The REST API under `/api/v10`. Every call is recorded with when it arrived and the status it
+//! got. A route can be told to refuse its next calls with 429, as the platform's rate limits do.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -21,6 +23,9 @@ pub struct Request {
     /// Below `/api/v10`.
     pub path: String,
     pub body: Value,
+    pub at: Instant,
+    /// The status the fake answered with.
+    pub status: u16,
 }
 
 #[derive(Default)]
@@ -32,12 +37,30 @@ pub(super) struct Rest {
     messages: HashMap<u64, Value>,
     /// Channels where posting answers 403 Missing Permissions.
     denied: Vec<u64>,
+    limits: Vec<RateLimit>,
+}
+
+/// The next `refusals` calls of `method path` are answered 429, asking for `retry_after`.
+struct RateLimit {
+    method: String,
+    path: String,
+    refusals: usize,
+    retry_after: Duration,
 }
 
 impl Rest {
     pub fn next_id(&mut self) -> u64 {
         self.issued += 1;
         FIRST_ID + self.issued
+    }
+
+    /// Uses up one refusal of a limit on this call, if one applies.
+    fn refusal(&mut self, method: &str, path: &str) -> Option<Duration> {
+        let limit = self.limits.iter_mut().find(|limit| {
+            limit.refusals > 0 && limit.method == method && path_matches(&limit.path, path)
+        })?;
+        limit.refusals -= 1;
+        Some(limit.retry_after)
     }
 }
 
@@ -55,6 +78,17 @@ impl FakePlatform {
 
     pub fn deny_posts_in(&self, channel_id: u64) {
         self.shared.world().rest.denied.push(channel_id);
+    }
+
+    /// Refuses the next `refusals` calls of `method path` (`*` matches one segment) with 429,
+    /// asking the client to retry after `retry_after`.
+    pub fn rate_limit(&self, method: &str, path: &str, refusals: usize, retry_after: Duration) {
+        self.shared.world().rest.limits.push(RateLimit {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            refusals,
+            retry_after,
+        });
     }
 
     pub fn requests(&self) -> Vec<Request> {
@@ -81,6 +115,7 @@ pub(super) async fn api(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let at = Instant::now();
     let path = uri
         .path()
         .strip_prefix("/api/v10")
@@ -95,6 +130,8 @@ pub(super) async fn api(
     let rest = &mut world.rest;
     let response = if !authorized {
         error(StatusCode::UNAUTHORIZED, 0, "401: Unauthorized")
+    } else if let Some(retry_after) = rest.refusal(method.as_str(), &path) {
+        too_many_requests(retry_after)
     } else {
         answer(rest, &shared.gateway_url, &method, &path, &body)
     };
@@ -102,8 +139,29 @@ pub(super) async fn api(
         method: method.to_string(),
         path,
         body,
+        at,
+        status: response.status().as_u16(),
     });
     response
+}
+
+/// A route's rate limit as the platform reports it: `Retry-After` in whole seconds (rounded
+/// up), the bucket's `X-RateLimit-*` headers, and the exact wait in the body.
+fn too_many_requests(retry_after: Duration) -> Response {
+    let wait = retry_after.as_secs_f64();
+    let reset = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + retry_after;
+    let headers = [
+        ("retry-after", wait.ceil().to_string()),
+        ("x-ratelimit-limit", "5".to_owned()),
+        ("x-ratelimit-remaining", "0".to_owned()),
+        ("x-ratelimit-reset", format!("{:.3}", reset.as_secs_f64())),
+        ("x-ratelimit-reset-after", format!("{wait:.3}")),
+        ("x-ratelimit-bucket", "fake-bucket".to_owned()),
+        ("x-ratelimit-scope", "user".to_owned()),
+    ];
+    let body = json!({ "message": "You are being rate limited.", "retry_after": wait,
+                       "global": false });
+    (StatusCode::TOO_MANY_REQUESTS, headers, axum::Json(body)).into_response()
 }
 
 fn error(status: StatusCode, code: u32, message: &str) -> Response {
