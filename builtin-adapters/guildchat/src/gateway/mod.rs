@@ -1,6 +1,8 @@
 //! The platform client (serenity): one supervised gateway session at a time. A rejected token
 //! or refused intents end it for good with an error on the registry; any other failure is
-//! retried after a delay that doubles each time, never in a tight loop.
+//! retried after a delay that doubles each time, never in a tight loop. The gateway's routine
+//! churn (a reconnect request, an invalidated session, a dropped connection) never gets here:
+//! serenity resumes or identifies again by itself, so the entry stays as it is.
 
 mod bot;
 mod control;
