@@ -1,6 +1,7 @@
 //! The adapter end to end against a fake platform: REST and gateway on 127.0.0.1, with
 //! serenity pointed at it through `SERVICE_GUILDCHAT_API_BASE` and the `/gateway` answer.
 
+mod churn;
 mod platform;
 mod support;
 
@@ -679,7 +680,7 @@ async fn stop_disconnects_promptly_and_start_reconnects() {
         started.elapsed()
     );
     wait_for("the gateway to see the close", || {
-        (platform.closed_sessions() == 1).then_some(())
+        (platform.closed_connections() == 1).then_some(())
     })
     .await;
 

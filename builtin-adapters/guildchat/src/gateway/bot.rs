@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use serenity::all::UserId;
+use serenity::all::{ChannelId, Http, Message, UserId};
 use service_contract::{
     AdapterContext, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
 };
@@ -11,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::config::{Config, Control};
 use crate::layout::Layout;
+
+use super::poster::Poster;
 
 /// Metadata keys on the registry entry for suppressed send failures (spec 7): how many there
 /// were and the latest one. The status is left alone, since a channel the bot may not post in
@@ -23,6 +25,7 @@ pub(super) struct Bot {
     pub config: Config,
     /// The bot's own user, to ignore its messages and find its mentions.
     pub me: UserId,
+    poster: Poster,
     /// Where the control channels are; refreshed on ready, after setup and on channel events.
     layout: RwLock<Layout>,
     /// One `/service-setup` at a time, so two admins cannot create the channels twice.
@@ -49,6 +52,7 @@ impl Bot {
             .unwrap_or(0);
         Self {
             ctx,
+            poster: Poster::new(&config),
             config,
             me,
             layout: RwLock::default(),
@@ -71,6 +75,16 @@ impl Bot {
 
     pub fn set_layout(&self, layout: Layout) {
         *self.layout.write().unwrap_or_else(PoisonError::into_inner) = layout;
+    }
+
+    /// Posts `text` in `channel`; a rate limit delays the post instead of failing it.
+    pub async fn say(
+        &self,
+        http: &Http,
+        channel: ChannelId,
+        text: &str,
+    ) -> serenity::Result<Message> {
+        self.poster.say(http, channel, text).await
     }
 
     /// Records activity on the registry entry.

@@ -1,11 +1,14 @@
 //! The platform client (serenity): one supervised gateway session at a time. A rejected token
 //! or refused intents end it for good with an error on the registry; any other failure is
-//! retried after a delay that doubles each time, never in a tight loop.
+//! retried after a delay that doubles each time, never in a tight loop. The gateway's routine
+//! churn (a reconnect request, an invalidated session, a dropped connection) never gets here:
+//! serenity resumes or identifies again by itself, so the entry stays as it is.
 
 mod bot;
 mod control;
 mod feedback;
 mod handler;
+mod poster;
 mod reply;
 mod tasks;
 
@@ -170,7 +173,8 @@ fn http_client(config: &Config) -> Http {
         HttpBuilder::new(&config.token).default_allowed_mentions(CreateAllowedMentions::new());
     match &config.api_base {
         // Serenity swaps the platform's origin for this and keeps the `/api/v10/...` path, but
-        // only on requests that skip its rate limiter: limiting is then the proxy's job.
+        // only on requests that skip its rate limiter: limiting is then the proxy's job, and
+        // posts wait out a 429 the proxy passes on by themselves (see `poster`).
         Some(base) => builder.proxy(base).ratelimiter_disabled(true).build(),
         None => builder.build(),
     }

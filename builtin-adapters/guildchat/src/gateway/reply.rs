@@ -30,7 +30,8 @@ pub(super) async fn answer(bot: &Bot, http: &Arc<Http>, message: &Message, promp
 /// the rest is dropped: a denied permission would deny every part.
 pub(super) async fn post_in_parts(bot: &Bot, http: &Http, channel: ChannelId, text: &str) {
     for part in split_reply(text, MAX_POST_CHARS) {
-        if sent(bot, channel.say(http, part).await, "post a reply", channel).is_none() {
+        let posted = bot.say(http, channel, &part).await;
+        if sent(bot, posted, "post a reply", channel).is_none() {
             return;
         }
     }

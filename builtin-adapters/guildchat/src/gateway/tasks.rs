@@ -31,7 +31,7 @@ pub(super) async fn dispatch(bot: &Bot, http: &Http, message: &Message, prompt: 
     };
     let Some(placeholder) = sent(
         bot,
-        thread.id.say(http, PLACEHOLDER).await,
+        bot.say(http, thread.id, PLACEHOLDER).await,
         "post the placeholder",
         thread.id,
     ) else {
@@ -141,7 +141,7 @@ impl<'a> Progress<'a> {
         );
         sent(
             self.bot,
-            feed.say(self.http, line).await,
+            self.bot.say(self.http, feed, &line).await,
             "post to the activity feed",
             feed,
         );
