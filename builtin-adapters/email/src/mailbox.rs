@@ -248,7 +248,7 @@ fn login_failed(config: &Config, error: &async_imap::error::Error) -> Failure {
                      {PASSWORD} (an app password where the provider asks for one), then \
                      restart the adapter",
                     config.username,
-                    reason.trim()
+                    server_text(reason)
                 ),
             )
         }
@@ -304,11 +304,22 @@ impl From<std::io::Error> for StepError {
 
 fn imap_failure(action: &str, error: &async_imap::error::Error) -> Failure {
     use async_imap::error::Error;
-    let kind = match error {
-        Error::Io(_) | Error::ConnectionLost => Kind::Connection,
-        _ => Kind::Imap,
+    let (kind, detail) = match error {
+        Error::Io(_) | Error::ConnectionLost => (Kind::Connection, with_causes(error)),
+        Error::No(reason) | Error::Bad(reason) => (Kind::Imap, server_text(reason).to_owned()),
+        _ => (Kind::Imap, with_causes(error)),
     };
-    Failure::new(kind, format!("could not {action}: {}", with_causes(error)))
+    Failure::new(kind, format!("could not {action}: {detail}"))
+}
+
+/// async-imap words a NO or BAD answer as `code: ..., info: Some("<text>")`; the server's own
+/// text is what a person needs.
+fn server_text(reason: &str) -> &str {
+    reason
+        .split_once("info: Some(\"")
+        .and_then(|(_, text)| text.strip_suffix("\")"))
+        .unwrap_or(reason)
+        .trim()
 }
 
 /// What async-imap needs of a connection.
@@ -359,5 +370,21 @@ impl AsyncWrite for Stream {
             Self::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
             Self::Tls(stream) => Pin::new(stream).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_told_in_the_servers_words() {
+        assert_eq!(
+            server_text(
+                r#"code: None, info: Some("[AUTHENTICATIONFAILED] Authentication failed.")"#
+            ),
+            "[AUTHENTICATIONFAILED] Authentication failed."
+        );
+        assert_eq!(server_text(" other wording "), "other wording");
     }
 }

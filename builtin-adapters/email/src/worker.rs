@@ -24,8 +24,8 @@ use crate::screen::refusal;
 use crate::texts::{failure_notice, prompt, reply_text, task_title};
 use crate::thread::{reply_subject, threading};
 
-/// Keys of the registry entry's metadata: counts since the adapter started, and why the
-/// latest skipped message was skipped.
+/// Keys of the registry entry's metadata: counts (carried on across stop and start, as the
+/// entry is), and why the latest skipped message was skipped.
 pub const POLLS: &str = "polls";
 pub const ANSWERED: &str = "answered";
 pub const SKIPPED: &str = "skipped";
@@ -69,15 +69,21 @@ impl Worker {
         outbox: Outbox,
         stop: CancellationToken,
     ) -> Self {
+        let carried = |key: &str| {
+            ctx.registry
+                .get(NAME)
+                .and_then(|entry| entry.metadata.get(key)?.parse().ok())
+                .unwrap_or(0)
+        };
         Self {
+            polls: carried(POLLS),
+            answered: carried(ANSWERED),
+            skipped: carried(SKIPPED),
             ctx,
             config,
             outbox,
             stop,
             unmarked: Vec::new(),
-            polls: 0,
-            answered: 0,
-            skipped: 0,
         }
     }
 
