@@ -549,3 +549,106 @@ async fn with_smtp_down_no_agent_runs_and_the_message_waits() {
     assert!(dovecot.flags(uid).await.is_empty(), "left for a later poll");
     harness.stop().await;
 }
+
+#[tokio::test]
+async fn failures_are_recorded_and_the_loop_goes_on() {
+    let Some((dovecot, sink)) = servers() else {
+        return;
+    };
+    let failing = dovecot
+        .deliver(mail(
+            "alice@example.org",
+            "Broken",
+            "f1@x",
+            &[],
+            "Please FAIL\n",
+        ))
+        .await;
+    let refused = dovecot
+        .deliver(mail(
+            "refused@example.org",
+            "Hi",
+            "r1@x",
+            &[],
+            "Reply to nowhere\n",
+        ))
+        .await;
+    dovecot
+        .deliver(mail("bob@example.org", "Fine", "ok@x", &[], "All good?\n"))
+        .await;
+    let harness = Harness::new(settings(&dovecot, sink.port));
+    harness.start().await;
+    let received = replies(&sink, 2).await;
+    harness.polls_pass(2).await;
+
+    // A failed run still gets a reply, which names the trace but not the provider's words.
+    assert_eq!(received[0].rcpt_tos, ["alice@example.org"]);
+    assert_eq!(
+        received[0].body().trim_end(),
+        "Sorry, no answer could be made to your message. (reference: trace trace-1)"
+    );
+    let created = lock(&harness.tasks.created).clone();
+    assert_eq!(
+        harness.tasks.history(&created[0].0).last(),
+        Some(&(TaskState::Error, Some("trace-1".to_owned())))
+    );
+    assert!(has(&dovecot.flags(failing).await, "Answered"));
+
+    // A reply the SMTP server refuses for good is given up, with the reason on the entry.
+    let refused_flags = dovecot.flags(refused).await;
+    assert!(has(&refused_flags, SKIPPED_KEYWORD) && !has(&refused_flags, "Answered"));
+    assert_eq!(
+        harness.tasks.history(&created[1].0).last(),
+        Some(&(TaskState::Error, Some("trace-2".to_owned())))
+    );
+    let entry = harness.entry();
+    let error = entry.error_message.clone().unwrap();
+    assert!(
+        error.starts_with("SmtpError: could not send a reply through the SMTP server")
+            && error.contains("550")
+            && error.contains("No such mailbox here"),
+        "{error}"
+    );
+    assert_eq!(entry.error_count, 1);
+
+    // ...and the next message is answered as usual.
+    assert_eq!(received[1].rcpt_tos, ["bob@example.org"]);
+    assert_eq!(sink.received().len(), 2);
+    assert_eq!(harness.count(ANSWERED), 2);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn tls_and_starttls_check_the_servers_certificate() {
+    if !dovecot::available() {
+        return;
+    }
+    let dovecot = Dovecot::start_with_tls();
+    let tls_port = dovecot.tls_port.unwrap();
+    for (security, port) in [("tls", tls_port), ("starttls", dovecot.port)] {
+        let harness = Harness::new(vec![
+            ("SERVICE_EMAIL_IMAP_HOST", "localhost".to_owned()),
+            ("SERVICE_EMAIL_IMAP_PORT", port.to_string()),
+            ("SERVICE_EMAIL_IMAP_TLS", security.to_owned()),
+            ("SERVICE_EMAIL_SMTP_HOST", "localhost".to_owned()),
+            ("SERVICE_EMAIL_USERNAME", dovecot::USER.to_owned()),
+            ("SERVICE_EMAIL_PASSWORD", dovecot::PASSWORD.to_owned()),
+        ]);
+        harness.start().await;
+        // The server's self-signed certificate is not trusted, so the password never leaves.
+        let message = wait_for("the TLS failure", || harness.entry().error_message).await;
+        assert!(
+            message.starts_with(
+                "TlsError: TLS handshake with localhost failed: invalid peer certificate: \
+                 UnknownIssuer"
+            ),
+            "{security}: {message}"
+        );
+        harness.stop().await;
+    }
+    assert!(
+        !dovecot.log().contains("Login: user="),
+        "no login got through:\n{}",
+        dovecot.log()
+    );
+}

@@ -1,5 +1,7 @@
 //! A real Dovecot IMAP server per test: its own configuration, sockets, state and maildir in a
 //! temporary folder, listening on a free loopback port without TLS, with one passwd-file user.
+//! With TLS, it also offers STARTTLS there and implicit TLS on a second port, with a
+//! self-signed certificate for `localhost` made by `openssl`.
 
 use std::fs;
 use std::net::TcpListener;
@@ -26,6 +28,8 @@ pub struct Dovecot {
     dir: TempDir,
     child: Child,
     pub port: u16,
+    /// The implicit-TLS port, when started with TLS.
+    pub tls_port: Option<u16>,
 }
 
 /// Whether Dovecot can run here; panics on CI when it cannot.
@@ -37,14 +41,23 @@ pub fn available() -> bool {
 }
 
 impl Dovecot {
-    /// Starts a server and waits for its greeting. A port taken between choosing and binding
-    /// it (tests run in parallel) is retried with another.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    pub fn start_with_tls() -> Self {
+        Self::start_with(true)
+    }
+
+    /// Starts a server and waits until it listens. A port taken between choosing and binding
+    /// it (tests run in parallel) is retried with another.
+    fn start_with(tls: bool) -> Self {
         let mut last_log = String::new();
         for _ in 0..3 {
             let dir = tempfile::tempdir().unwrap();
             let port = free_port();
-            write_config(dir.path(), port);
+            let tls_port = tls.then(free_port);
+            write_config(dir.path(), port, tls_port);
             let child = Command::new(DOVECOT)
                 .arg("-F")
                 .arg("-c")
@@ -54,7 +67,12 @@ impl Dovecot {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run dovecot");
-            let mut server = Self { dir, child, port };
+            let mut server = Self {
+                dir,
+                child,
+                port,
+                tls_port,
+            };
             if server.wait_ready() {
                 return server;
             }
@@ -69,7 +87,8 @@ impl Dovecot {
             if self.child.try_wait().unwrap().is_some() {
                 return false;
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            let listening = |port| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+            if listening(self.port) && self.tls_port.is_none_or(listening) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -170,9 +189,42 @@ fn users() -> (String, String, String) {
     }
 }
 
-fn write_config(dir: &Path, port: u16) {
+/// A self-signed certificate for `localhost` and its key, in `dir`.
+fn make_certificate(dir: &Path) {
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl could not make a certificate");
+}
+
+fn write_config(dir: &Path, port: u16, tls_port: Option<u16>) {
     let (internal_user, login_user, mail_owner) = users();
     let root = dir.display();
+    let (ssl, imaps_listener) = match tls_port {
+        Some(tls_port) => {
+            make_certificate(dir);
+            (
+                format!("yes\nssl_cert = <{root}/cert.pem\nssl_key = <{root}/key.pem"),
+                format!("address = 127.0.0.1\n    port = {tls_port}"),
+            )
+        }
+        None => ("no".to_owned(), "port = 0".to_owned()),
+    };
     let mail = dir.join("mail");
     fs::create_dir(&mail).unwrap();
     // The mail owner (maybe `nobody`) must reach and write the maildir.
@@ -191,7 +243,7 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 default_internal_user = {internal_user}
 default_login_user = {login_user}
-ssl = no
+ssl = {ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{root}/mail/%u
@@ -209,7 +261,7 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    {imaps_listener}
   }}
 }}
 "#

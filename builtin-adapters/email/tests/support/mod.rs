@@ -48,8 +48,9 @@ pub fn servers() -> Option<(Dovecot, SmtpSink)> {
     (dovecot::available() && smtp_sink::available()).then(|| (Dovecot::start(), SmtpSink::start()))
 }
 
-/// Answers every prompt at once with `answer: <prompt>`. A prompt containing the `hold` word
-/// waits instead until its run is cancelled, as a slow model would.
+/// Answers every prompt at once with `answer: <prompt>`; a prompt containing `FAIL` fails. A
+/// prompt containing the `hold` word waits instead until its run is cancelled, as a slow model
+/// would.
 #[derive(Default)]
 pub struct Agents {
     pub requests: Mutex<Vec<RunRequest>>,
@@ -81,18 +82,24 @@ impl AgentRunner for Agents {
         let mut requests = lock(&self.requests);
         let trace_id = format!("trace-{}", requests.len() + 1);
         let held = self.hold.is_some_and(|word| request.prompt.contains(word));
+        let fails = request.prompt.contains("FAIL");
         let text = format!("answer: {}", request.prompt);
         requests.push(request);
+        let failure = |kind, message: &str, trace_id| RunFailure {
+            kind,
+            message: message.to_owned(),
+            trace_id: Some(trace_id),
+        };
         async move {
             if held {
                 cancel.cancelled().await;
-                return Err(RunFailure {
-                    kind: RunFailureKind::Cancelled,
-                    message: "cancelled".to_owned(),
-                    trace_id: Some(trace_id),
-                });
+                Err(failure(RunFailureKind::Cancelled, "cancelled", trace_id))
+            } else if fails {
+                let message = "provider said: key sk-123 is invalid";
+                Err(failure(RunFailureKind::Failed, message, trace_id))
+            } else {
+                Ok(RunReply { trace_id, text })
             }
-            Ok(RunReply { trace_id, text })
         }
         .boxed()
     }

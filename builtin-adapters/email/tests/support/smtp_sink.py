@@ -2,7 +2,8 @@
 
 Listens on 127.0.0.1:PORT, requires AUTH with USER and PASSWORD (no TLS: loopback only), and
 writes every message it accepts to FOLDER as NNNN.eml: one JSON line with the envelope, then
-the message exactly as received. Prints "ready" once it accepts connections, and exits when
+the message exactly as received. Recipients whose address starts with "refused@" are refused
+for good (550), as a server refuses an unknown mailbox. Prints "ready" once it accepts connections, and exits when
 its standard input closes, so it never outlives the test that started it.
 """
 
@@ -21,6 +22,12 @@ class Store:
     def __init__(self, folder):
         self.folder = folder
         self.count = 0
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("refused@"):
+            return "550 5.1.1 No such mailbox here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.count += 1
