@@ -1,7 +1,8 @@
 //! The email adapter: answers mail that arrives in an IMAP mailbox with one agent profile, and
 //! replies through SMTP, threaded, from its own address.
 //!
-//! Handled state lives on the messages as IMAP flags (see [`mailbox`]), so a restart never
+//! Handled state lives on the messages as IMAP flags ([`CLAIMED_KEYWORD`], `\Answered`,
+//! [`SKIPPED_KEYWORD`]), so a restart never
 //! answers a message twice, and a message claimed but not answered before a crash is answered
 //! after it. Auto-replies, bounces, list and bulk mail and its own mail are never answered, so
 //! two robots cannot mail each other in a loop.
@@ -16,7 +17,8 @@ mod body;
 pub mod config;
 mod failure;
 mod incoming;
-pub mod mailbox;
+mod mailbox;
+pub mod metadata;
 mod outbox;
 mod screen;
 mod senders;
@@ -24,13 +26,15 @@ mod session;
 mod texts;
 mod thread;
 mod tls;
-pub mod worker;
+mod worker;
 
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use serde_json::{Value, json};
 use service_contract::{Adapter, AdapterContext, Hook};
+
+pub use mailbox::{CLAIMED_KEYWORD, SKIPPED_KEYWORD};
 
 /// The adapter's registry name.
 pub const NAME: &str = "email";
@@ -58,7 +62,7 @@ impl Adapter for EmailAdapter {
             "version": env!("CARGO_PKG_VERSION"),
             "kind": "IMAP mailbox answered through SMTP",
             "settings": config::SETTINGS,
-            "keywords": { "claimed": mailbox::CLAIMED, "skipped": mailbox::SKIPPED },
+            "keywords": { "claimed": CLAIMED_KEYWORD, "skipped": SKIPPED_KEYWORD },
             "limits": {
                 "max_message_bytes": config::DEFAULT_MAX_MESSAGE_BYTES,
                 "max_per_poll": config::DEFAULT_MAX_PER_POLL,

@@ -2,12 +2,12 @@
 //! adapter needs. The handled state lives on the messages themselves, as flags, so it survives
 //! restarts and needs no store of its own:
 //!
-//! - [`CLAIMED`] is set before the agent runs on a message;
+//! - [`CLAIMED_KEYWORD`] is set before the agent runs on a message;
 //! - `\Answered` is set once the SMTP server has accepted the reply;
-//! - [`SKIPPED`] marks a message the adapter decided not to answer (automated, not allowed,
+//! - [`SKIPPED_KEYWORD`] marks a message the adapter decided not to answer (automated, not allowed,
 //!   too big...).
 //!
-//! Work is every message without `\Answered` or [`SKIPPED`]: a message claimed but never
+//! Work is every message without `\Answered` or [`SKIPPED_KEYWORD`]: a message claimed but never
 //! answered (the process died, or was stopped, in between) is simply taken again.
 
 use std::pin::Pin;
@@ -27,9 +27,9 @@ use crate::failure::{Failure, Kind, with_causes};
 use crate::tls;
 
 /// The keyword set on a message before its agent runs.
-pub const CLAIMED: &str = "$ServiceClaimed";
+pub const CLAIMED_KEYWORD: &str = "$ServiceClaimed";
 /// The keyword on a message that will not be answered.
-pub const SKIPPED: &str = "$ServiceSkipped";
+pub const SKIPPED_KEYWORD: &str = "$ServiceSkipped";
 
 /// How long one command may take before the connection is given up.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -54,9 +54,9 @@ pub enum Mark {
 impl Mark {
     fn flag(self) -> &'static str {
         match self {
-            Self::Claimed => CLAIMED,
+            Self::Claimed => CLAIMED_KEYWORD,
             Self::Answered => "\\Answered",
-            Self::Skipped => SKIPPED,
+            Self::Skipped => SKIPPED_KEYWORD,
         }
     }
 }
@@ -108,15 +108,19 @@ impl Mailbox {
             &format!("open the mailbox {:?}", config.mailbox),
         )
         .await?;
-        // Without `\*` the server would keep the adapter's keywords only for this session, and
-        // every restart would answer everything again.
-        let keeps_keywords = selected.permanent_flags.is_empty()
-            || selected.permanent_flags.contains(&Flag::MayCreate);
+        // The keywords must stay on the messages (`\*`: new ones may be created), or every
+        // restart would answer everything again.
+        let permanent = &selected.permanent_flags;
+        let keeps_keywords = permanent.is_empty()
+            || permanent.contains(&Flag::MayCreate)
+            || [CLAIMED_KEYWORD, SKIPPED_KEYWORD]
+                .iter()
+                .all(|keyword| permanent.contains(&Flag::Custom((*keyword).into())));
         if !keeps_keywords {
             return Err(Failure::new(
                 Kind::Config,
                 format!(
-                    "the mailbox {:?} cannot store keywords such as {CLAIMED}, so handled mail \
+                    "the mailbox {:?} cannot store keywords such as {CLAIMED_KEYWORD}, so handled mail \
                      cannot be marked; use another mailbox or server",
                     config.mailbox
                 ),
@@ -142,7 +146,7 @@ impl Mailbox {
             .checked_sub_days(Days::new(u64::from(max_age_days)))
             .unwrap_or_default()
             .format("%d-%b-%Y");
-        let query = format!("UNDELETED UNANSWERED UNKEYWORD {SKIPPED} SINCE {since}");
+        let query = format!("UNDELETED UNANSWERED UNKEYWORD {SKIPPED_KEYWORD} SINCE {since}");
         let mut uids: Vec<u32> = timed(self.session.uid_search(query), "search the mailbox")
             .await?
             .into_iter()
@@ -167,7 +171,7 @@ impl Mailbox {
                     size: fetch.size?,
                     claimed: fetch
                         .flags()
-                        .any(|flag| matches!(flag, Flag::Custom(name) if name == CLAIMED)),
+                        .any(|flag| matches!(flag, Flag::Custom(name) if name == CLAIMED_KEYWORD)),
                 })
             })
             .collect();

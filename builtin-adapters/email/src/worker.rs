@@ -19,17 +19,11 @@ use crate::config::{Config, MAX_MESSAGE_BYTES};
 use crate::failure::{Failure, Kind};
 use crate::incoming::Incoming;
 use crate::mailbox::{Mailbox, Mark, Waiting};
+use crate::metadata::{ANSWERED, LAST_SKIPPED, POLLS, SKIPPED};
 use crate::outbox::{Outbox, Reply};
 use crate::screen::refusal;
 use crate::texts::{failure_notice, prompt, reply_text, task_title};
 use crate::thread::{reply_subject, threading};
-
-/// Keys of the registry entry's metadata: counts (carried on across stop and start, as the
-/// entry is), and why the latest skipped message was skipped.
-pub const POLLS: &str = "polls";
-pub const ANSWERED: &str = "answered";
-pub const SKIPPED: &str = "skipped";
-pub const LAST_SKIPPED: &str = "last_skipped";
 
 /// The longest pause between retries after failures.
 const MAX_RETRY: Duration = Duration::from_secs(300);

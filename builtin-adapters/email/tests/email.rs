@@ -7,14 +7,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use service_contract::{AdapterStatus, ProfileChoice, TaskState};
-use service_email::worker::{ANSWERED, LAST_SKIPPED, SKIPPED};
+use service_email::metadata::{ANSWERED, LAST_SKIPPED, POLLS, SKIPPED};
 
 use support::dovecot::{self, Dovecot};
 use support::smtp_sink::{Received, SmtpSink};
 use support::{Agents, BOT, Harness, lock, mail, servers, settings, wait_for, with};
 
-const CLAIMED: &str = service_email::mailbox::CLAIMED;
-const SKIPPED_KEYWORD: &str = service_email::mailbox::SKIPPED;
+use service_email::{CLAIMED_KEYWORD as CLAIMED, SKIPPED_KEYWORD};
 
 /// Waits until `sink` has accepted at least `count` messages; returns all of them.
 async fn replies(sink: &SmtpSink, count: usize) -> Vec<Received> {
@@ -477,11 +476,7 @@ async fn missing_settings_put_a_config_error_naming_the_variable() {
         Some("ConfigError: SERVICE_EMAIL_PASSWORD is not set")
     );
     harness.stop().await;
-    assert_eq!(
-        harness.count(service_email::worker::POLLS),
-        0,
-        "it stayed offline"
-    );
+    assert_eq!(harness.count(POLLS), 0, "it stayed offline");
 }
 
 #[tokio::test]

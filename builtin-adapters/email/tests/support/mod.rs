@@ -269,9 +269,9 @@ impl Harness {
     /// Waits until the adapter has finished `more` polls after the current one, so whatever
     /// it was going to do with the mail there has been done.
     pub async fn polls_pass(&self, more: u64) {
-        let target = self.count(service_email::worker::POLLS) + more;
+        let target = self.count(service_email::metadata::POLLS) + more;
         wait_for(&format!("poll {target}"), || {
-            (self.count(service_email::worker::POLLS) >= target).then_some(())
+            (self.count(service_email::metadata::POLLS) >= target).then_some(())
         })
         .await;
     }
