@@ -91,6 +91,14 @@ impl Mailbox {
             }
             Security::None => Stream::Plain(tcp),
         };
+        if login_would_be_logged() {
+            return Err(Failure::new(
+                Kind::Config,
+                "RUST_LOG turns on trace logs of async_imap, which print the IMAP login with the \
+                 password; the adapter does not log in while they are on (lower them, e.g. \
+                 RUST_LOG=trace,async_imap=debug)",
+            ));
+        }
         let mut client = Client::new(stream);
         // After STARTTLS the server sends no second greeting.
         if server.security != Security::StartTls {
@@ -230,6 +238,12 @@ impl Mailbox {
         };
         timed(fetch, action).await
     }
+}
+
+/// async-imap logs every command it sends at trace level (through the `log` crate), the LOGIN
+/// with its password included.
+fn login_would_be_logged() -> bool {
+    log::log_enabled!(target: "async_imap::imap_stream", log::Level::Trace)
 }
 
 async fn greeting(client: &mut Client<impl ImapIo>) -> Result<(), Failure> {
