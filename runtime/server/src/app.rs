@@ -140,6 +140,7 @@ impl App {
         let natives: Vec<Arc<dyn Adapter>> = vec![
             Arc::new(Scheduler::new(db.clone(), Arc::clone(&dispatcher))),
             Arc::new(service_guildchat::GuildchatAdapter::new()),
+            Arc::new(service_email::EmailAdapter::new()),
         ];
         let native_names = natives.iter().map(|a| a.name().to_owned()).collect();
         for native in natives {
