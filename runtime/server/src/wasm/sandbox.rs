@@ -128,7 +128,9 @@ impl Sandbox {
             Ok(if now >= deadline {
                 UpdateDeadline::Interrupt
             } else if clock.spent(now) {
-                UpdateDeadline::Yield(1)
+                // tokio's yield goes to the back of the queue (wasmtime's own would be polled
+                // again at once from the worker's LIFO slot): the other tasks run first.
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             } else {
                 UpdateDeadline::Continue(1)
             })
