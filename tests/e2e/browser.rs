@@ -1427,3 +1427,41 @@ async fn screenshots_land_in_the_workspace_target_dir() {
     std::fs::remove_file(&expected).unwrap();
     browser.finish(&[]).await;
 }
+
+/// A component's page is served on the dashboard's origin; in a real browser its script must
+/// not run as the dashboard (it would write a key through the loopback-only API).
+#[tokio::test]
+async fn a_page_served_by_a_component_cannot_act_as_the_dashboard() {
+    let server = Server::start();
+    let grant = "outbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n";
+    crate::wasm::drop_in(&server, "hostile", &crate::guests::guest("hostile"), grant);
+    crate::wasm::loaded(&server, "hostile").await;
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser
+        .client
+        .goto(&server.url("/api/adapters/hostile/html"))
+        .await
+        .unwrap();
+    // The page's script sets the title as the page is parsed, before anything else.
+    let title = browser
+        .wait_for(
+            "the page to load",
+            "return document.readyState === 'complete' && document.title",
+        )
+        .await;
+    assert_eq!(title, "hostile", "the component's script ran");
+    // Sandboxed: the page has an origin of its own, not the dashboard's.
+    let origin = browser.js("return window.origin", vec![]).await;
+    assert_eq!(origin, "null");
+    let env = std::fs::read_to_string(server.data_dir.join(".env")).unwrap_or_default();
+    assert!(!env.contains("written-by-a-component"), "{env}");
+    // Back on the dashboard, nothing was written either.
+    browser.open("adapters").await;
+    let (_, integrations) = server.get("/api/integrations").await;
+    assert!(
+        !integrations.to_string().contains("written-by-a-component"),
+        "{integrations}"
+    );
+}

@@ -66,6 +66,8 @@ pub async fn write_key(
         })
         .await?;
     tracing::info!(integration = id, "stored a key in .env");
+    // An adapter that reported the missing setting looks again.
+    app.adapters.recheck().await;
     Ok(Json(json!({
         "id": id,
         "configured": integration.is_configured(&app.env),

@@ -165,7 +165,7 @@ pub fn edit(conn: &mut Connection, name: &str, edit: &Edit<'_>) -> Result<Schedu
     if let Some(prompt) = edit.prompt {
         validate_prompt(prompt)?;
     }
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     require(&tx, name)?;
     let now = db::now();
     if let Some((cron, next)) = edit.cron {

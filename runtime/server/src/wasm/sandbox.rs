@@ -27,12 +27,15 @@ pub struct Prepared {
 }
 
 /// Whether a call may wait for a free instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Wait {
     /// A request: when none is free it gets 503 at once, not a queue.
     No,
-    /// Background work (jobs, hooks, tools at load) waits its turn.
+    /// Background work (hooks, tools at load) waits its turn.
     Yes,
+    /// The adapter's place is taken already (the job worker takes it before it claims a job,
+    /// so a job never holds a worker while it waits); the server's is waited for.
+    Holding(OwnedSemaphorePermit),
 }
 
 pub struct Sandbox {
@@ -99,6 +102,9 @@ impl Sandbox {
                 adapter.acquire_owned().await.expect("never closed"),
                 server.acquire_owned().await.expect("never closed"),
             )),
+            Wait::Holding(place) => {
+                Ok((place, server.acquire_owned().await.expect("never closed")))
+            }
         }
     }
 

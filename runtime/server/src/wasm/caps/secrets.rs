@@ -21,7 +21,8 @@ use v0_2::service::adapter::types::Error;
 pub struct Grant {
     #[serde(default)]
     secrets: Vec<String>,
-    /// Secret name → the only origins an outbound placeholder may send it to.
+    /// Secret name → the only origins an outbound placeholder may send it to: origins, or
+    /// `env:VARIABLE=default-url` for the origin of a URL held in a variable (an API base).
     #[serde(default)]
     secret_origins: BTreeMap<String, Vec<String>>,
 }
@@ -61,7 +62,7 @@ impl Capability for Secrets {
     fn grant(
         request: &Request,
         grant: &Grant,
-        _: &dyn Fn(&str) -> Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Granted, String> {
         let mut origins = BTreeMap::new();
         for (name, bound) in &grant.secret_origins {
@@ -70,7 +71,11 @@ impl Capability for Secrets {
                     "[secret_origins] names {name}, which `secrets` does not grant"
                 ));
             }
-            origins.insert(name.clone(), Origin::parse_all(bound)?);
+            let bound = bound
+                .iter()
+                .map(|origin| bound_origin(origin, env))
+                .collect::<Result<_, _>>()?;
+            origins.insert(name.clone(), bound);
         }
         // A 0.1 component lists the secrets it wants; a newer one may use every granted
         // secret (through this interface or an outbound placeholder).
@@ -124,6 +129,22 @@ impl Capability for Secrets {
     fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         link_versions!(linker, secrets)
     }
+}
+
+/// An origin a secret is bound to: written out, or `env:VARIABLE=default-url`.
+fn bound_origin(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Origin, String> {
+    let Some(reference) = text.strip_prefix("env:") else {
+        return Origin::parse(text);
+    };
+    let (variable, default) = reference
+        .split_once('=')
+        .ok_or_else(|| format!("[secret_origins] {text:?}: write env:VARIABLE=default-url"))?;
+    let value = env(variable).unwrap_or_else(|| default.to_owned());
+    reqwest::Url::parse(&value)
+        .ok()
+        .as_ref()
+        .and_then(Origin::of)
+        .ok_or_else(|| format!("{variable} is not a URL ({value:?})"))
 }
 
 impl HostState {
@@ -257,8 +278,25 @@ mod tests {
         assert!(!granted.may_send("NOPE", &slack));
         let unbound = Grant {
             secret_origins: [("X".into(), vec![])].into(),
-            ..grant
+            ..grant.clone()
         };
         assert!(Secrets::grant(&Request::default(), &unbound, &|_| None).is_err());
+        let by_variable = Grant {
+            secret_origins: [(
+                "BOT".into(),
+                vec!["env:API_BASE=https://slack.com/api".into()],
+            )]
+            .into(),
+            ..grant
+        };
+        let local = |name: &str| (name == "API_BASE").then(|| "http://127.0.0.1:9/api".into());
+        let granted = Secrets::grant(&Request::default(), &by_variable, &local).unwrap();
+        assert!(granted.may_send("BOT", &Origin::parse("http://127.0.0.1:9").unwrap()));
+        assert!(
+            !granted.may_send("BOT", &slack),
+            "the variable wins over the default"
+        );
+        let defaulted = Secrets::grant(&Request::default(), &by_variable, &|_| None).unwrap();
+        assert!(defaulted.may_send("BOT", &slack));
     }
 }
