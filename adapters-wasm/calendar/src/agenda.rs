@@ -77,10 +77,11 @@ impl Span {
         }
     }
 
-    fn sort_key(&self, day: &Day) -> (bool, Timestamp) {
+    /// All-day events first (the earliest begun first), then by start.
+    fn sort_key(&self, day: &Day) -> (bool, Date, Timestamp) {
         match self {
-            Self::AllDay { .. } => (false, day.start),
-            Self::Timed { start, .. } => (true, *start),
+            Self::AllDay { first, .. } => (false, *first, day.start),
+            Self::Timed { start, .. } => (true, day.date, *start),
         }
     }
 }

@@ -310,9 +310,21 @@ mod tests {
             granted.outbound_http.origins.iter().collect::<Vec<_>>(),
             [&origin("https://api.example")]
         );
-        assert!(granted.secrets.may_send("TOKEN", &origin("https://api.example")));
-        assert!(!granted.secrets.may_send("USER", &origin("https://api.example")));
-        assert!(granted.secrets.may_send("USER", &origin("https://x.example")));
+        assert!(
+            granted
+                .secrets
+                .may_send("TOKEN", &origin("https://api.example"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("USER", &origin("https://api.example"))
+        );
+        assert!(
+            granted
+                .secrets
+                .may_send("USER", &origin("https://x.example"))
+        );
 
         // Pointed elsewhere (a test's fake, a self-hosted server), the credentials follow.
         let env = |name: &str| match name {
@@ -321,17 +333,35 @@ mod tests {
             _ => None,
         };
         let granted = Granted::new(&asked, &grant, env).unwrap();
-        assert!(granted.secrets.may_send("TOKEN", &origin("http://127.0.0.1:9000")));
-        assert!(!granted.secrets.may_send("TOKEN", &origin("https://api.example")));
-        assert!(granted.secrets.may_send("USER", &origin("https://dav.example")));
-        assert!(!granted.secrets.may_send("USER", &origin("http://127.0.0.1:9000")));
+        assert!(
+            granted
+                .secrets
+                .may_send("TOKEN", &origin("http://127.0.0.1:9000"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("TOKEN", &origin("https://api.example"))
+        );
+        assert!(
+            granted
+                .secrets
+                .may_send("USER", &origin("https://dav.example"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("USER", &origin("http://127.0.0.1:9000"))
+        );
 
-        let unknown = Grant::parse(
-            "secrets = [\"TOKEN\"]\n[secret_origins]\nTOKEN = [\"NOWHERE\"]\n",
-        )
-        .unwrap();
+        let unknown =
+            Grant::parse("secrets = [\"TOKEN\"]\n[secret_origins]\nTOKEN = [\"NOWHERE\"]\n")
+                .unwrap();
         let refused = Granted::new(&asked, &unknown, |_| None).unwrap_err();
-        assert!(refused.contains("NOWHERE is not an [outbound_env] variable"), "{refused}");
+        assert!(
+            refused.contains("NOWHERE is not an [outbound_env] variable"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -34,9 +34,10 @@ impl Grant {
         variable: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<Origin>, String> {
-        let default = self.outbound_env.get(variable).ok_or_else(|| {
-            format!("{variable} is not an [outbound_env] variable of this grant")
-        })?;
+        let default = self
+            .outbound_env
+            .get(variable)
+            .ok_or_else(|| format!("{variable} is not an [outbound_env] variable of this grant"))?;
         let value = env(variable)
             .filter(|v| !v.trim().is_empty())
             .unwrap_or_else(|| default.clone());

@@ -91,8 +91,10 @@ impl Capability for Secrets {
                 ));
             }
             // An origin has a scheme; anything else names a variable.
-            let (urls, names): (Vec<String>, Vec<String>) =
-                bound.iter().cloned().partition(|entry| entry.contains("://"));
+            let (urls, names): (Vec<String>, Vec<String>) = bound
+                .iter()
+                .cloned()
+                .partition(|entry| entry.contains("://"));
             origins.insert(name.clone(), Origin::parse_all(&urls)?);
             variables.insert(name.clone(), names);
         }
