@@ -41,17 +41,28 @@ fn error_of(response: &Response) -> String {
     }
 }
 
+/// A short tag of a refresh token (not the token: a hash cut to 64 bits).
+fn fingerprint(refresh_token: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    refresh_token.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
 impl Google {
     /// The kept access token, or a fresh one from the token endpoint.
     fn token(&self, fresh: bool) -> Result<String, String> {
-        if !fresh
-            && let Ok(Some(token)) = kv::get(TOKEN_KEY)
-            && let Ok(token) = String::from_utf8(token)
-        {
-            return Ok(token);
-        }
         let refresh = settings::get(GOOGLE_REFRESH_TOKEN)
             .ok_or_else(|| format!("{GOOGLE_REFRESH_TOKEN} is not set"))?;
+        // A kept token is used only for the refresh token it came from (the operator may
+        // have switched accounts since).
+        let owner = fingerprint(&refresh);
+        if !fresh
+            && let Ok(Some(kept)) = kv::get(TOKEN_KEY)
+            && let Some(token) = String::from_utf8_lossy(&kept).strip_prefix(&format!("{owner}:"))
+        {
+            return Ok(token.to_owned());
+        }
         let form = guest_util::form_encode(&[
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh.as_str()),
@@ -80,7 +91,7 @@ impl Google {
         if lifetime > EXPIRY_MARGIN_SECS {
             let ttl = (lifetime - EXPIRY_MARGIN_SECS) * 1000;
             // Best effort: without kv the next call refreshes again.
-            let _ = kv::set(TOKEN_KEY, token.as_bytes(), Some(ttl));
+            let _ = kv::set(TOKEN_KEY, format!("{owner}:{token}").as_bytes(), Some(ttl));
         }
         Ok(token)
     }
