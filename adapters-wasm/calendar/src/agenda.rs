@@ -121,8 +121,10 @@ pub fn occurrences(
                 .filter_map(|o| o.recurrence_id.as_ref())
                 .collect(),
         };
-        let recurring = event.rrule.is_some() || !event.rdates.is_empty() || !replaced.is_empty();
-        let recurring = recurring || event.recurrence_id.is_some();
+        let recurring = event.rrule.is_some()
+            || !event.rdates.is_empty()
+            || !replaced.is_empty()
+            || event.recurrence_id.is_some();
         for start in instances(event, day, warnings) {
             let excluded = event
                 .exdates

@@ -548,17 +548,12 @@ mod tests {
             last: day,
         };
         let text = write(&NewEvent {
-            span: &all_day,
+            uid: "u2",
+            stamp: start,
+            summary: "Holiday",
             description: "",
             location: "",
-            ..NewEvent {
-                uid: "u2",
-                stamp: start,
-                summary: "Holiday",
-                description: "",
-                location: "",
-                span: &span,
-            }
+            span: &all_day,
         });
         assert!(text.contains("DTSTART;VALUE=DATE:20261123\r\nDTEND;VALUE=DATE:20261124\r\n"));
         assert!(!text.contains("LOCATION"));
