@@ -3,6 +3,7 @@
 
 mod agents;
 mod browser;
+mod calendar;
 mod chat;
 mod fakes;
 mod guards;
@@ -10,6 +11,7 @@ mod guests;
 mod integrations;
 mod isolation;
 mod python;
+mod radicale;
 mod scheduler;
 mod server;
 mod store;
@@ -18,5 +20,6 @@ mod tasks;
 mod teamchat;
 mod tools;
 mod traces;
+mod voice;
 mod wasm;
 mod webhook;

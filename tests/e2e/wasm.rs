@@ -573,7 +573,11 @@ async fn toggles_unknown_names_and_the_compile_cache() {
             .collect::<Vec<_>>()
     };
     let before = artifacts();
-    assert_eq!(before.len(), 3, "echo and the bundled teamchat and webhook");
+    assert_eq!(
+        before.len(),
+        5,
+        "echo and the bundled calendar, teamchat, voice and webhook"
+    );
     let server = server.restart();
     loaded(&server, "echo").await;
     assert_eq!(

@@ -22,7 +22,7 @@ pub struct Grant {
     #[serde(default)]
     secrets: Vec<String>,
     /// Secret name → the only origins an outbound placeholder may send it to: origins, or
-    /// `env:VARIABLE=default-url` for the origin of a URL held in a variable (an API base).
+    /// `[outbound_env]` variables standing for the origin each grants.
     #[serde(default)]
     secret_origins: BTreeMap<String, Vec<String>>,
 }
@@ -36,9 +36,27 @@ pub struct Granted {
     pub required_ungranted: Vec<String>,
     /// Secrets bound to origins; an unbound secret may go to any granted origin.
     pub origins: BTreeMap<String, BTreeSet<Origin>>,
+    /// Secrets bound to `[outbound_env]` variables, until [`Granted::bind_variables`] turns
+    /// them into origins.
+    variables: BTreeMap<String, Vec<String>>,
 }
 
 impl Granted {
+    /// Adds the origin each variable binding stands for (`origin_of` answers `None` for a
+    /// variable that grants nothing now, which leaves the secret bound to less).
+    pub fn bind_variables(
+        &mut self,
+        origin_of: impl Fn(&str) -> Result<Option<Origin>, String>,
+    ) -> Result<(), String> {
+        for (name, variables) in std::mem::take(&mut self.variables) {
+            let bound = self.origins.entry(name).or_default();
+            for variable in variables {
+                bound.extend(origin_of(&variable).map_err(|e| format!("[secret_origins]: {e}"))?);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a placeholder may send `name` to `origin`.
     pub fn may_send(&self, name: &str, origin: &Origin) -> bool {
         self.names.contains(name)
@@ -62,20 +80,23 @@ impl Capability for Secrets {
     fn grant(
         request: &Request,
         grant: &Grant,
-        env: &dyn Fn(&str) -> Option<String>,
+        _: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Granted, String> {
         let mut origins = BTreeMap::new();
+        let mut variables = BTreeMap::new();
         for (name, bound) in &grant.secret_origins {
             if !grant.secrets.contains(name) {
                 return Err(format!(
                     "[secret_origins] names {name}, which `secrets` does not grant"
                 ));
             }
-            let bound = bound
+            // An origin has a scheme; anything else names a variable.
+            let (urls, names): (Vec<String>, Vec<String>) = bound
                 .iter()
-                .map(|origin| bound_origin(origin, env))
-                .collect::<Result<_, _>>()?;
-            origins.insert(name.clone(), bound);
+                .cloned()
+                .partition(|entry| entry.contains("://"));
+            origins.insert(name.clone(), Origin::parse_all(&urls)?);
+            variables.insert(name.clone(), names);
         }
         // A 0.1 component lists the secrets it wants; a newer one may use every granted
         // secret (through this interface or an outbound placeholder).
@@ -100,6 +121,7 @@ impl Capability for Secrets {
             required,
             required_ungranted,
             origins,
+            variables,
         })
     }
 
@@ -129,22 +151,6 @@ impl Capability for Secrets {
     fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         link_versions!(linker, secrets)
     }
-}
-
-/// An origin a secret is bound to: written out, or `env:VARIABLE=default-url`.
-fn bound_origin(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Origin, String> {
-    let Some(reference) = text.strip_prefix("env:") else {
-        return Origin::parse(text);
-    };
-    let (variable, default) = reference
-        .split_once('=')
-        .ok_or_else(|| format!("[secret_origins] {text:?}: write env:VARIABLE=default-url"))?;
-    let value = env(variable).unwrap_or_else(|| default.to_owned());
-    reqwest::Url::parse(&value)
-        .ok()
-        .as_ref()
-        .and_then(Origin::of)
-        .ok_or_else(|| format!("{variable} is not a URL ({value:?})"))
 }
 
 impl HostState {
@@ -278,25 +284,8 @@ mod tests {
         assert!(!granted.may_send("NOPE", &slack));
         let unbound = Grant {
             secret_origins: [("X".into(), vec![])].into(),
-            ..grant.clone()
-        };
-        assert!(Secrets::grant(&Request::default(), &unbound, &|_| None).is_err());
-        let by_variable = Grant {
-            secret_origins: [(
-                "BOT".into(),
-                vec!["env:API_BASE=https://slack.com/api".into()],
-            )]
-            .into(),
             ..grant
         };
-        let local = |name: &str| (name == "API_BASE").then(|| "http://127.0.0.1:9/api".into());
-        let granted = Secrets::grant(&Request::default(), &by_variable, &local).unwrap();
-        assert!(granted.may_send("BOT", &Origin::parse("http://127.0.0.1:9").unwrap()));
-        assert!(
-            !granted.may_send("BOT", &slack),
-            "the variable wins over the default"
-        );
-        let defaulted = Secrets::grant(&Request::default(), &by_variable, &|_| None).unwrap();
-        assert!(defaulted.may_send("BOT", &slack));
+        assert!(Secrets::grant(&Request::default(), &unbound, &|_| None).is_err());
     }
 }
