@@ -90,10 +90,15 @@ async fn an_adapter_gets_its_own_share_of_instances_and_job_workers() {
     loaded(&server, "echo").await;
     loaded(&server, "hostile").await;
 
-    // Its one instance is busy: its next request is turned away; its neighbour answers.
+    // Its one instance is busy: its next request is turned away; its neighbour answers. (A
+    // spinner that found the instance taken by one of these requests is sent again.)
     let client = reqwest::Client::new();
-    let _spinning = tokio::spawn(client.get(server.url("/api/adapters/hostile/loop")).send());
+    let spin = || tokio::spawn(client.get(server.url("/api/adapters/hostile/loop")).send());
+    let mut spinning = spin();
     let busy = eventually(10, async || {
+        if spinning.is_finished() {
+            spinning = spin();
+        }
         let answer = get(&server, "/api/adapters/hostile/ok").await;
         (answer.0 == StatusCode::SERVICE_UNAVAILABLE).then_some(answer.1)
     })
