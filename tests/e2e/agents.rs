@@ -92,13 +92,15 @@ async fn create_rejects_bad_input_without_writing() {
         assert_error(&answer, StatusCode::BAD_REQUEST, message);
         assert_eq!(answer.1["field"], field, "{body}");
     }
+    let wrong_type = server
+        .post("/api/agents", json!({"name": 5, "system_prompt": "x"}))
+        .await;
     assert_error(
-        &server
-            .post("/api/agents", json!({"name": 5, "system_prompt": "x"}))
-            .await,
+        &wrong_type,
         StatusCode::BAD_REQUEST,
-        "invalid type",
+        "name must be a string, not a number",
     );
+    assert_eq!(wrong_type.1["field"], "name");
     let raw = reqwest::Client::new()
         .post(server.url("/api/agents"))
         .header("content-type", "application/json")

@@ -1,6 +1,7 @@
 //! Agent profiles: the persona, model and tool allowance an agent runs with.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::db;
@@ -44,11 +45,41 @@ pub struct ProfileInput {
 }
 
 /// Tools arrive as a JSON list or, from forms, as one comma-separated string.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum ToolsInput {
     List(Vec<String>),
     Csv(String),
+}
+
+impl<'de> Deserialize<'de> for ToolsInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = ToolsInput;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of tool names or a comma-separated string")
+            }
+
+            fn visit_str<E: de::Error>(self, csv: &str) -> std::result::Result<ToolsInput, E> {
+                Ok(ToolsInput::Csv(csv.to_owned()))
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<ToolsInput, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    names.push(name);
+                }
+                Ok(ToolsInput::List(names))
+            }
+        }
+
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// A profile that passed validation and is ready to insert.

@@ -6,9 +6,12 @@ pub mod api;
 mod chat;
 mod components;
 mod dashboard;
+mod decode;
 pub mod guards;
 mod health;
 mod integrations;
+pub mod limits;
+pub mod listener;
 mod schedules;
 mod store;
 mod tasks;
@@ -60,7 +63,7 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState, binding: guards::Binding) -> Router {
+pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits) -> Router {
     let api = Router::new()
         .route("/health", get(health::show))
         .route("/adapters", get(adapters::list))
@@ -90,6 +93,7 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .nest("/api", api)
         .merge(dashboard::router())
         .fallback(api::not_found)
+        .layer(middleware::from_fn_with_state(limits, limits::read_body))
         .layer(middleware::from_fn_with_state(
             binding,
             guards::browser_guard,
