@@ -225,7 +225,8 @@ async fn parallel_tool_calls_and_a_tool_error_keep_the_loop_going() {
 async fn profile_tool_lists_limit_what_the_model_is_offered() {
     let fake = llm::openai(vec![Reply::Text("a"), Reply::Text("b")]).await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
-    let limited = json!({"name": "Limited", "system_prompt": "x", "tools": "search_notes, teleport", "default_model": "small-model"});
+    // The calendar adapter's tool is accepted (a featured bundle recommends it) but not here.
+    let limited = json!({"name": "Limited", "system_prompt": "x", "tools": "search_notes, create_calendar_event", "default_model": "small-model"});
     assert_eq!(
         server.post("/api/agents", limited).await.0,
         StatusCode::CREATED
@@ -256,7 +257,7 @@ async fn profile_tool_lists_limit_what_the_model_is_offered() {
         .await;
     assert_eq!(
         trace["warnings"],
-        json!(["tool \"teleport\" is not registered; skipped"])
+        json!(["tool \"create_calendar_event\" is not registered; skipped"])
     );
 
     server

@@ -146,6 +146,20 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         "task untouched"
     );
     assert!(!tmp.path().join(".env").exists(), "no key written");
+    let answer = call(
+        Method::DELETE,
+        "/api/agents/Temp".into(),
+        json!(null),
+        remote,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert!(
+        db.blocking(|conn| profiles::get(conn, "Temp").unwrap())
+            .is_some(),
+        "agent untouched"
+    );
     for toggle in ["disable", "enable"] {
         let answer = call(
             Method::POST,
@@ -172,6 +186,15 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         Method::POST,
         "/api/integrations/anthropic/keys".into(),
         key,
+        [127, 0, 0, 1],
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answer = call(
+        Method::DELETE,
+        "/api/agents/Temp".into(),
+        json!(null),
         [127, 0, 0, 1],
     )
     .await

@@ -72,7 +72,13 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/adapters/{name}/{*rest}", any(components::dispatch))
         .route("/schedules", get(schedules::list))
         .route("/agents", get(agents::list).post(agents::create))
-        .route("/agents/{name}", get(agents::show))
+        .route(
+            "/agents/{name}",
+            get(agents::show)
+                .patch(agents::update)
+                .delete(agents::remove),
+        )
+        .route("/agents/{name}/references", get(agents::references))
         .route("/agents/{name}/export", get(agents::export))
         .route("/store", get(store::list))
         .route("/store/import", post(store::import))
