@@ -13,6 +13,10 @@ use std::sync::{PoisonError, RwLock};
 
 use anyhow::Context;
 
+/// The longest value a key write accepts: API keys, tokens and URLs are far shorter, and the
+/// value is kept in memory and in `.env`.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
 pub struct Environment {
     dotenv: PathBuf,
     overlay: RwLock<HashMap<String, String>>,
