@@ -30,6 +30,38 @@ fn tokens(frames: &[Value]) -> String {
 }
 
 #[tokio::test]
+async fn the_stream_names_its_trace_in_a_header_before_the_first_frame() {
+    let server = Server::start();
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    // Known from the headers alone, so a client that stops the run can still link to it.
+    let header = response.headers()["x-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text = response.text().await.unwrap();
+    let last: Value = serde_json::from_str(
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["trace_id"].as_str()),
+        (Some("done"), Some(header.as_str()))
+    );
+    assert!(
+        !text.contains("\"started\""),
+        "the frames are unchanged: {text}"
+    );
+}
+
+#[tokio::test]
 async fn offline_default_streams_a_labelled_answer_with_no_configuration() {
     let server = Server::start();
     let (_, health) = server.get("/api/health").await;
