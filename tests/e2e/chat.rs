@@ -46,8 +46,8 @@ async fn the_stream_names_its_trace_in_a_header_before_the_first_frame() {
     let text = response.text().await.unwrap();
     let last: Value = serde_json::from_str(
         text.lines()
-            .filter_map(|line| line.strip_prefix("data: "))
-            .last()
+            .rev()
+            .find_map(|line| line.strip_prefix("data: "))
             .unwrap(),
     )
     .unwrap();

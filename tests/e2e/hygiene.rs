@@ -200,7 +200,10 @@ async fn bodies_over_the_limit_answer_413_in_json_on_the_api_and_adapter_routes(
     .await;
     let answer = until_closed(&mut huge, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
-    assert!(answer.contains("larger than the limit of 2 MiB"), "{answer}");
+    assert!(
+        answer.contains("larger than the limit of 2 MiB"),
+        "{answer}"
+    );
     // The limit itself is allowed: this body is read, and refused for what it is.
     let at_limit = post_raw(
         &server,
