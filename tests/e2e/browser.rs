@@ -1592,6 +1592,13 @@ async fn agents_tab_edits_deletes_and_marks_unavailable_tools() {
     browser
         .click("li[data-agent=\"Scratch\"] button.delete")
         .await;
+    // The dialog opens once the references are in.
+    browser
+        .wait_for(
+            "the confirm dialog again",
+            "return document.getElementById('confirm').open",
+        )
+        .await;
     browser.click("#confirm-ok").await;
     browser
         .wait_for(
