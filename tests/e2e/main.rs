@@ -8,6 +8,7 @@ mod chat;
 mod fakes;
 mod guards;
 mod guests;
+mod hygiene;
 mod integrations;
 mod isolation;
 mod python;

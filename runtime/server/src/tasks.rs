@@ -186,6 +186,18 @@ pub fn list(
     Ok((tasks, total))
 }
 
+/// How many tasks have each status (every status present, zero included), for filter tabs.
+pub fn counts(conn: &Connection) -> Result<Vec<(TaskStatus, i64)>> {
+    let mut stmt = conn.prepare_cached("SELECT status, count(*) FROM tasks GROUP BY status")?;
+    let found: HashMap<String, i64> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(TaskStatus::ALL
+        .into_iter()
+        .map(|status| (status, found.get(status.as_str()).copied().unwrap_or(0)))
+        .collect())
+}
+
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
 /// its cancellation cannot revive it. Returns whether the task changed.
 pub fn set_status(conn: &Connection, task_id: &str, status: TaskStatus) -> Result<bool> {

@@ -840,7 +840,7 @@ mod tests {
         adapters.start_natives().await;
         let mut state = AppState::new(&app).unwrap();
         state.adapters = Arc::clone(&adapters);
-        let service = router(state, Binding { loopback: true });
+        let service = router(state, Binding { loopback: true }, Default::default());
         let call = |method: &str, path: &str| {
             let request = axum::http::Request::builder()
                 .method(method)
