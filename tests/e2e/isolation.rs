@@ -546,6 +546,6 @@ async fn tasks_come_in_pages() {
     assert_error(
         &server.get("/api/tasks?limit=0").await,
         StatusCode::BAD_REQUEST,
-        "limit must be between 1 and 500",
+        "limit must be a whole number between 1 and 500",
     );
 }

@@ -342,8 +342,9 @@ impl Supervisor {
         }
     }
 
-    /// The entry of a runner being installed: what it says of itself, a fresh status, and the
-    /// history (activity, errors) kept.
+    /// The entry of a runner being installed: what it says of itself, a fresh status (`running`
+    /// unless it is off; its `start` follows at once and records what fails), and the history
+    /// (activity, errors) kept.
     fn publish(&self, runner: &dyn Managed) {
         let name = runner.name();
         let mut entry = self
@@ -351,8 +352,12 @@ impl Supervisor {
             .get(name)
             .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
         runner.describe(&mut entry);
-        entry.status = AdapterStatus::Stopped;
-        entry.note = None;
+        let off = self.off(name);
+        entry.status = match off {
+            Some(_) => AdapterStatus::Stopped,
+            None => AdapterStatus::Running,
+        };
+        entry.note = off;
         self.registry().insert(entry);
     }
 
