@@ -3,7 +3,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use mail_parser::MessageParser;
@@ -11,6 +10,8 @@ use tempfile::TempDir;
 
 use super::dovecot::{PASSWORD, USER};
 use super::tool_available;
+
+const SCRIPT: &str = include_str!("smtp_sink.py");
 
 pub struct SmtpSink {
     dir: TempDir,
@@ -68,12 +69,16 @@ impl SmtpSink {
             .local_addr()
             .unwrap()
             .port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
+        // Written out from the binary, so the server's own end-to-end tests can start it too.
+        let script = dir.path().join("smtp_sink.py");
+        std::fs::write(&script, SCRIPT).unwrap();
+        let folder = dir.path().join("received");
+        std::fs::create_dir(&folder).unwrap();
         let mut child = Command::new("python3")
             .arg(script)
             .args(["--port", &port.to_string(), "--user", USER])
             .args(["--password", PASSWORD, "--folder"])
-            .arg(dir.path())
+            .arg(&folder)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -88,7 +93,7 @@ impl SmtpSink {
 
     /// Every message accepted so far, in order.
     pub fn received(&self) -> Vec<Received> {
-        let mut names: Vec<_> = std::fs::read_dir(self.dir.path())
+        let mut names: Vec<_> = std::fs::read_dir(self.dir.path().join("received"))
             .unwrap()
             .map(|entry| entry.unwrap().path())
             .filter(|path| path.extension().is_some_and(|ext| ext == "eml"))
