@@ -83,6 +83,21 @@ async fn runs_of(server: &Server, name: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Waits until the scheduler has started two more ticks (each tick first stamps its entry's
+/// `last_activity_at`), so the tick in between has planned and dispatched all it would.
+async fn ticks_pass(server: &Server) {
+    let stamp = async || server.adapter("scheduler").await.unwrap()["last_activity_at"].clone();
+    let mut seen = stamp().await;
+    for _ in 0..2 {
+        let before = seen;
+        seen = eventually(10, async || {
+            let now = stamp().await;
+            (now != before).then_some(now)
+        })
+        .await;
+    }
+}
+
 fn now_plus(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -378,7 +393,7 @@ async fn a_schedule_never_overlaps_itself() {
     backdate(&server, "busy", 5);
 
     eventually(10, async || (!fake.requests().is_empty()).then_some(())).await;
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    ticks_pass(&server).await;
     assert_eq!(
         fake.requests().len(),
         1,
@@ -402,7 +417,7 @@ async fn a_crash_right_after_dispatch_does_not_fire_the_slot_again() {
     eventually(10, async || (!fake.requests().is_empty()).then_some(())).await;
 
     let server = server.restart(); // SIGKILL, then start again on the same data
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ticks_pass(&server).await;
     assert_eq!(
         fake.requests().len(),
         1,
@@ -513,7 +528,7 @@ async fn bad_schedules_are_recorded_and_the_others_still_run() {
     assert_eq!(entry["status"], "error");
 
     // Reported once, not on every tick; fixed, the scheduler is running again.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ticks_pass(&server).await;
     let errors = server.adapter("scheduler").await.unwrap()["error_count"].clone();
     assert_eq!(errors, entry["error_count"]);
     ok(&cli(
@@ -548,6 +563,7 @@ async fn the_scheduler_switch_and_the_toggle() {
     );
     create(&server, "idle", "@hourly", "coalesce");
     backdate(&server, "idle", 0);
+    // A stopped scheduler has no ticks to wait for: give it the time of one and a half.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         runs_of(&server, "idle").await.is_empty(),
@@ -685,7 +701,7 @@ async fn a_manual_run_and_a_scheduled_one_never_overlap() {
     assert!(refused.contains("still in progress"), "{refused}");
     // Due now, but its manual run is still going: the server's ticks hold back.
     backdate(&server, "manual", 0);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ticks_pass(&server).await;
     assert_eq!(runs_of(&server, "manual").await.len(), 1);
     assert!(ok(&first.await.unwrap()).starts_with("slow one\ntrace_id: "));
     assert_eq!(fake.requests().len(), 1);

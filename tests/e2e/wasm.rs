@@ -501,11 +501,14 @@ async fn replacing_a_component_keeps_in_flight_requests_on_the_old_one() {
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
     let v2 = echo_v2();
+    let activity = async || server.adapter("echo").await.unwrap()["last_activity_at"].clone();
+    let before = activity().await;
     let slow = tokio::spawn({
         let url = server.url("/api/adapters/echo/slow?ms=1500");
         async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The slow route stamps the entry as it begins.
+    eventually(10, async || (activity().await != before).then_some(())).await;
     drop_in(&server, "echo", &v2, ECHO_GRANT);
     eventually(20, async || {
         (get(&server, "/api/adapters/echo/hello").await.1 == "hello from echo v2").then_some(())
