@@ -8,21 +8,12 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use service_runtime::db::{self, Db};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
+// Shared with the email adapter's own tests.
+#[path = "../shared/tool_available.rs"]
+mod tool_available;
+pub use tool_available::tool_available;
 
-/// Whether a tool a test needs is on this machine. Missing, the test says so loudly and passes
-/// without running, except on CI (`CI=true`), where that is a failure.
-pub fn tool_available(present: bool, message: &str) -> bool {
-    if present {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{message}; CI=true requires it"
-    );
-    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
-    false
-}
+pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 
 /// A running server with its own data directory; killed when dropped.
 pub struct Server {

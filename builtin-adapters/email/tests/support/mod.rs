@@ -29,19 +29,10 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Whether a server the tests need is there. Missing, it is skipped loudly, except on CI
-/// (`CI=true`), where it fails.
-pub fn tool_available(present: bool, message: &str) -> bool {
-    if present {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{message}; CI=true requires it"
-    );
-    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
-    false
-}
+// Shared with the server's end-to-end tests.
+#[path = "../../../../tests/shared/tool_available.rs"]
+mod tool_available;
+pub use tool_available::tool_available;
 
 /// Both servers, when they can run here.
 pub fn servers() -> Option<(Dovecot, SmtpSink)> {
