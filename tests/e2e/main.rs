@@ -10,6 +10,7 @@ mod guards;
 mod guests;
 mod hygiene;
 mod integrations;
+mod javascript;
 mod isolation;
 mod python;
 mod radicale;
