@@ -175,7 +175,10 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
     );
     assert_error(
         &server
-            .post("/api/adapters/js-echo/ask", json!({"id": "", "prompt": "x"}))
+            .post(
+                "/api/adapters/js-echo/ask",
+                json!({"id": "", "prompt": "x"}),
+            )
             .await,
         StatusCode::BAD_REQUEST,
         "id must be a string",
@@ -183,7 +186,9 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
 
     // An event runs the agent once: the claim turns the retry away.
     let event = json!({"id": "evt-1", "prompt": "Is it ready?"});
-    let (status, answer) = server.post("/api/adapters/js-echo/ask", event.clone()).await;
+    let (status, answer) = server
+        .post("/api/adapters/js-echo/ask", event.clone())
+        .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["reply"], "Yes, it is ready.");
     let trace_id = answer["trace_id"].as_str().unwrap();

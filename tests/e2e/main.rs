@@ -1,6 +1,7 @@
 //! Black-box tests: each starts the real `service-runtime` binary on a free port with its own
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
+mod adapters_list;
 mod agents;
 mod browser;
 mod calendar;
@@ -10,8 +11,8 @@ mod guards;
 mod guests;
 mod hygiene;
 mod integrations;
-mod javascript;
 mod isolation;
+mod javascript;
 mod python;
 mod radicale;
 mod scheduler;

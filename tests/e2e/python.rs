@@ -170,7 +170,10 @@ async fn a_python_component_serves_http_and_a_tool_to_agents() {
     );
     assert_eq!(
         call(&server, Method::GET, "/hello?name=Ada%20L.", "").await,
-        (StatusCode::OK, "hello Ada L., from python-echo 0.1.0".into())
+        (
+            StatusCode::OK,
+            "hello Ada L., from python-echo 0.1.0".into()
+        )
     );
     assert_eq!(
         call(&server, Method::GET, "/nowhere", "").await.0,
