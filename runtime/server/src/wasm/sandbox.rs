@@ -13,7 +13,7 @@ use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
-use super::engine;
+use super::engine::{self, MemoryInit};
 use super::exports::{Call, Exports};
 use super::lanes::{Lanes, Slice};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
@@ -38,18 +38,20 @@ pub enum Wait {
     Holding(OwnedSemaphorePermit),
 }
 
-pub struct Sandbox {
+/// Components this large or larger (mostly interpreters and the state they snapshot) get the
+/// copy-on-write flavour of the engine; smaller ones copy their memory in.
+pub const LARGE_COMPONENT_BYTES: usize = 4 << 20;
+
+/// One engine and the linker of its host functions.
+pub struct Flavor {
     engine: Engine,
     pooled: bool,
     linker: Linker<HostState>,
-    lanes: Lanes,
-    /// Instances of all adapters together.
-    instances: Arc<Semaphore>,
 }
 
-impl Sandbox {
-    pub fn new(pooling: bool) -> anyhow::Result<Self> {
-        let (engine, pooled) = engine::build(pooling)?;
+impl Flavor {
+    fn new(pooling: bool, init: MemoryInit) -> anyhow::Result<Self> {
+        let (engine, pooled) = engine::build(pooling, init)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         super::caps::shadow_preopens(&mut linker)?;
@@ -58,8 +60,6 @@ impl Sandbox {
             engine,
             pooled,
             linker,
-            lanes: Lanes::default(),
-            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
         })
     }
 
@@ -73,6 +73,38 @@ impl Sandbox {
 
     pub fn pooled(&self) -> bool {
         self.pooled
+    }
+}
+
+pub struct Sandbox {
+    small: Flavor,
+    large: Flavor,
+    lanes: Lanes,
+    /// Instances of all adapters together.
+    instances: Arc<Semaphore>,
+}
+
+impl Sandbox {
+    pub fn new(pooling: bool) -> anyhow::Result<Self> {
+        Ok(Self {
+            small: Flavor::new(pooling, MemoryInit::Copy)?,
+            large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
+            lanes: Lanes::default(),
+            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+        })
+    }
+
+    /// The flavour a component of `size` bytes runs in.
+    pub fn flavor(&self, size: usize) -> &Flavor {
+        if size >= LARGE_COMPONENT_BYTES {
+            &self.large
+        } else {
+            &self.small
+        }
+    }
+
+    pub fn pooled(&self) -> bool {
+        self.small.pooled && self.large.pooled
     }
 
     /// A place for one more instance: the adapter's own cap, then the server's.
@@ -124,7 +156,7 @@ impl Sandbox {
         call.prepare(&mut state);
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
         let _cancel_runs_on_drop = state.cancel.clone().drop_guard();
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(prepared.pre.engine(), state);
         store.limiter(|state| &mut state.limits);
         let slice = Arc::new(Slice::default());
         let deadline = Instant::now() + limit;
