@@ -5,26 +5,15 @@
 //! The npm tools are the example's own (`npm ci` in its folder, as `.ci/run` does). Without
 //! them the test says so loudly and passes without running; with `CI=true` that is a failure.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
+use crate::guests::{js_echo, js_example};
 use crate::support::{Server, assert_error, eventually, openai_env, stream_frames};
 use crate::wasm::drop_in;
-
-pub fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/examples/js-echo")
-}
-
-/// Where the example's npm tools live once `npm ci` ran there.
-pub fn node_modules() -> PathBuf {
-    example_dir().join("node_modules")
-}
 
 /// Whether npm and the example's componentize-js can run here; panics on CI when they cannot.
 pub fn npm_tools_available() -> bool {
@@ -32,7 +21,7 @@ pub fn npm_tools_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success());
-    if npm_runs && node_modules().join(".bin/componentize-js").exists() {
+    if npm_runs && js_example().join("node_modules/.bin/componentize-js").exists() {
         return true;
     }
     let message = "JAVASCRIPT ADAPTER TEST SKIPPED: npm or the example's tools are missing \
@@ -43,51 +32,6 @@ pub fn npm_tools_available() -> bool {
     );
     eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
     false
-}
-
-/// Runs a project's `npm run build`, its output going to `out` instead of beside the source.
-pub fn npm_build(project: &Path, out: &Path) {
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let started = Instant::now();
-    let built = Command::new("npm")
-        .args(["run", "--silent", "build", "--", "--out"])
-        .arg(out)
-        .current_dir(project)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "npm run build failed in {}:\n{}{}",
-        project.display(),
-        String::from_utf8_lossy(&built.stdout),
-        String::from_utf8_lossy(&built.stderr)
-    );
-    eprintln!(
-        "built {} ({} bytes) in {:.1?}",
-        out.display(),
-        std::fs::metadata(out).unwrap().len(),
-        started.elapsed()
-    );
-}
-
-/// `<target>/js-guests`, beside the other guests the tests build.
-pub fn out_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("js-guests")
-}
-
-/// The example built once per test run.
-fn js_echo() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let wasm = out_dir().join("js-echo.wasm");
-            npm_build(&example_dir(), &wasm);
-            wasm
-        })
-        .clone()
 }
 
 async fn call(server: &Server, route: &str, body: &str) -> (StatusCode, String) {
@@ -117,7 +61,7 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
     ])
     .await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
-    let grant = std::fs::read_to_string(example_dir().join("grant.toml")).unwrap();
+    let grant = std::fs::read_to_string(js_example().join("grant.toml")).unwrap();
     drop_in(&server, "js-echo", &wasm, &grant);
 
     // The engine makes a 12 MB component; a debug build compiles it in tens of seconds.
