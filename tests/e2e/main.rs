@@ -2,6 +2,7 @@
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
 mod adapters_list;
+mod adapters_new;
 mod agents;
 mod browser;
 mod calendar;

@@ -15,7 +15,7 @@ use crate::guests::{COMPONENTIZE_PY, python_echo};
 use crate::support::{Server, eventually, openai_env, stream_frames};
 
 /// Whether componentize-py can run here; panics on CI when it cannot.
-fn componentize_py_available() -> bool {
+pub fn componentize_py_available() -> bool {
     let runs = Command::new(COMPONENTIZE_PY)
         .arg("--version")
         .output()

@@ -10,6 +10,8 @@ use service_runtime::wasm::GrantSource;
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::inventory::{Kind, Listed, inventory};
 
+use super::scaffold::{self, Lang};
+
 #[derive(Subcommand)]
 pub enum AdaptersCommand {
     /// Validate a component (and its grant) and install it under the name it describes
@@ -24,6 +26,17 @@ pub enum AdaptersCommand {
     List,
     /// Remove a component and its grant
     Remove { name: String },
+    /// Write a ready-to-build adapter project: source, the contract's WIT, a grant and a
+    /// README with its build command
+    New {
+        /// The adapter's name: up to 64 letters, digits, '-' and '_'
+        name: String,
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// The folder to create [default: ./NAME]; an existing one is refused
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Writes beside the target and renames, so the server's watcher never reads half a file.
@@ -81,6 +94,10 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         AdaptersCommand::List => {
             let app = App::open(data_dir)?;
             print!("{}", list(&inventory(app.components.loader())));
+        }
+        AdaptersCommand::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            print!("{}", scaffold::create(&name, lang, &dir)?);
         }
         AdaptersCommand::Remove { name } => {
             let wasm = dir.join(format!("{name}.wasm"));
