@@ -830,6 +830,37 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
 }
 
 #[tokio::test]
+async fn a_component_still_being_written_loads_only_once_complete() {
+    use std::io::Write;
+
+    let server = Server::start();
+    let dir = server.data_dir.join("adapters");
+    std::fs::write(dir.join("echo.toml"), ECHO_GRANT).unwrap();
+    let bytes = std::fs::read(guest("echo")).unwrap();
+    let (head, tail) = bytes.split_at(bytes.len() / 2);
+    // Half the component, written in place and kept open, as a slow copy would.
+    let mut file = std::fs::File::create(dir.join("echo.wasm")).unwrap();
+    file.write_all(head).unwrap();
+    file.flush().unwrap();
+
+    // Another file, dropped in and refused, shows that the watcher looked at the folder since.
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), b"\0asm junk").unwrap();
+    drop_in(&server, "broken", junk.path(), "");
+    eventually(10, async || server.adapter("broken").await).await;
+    assert_eq!(server.adapter("echo").await, None, "half a file was loaded");
+
+    file.write_all(tail).unwrap();
+    drop(file);
+    let entry = loaded(&server, "echo").await;
+    assert_eq!(entry["error_count"], 0, "{entry}");
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await,
+        (StatusCode::OK, "hello from echo v1".into())
+    );
+}
+
+#[tokio::test]
 async fn jobs_cut_off_by_a_crash_run_again_and_deleting_a_running_job_cancels_it() {
     // One job at a time, so the second is still waiting when the process dies.
     let server = Server::start_with_config("[jobs]\nworkers = 1\n", &[]);
