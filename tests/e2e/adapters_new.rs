@@ -23,7 +23,10 @@ use crate::wasm::drop_in;
 /// `adapters new`, run outside any data directory (it needs none).
 fn new(args: &[&str]) -> std::process::Output {
     let home = tempfile::tempdir().unwrap();
-    cli(&home.path().join("unused"), &[&["adapters", "new"], args].concat())
+    cli(
+        &home.path().join("unused"),
+        &[&["adapters", "new"], args].concat(),
+    )
 }
 
 /// What `adapters new` printed after `label:`.
@@ -125,13 +128,20 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
             (entry["status"] == "running").then_some(entry)
         })
         .await;
-        assert_eq!(entry["capabilities"], serde_json::json!(["agent"]), "{entry}");
+        assert_eq!(
+            entry["capabilities"],
+            serde_json::json!(["agent"]),
+            "{entry}"
+        );
 
         let hello = reqwest::get(server.url(&format!("/api/adapters/{name}/hello")))
             .await
             .unwrap();
         assert_eq!(hello.status(), StatusCode::OK);
-        assert_eq!(hello.text().await.unwrap(), format!("hello from {name} 0.1.0"));
+        assert_eq!(
+            hello.text().await.unwrap(),
+            format!("hello from {name} 0.1.0")
+        );
 
         let ask = |body: &'static str| {
             reqwest::Client::new()
@@ -179,7 +189,10 @@ fn adapters_new_refuses_bad_names_and_existing_folders() {
     ] {
         let out = new(&args);
         let said = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && said.contains(needle), "{args:?}: {said}");
+        assert!(
+            !out.status.success() && said.contains(needle),
+            "{args:?}: {said}"
+        );
     }
     assert_eq!(
         std::fs::read_dir(&taken).unwrap().count(),
@@ -194,7 +207,11 @@ fn adapters_new_refuses_bad_names_and_existing_folders() {
         .env("SERVICE_DATA_DIR", tmp.path().join("data"))
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let lib = std::fs::read_to_string(tmp.path().join("here/src/lib.rs")).unwrap();
     assert!(lib.contains("const NAME: &str = \"here\";"), "{lib}");
     let manifest = std::fs::read_to_string(tmp.path().join("here/Cargo.toml")).unwrap();

@@ -21,7 +21,11 @@ pub fn npm_tools_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success());
-    if npm_runs && js_example().join("node_modules/.bin/componentize-js").exists() {
+    if npm_runs
+        && js_example()
+            .join("node_modules/.bin/componentize-js")
+            .exists()
+    {
         return true;
     }
     let message = "JAVASCRIPT ADAPTER TEST SKIPPED: npm or the example's tools are missing \

@@ -35,7 +35,10 @@ struct Template {
 
 /// Files every project gets.
 const COMMON: &[File] = &[
-    ("wit/adapter.wit", include_str!("../../../../wit/adapter.wit")),
+    (
+        "wit/adapter.wit",
+        include_str!("../../../../wit/adapter.wit"),
+    ),
     ("grant.toml", include_str!("../../templates/grant.toml")),
     ("README.md", include_str!("../../templates/README.md")),
 ];
@@ -43,8 +46,14 @@ const COMMON: &[File] = &[
 const RUST: Template = Template {
     language: "Rust",
     files: &[
-        ("Cargo.toml", include_str!("../../templates/rust/Cargo.toml")),
-        ("src/lib.rs", include_str!("../../templates/rust/src/lib.rs")),
+        (
+            "Cargo.toml",
+            include_str!("../../templates/rust/Cargo.toml"),
+        ),
+        (
+            "src/lib.rs",
+            include_str!("../../templates/rust/src/lib.rs"),
+        ),
         (".gitignore", include_str!("../../templates/rust/gitignore")),
     ],
     setup: "Needs Rust and its `wasm32-wasip2` target (`rustup target add wasm32-wasip2`).",
@@ -62,7 +71,10 @@ const PYTHON: Template = Template {
             "guest_util.py",
             include_str!("../../../../adapters-wasm/examples/python-echo/guest_util.py"),
         ),
-        (".gitignore", include_str!("../../templates/python/gitignore")),
+        (
+            ".gitignore",
+            include_str!("../../templates/python/gitignore"),
+        ),
     ],
     setup: "Needs `pip install componentize-py==0.25.1` (it brings its own CPython).",
     build: "componentize-py -d wit -w service:adapter/adapter@0.2.0 componentize -p . app -o {{name}}.wasm",
@@ -79,7 +91,10 @@ const JS: Template = Template {
             "guest-util.js",
             include_str!("../../../../adapters-wasm/examples/js-echo/guest-util.js"),
         ),
-        ("package.json", include_str!("../../templates/js/package.json")),
+        (
+            "package.json",
+            include_str!("../../templates/js/package.json"),
+        ),
         (".gitignore", include_str!("../../templates/js/gitignore")),
     ],
     setup: "Needs Node.js 20 or later; `npm install` once installs the build tools \
@@ -170,7 +185,10 @@ mod tests {
                     "{{component}}",
                     "{{language}}",
                 ] {
-                    assert!(!filled.contains(placeholder), "{lang:?} {path}: {placeholder}");
+                    assert!(
+                        !filled.contains(placeholder),
+                        "{lang:?} {path}: {placeholder}"
+                    );
                 }
             }
         }

@@ -99,37 +99,7 @@ impl Notifications {
         let writing: Arc<Mutex<HashMap<PathBuf, Instant>>> = Arc::default();
         let changed = Arc::new(Notify::new());
         let (files, wake) = (Arc::clone(&writing), Arc::clone(&changed));
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // An error (a full event queue, say) may have hidden changes: look at the folder.
-            let Ok(event) = event else {
-                wake.notify_one();
-                return;
-            };
-            let mut files = files.lock().unwrap_or_else(PoisonError::into_inner);
-            match event.kind {
-                // Reading a file (the loader does) changes nothing.
-                EventKind::Access(AccessKind::Open(_)) => return,
-                // Being written: no wake-up per write; the close or rename that ends it wakes.
-                EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_)) => {
-                    for path in event.paths {
-                        files.insert(path, Instant::now());
-                    }
-                    if matches!(event.kind, EventKind::Modify(_)) {
-                        return;
-                    }
-                }
-                // Complete: closed after writing, moved into place, or gone.
-                EventKind::Access(AccessKind::Close(AccessMode::Write))
-                | EventKind::Modify(ModifyKind::Name(_))
-                | EventKind::Remove(_) => {
-                    for path in &event.paths {
-                        files.remove(path);
-                    }
-                }
-                _ => {}
-            }
-            wake.notify_one();
-        })?;
+        let mut watcher = notify::recommended_watcher(move |event| note(event, &files, &wake))?;
         watcher.watch(dir, RecursiveMode::NonRecursive)?;
         Ok(Self {
             writing,
@@ -147,6 +117,48 @@ impl Notifications {
             .filter_map(|path| adapter_of(path).map(|(name, _)| name))
             .collect()
     }
+}
+
+/// Records what a notification says about files being written, and wakes the loop unless the
+/// event only continues a write.
+fn note(
+    event: notify::Result<notify::Event>,
+    writing: &Mutex<HashMap<PathBuf, Instant>>,
+    wake: &Notify,
+) {
+    // An error (a full event queue, say) may have hidden changes: look at the folder.
+    let Ok(event) = event else {
+        wake.notify_one();
+        return;
+    };
+    let mut writing = writing.lock().unwrap_or_else(PoisonError::into_inner);
+    match event.kind {
+        // Reading a file (the loader does) changes nothing.
+        EventKind::Access(AccessKind::Open(_)) => return,
+        // A write goes on: the close or rename that ends it wakes the loop.
+        EventKind::Modify(ModifyKind::Data(_)) => {
+            for path in event.paths {
+                writing.insert(path, Instant::now());
+            }
+            return;
+        }
+        // A new file may be written next (or is a link, complete at once: see QUIET_LIMIT).
+        EventKind::Create(_) => {
+            for path in event.paths {
+                writing.insert(path, Instant::now());
+            }
+        }
+        // Complete: closed after writing, moved into place, or gone.
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+        | EventKind::Modify(ModifyKind::Name(_))
+        | EventKind::Remove(_) => {
+            for path in &event.paths {
+                writing.remove(path);
+            }
+        }
+        _ => {}
+    }
+    wake.notify_one();
 }
 
 /// A pass at once (for what changed while the components loaded), then one whenever a
