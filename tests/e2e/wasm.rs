@@ -861,6 +861,29 @@ async fn a_component_still_being_written_loads_only_once_complete() {
 }
 
 #[tokio::test]
+async fn polling_instead_of_notifications_still_hot_loads() {
+    let server = Server::start_with(&[("SERVICE_WATCH_POLL", "true")]);
+    // The watcher starts once the components are loaded, just after the server says ready.
+    eventually(10, async || {
+        let log = std::fs::read_to_string(server.data_dir.join("server.log")).ok()?;
+        log.contains("watching the adapters folder by polling")
+            .then_some(())
+    })
+    .await;
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await,
+        (StatusCode::OK, "hello from echo v1".into())
+    );
+    std::fs::remove_file(server.data_dir.join("adapters/echo.wasm")).unwrap();
+    eventually(10, async || {
+        server.adapter("echo").await.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn jobs_cut_off_by_a_crash_run_again_and_deleting_a_running_job_cancels_it() {
     // One job at a time, so the second is still waiting when the process dies.
     let server = Server::start_with_config("[jobs]\nworkers = 1\n", &[]);
