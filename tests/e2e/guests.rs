@@ -138,3 +138,46 @@ pub fn python_echo() -> PathBuf {
         })
         .clone()
 }
+
+/// The JavaScript example, whose `node_modules/` (after `npm ci`) holds the npm build tools.
+pub fn js_example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/examples/js-echo")
+}
+
+/// Runs a project's `npm run build`, its output going to `out` instead of beside the source.
+pub fn npm_build(project: &Path, out: &Path) {
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let started = Instant::now();
+    let built = Command::new("npm")
+        .args(["run", "--silent", "build", "--", "--out"])
+        .arg(out)
+        .current_dir(project)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "npm run build failed in {}:\n{}{}",
+        project.display(),
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    eprintln!(
+        "built {} ({} bytes) in {:.1?}",
+        out.display(),
+        std::fs::metadata(out).unwrap().len(),
+        started.elapsed()
+    );
+}
+
+/// The JavaScript example built once per test run into `<target>/js-guests/` with its
+/// `npm run build` (componentize-js; `npm ci` in its folder first).
+pub fn js_echo() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let wasm = target_root().join("js-guests/js-echo.wasm");
+            npm_build(&js_example(), &wasm);
+            wasm
+        })
+        .clone()
+}

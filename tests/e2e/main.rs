@@ -1,6 +1,8 @@
 //! Black-box tests: each starts the real `service-runtime` binary on a free port with its own
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
+mod adapters_list;
+mod adapters_new;
 mod agents;
 mod browser;
 mod calendar;
@@ -12,6 +14,7 @@ mod guests;
 mod hygiene;
 mod integrations;
 mod isolation;
+mod javascript;
 mod mail_servers;
 mod python;
 mod radicale;

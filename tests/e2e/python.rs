@@ -15,7 +15,7 @@ use crate::guests::{COMPONENTIZE_PY, python_echo};
 use crate::support::{Server, eventually, openai_env, stream_frames};
 
 /// Whether componentize-py can run here; panics on CI when it cannot.
-fn componentize_py_available() -> bool {
+pub fn componentize_py_available() -> bool {
     let runs = Command::new(COMPONENTIZE_PY)
         .arg("--version")
         .output()
@@ -107,6 +107,13 @@ async fn a_python_component_serves_http_and_a_tool_to_agents() {
     assert_eq!(
         call(&server, Method::GET, "/hello", "").await,
         (StatusCode::OK, "hello from python-echo 0.1.0".into())
+    );
+    assert_eq!(
+        call(&server, Method::GET, "/hello?name=Ada%20L.", "").await,
+        (
+            StatusCode::OK,
+            "hello Ada L., from python-echo 0.1.0".into()
+        )
     );
     assert_eq!(
         call(&server, Method::GET, "/nowhere", "").await.0,

@@ -666,7 +666,9 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
     );
     let listed = String::from_utf8(cli(&["adapters", "list"]).stdout).unwrap();
     assert!(
-        listed.starts_with("echo ") && listed.contains("grant: yes"),
+        listed
+            .lines()
+            .any(|line| line.starts_with("echo ") && line.ends_with("echo.toml")),
         "{listed}"
     );
 
@@ -828,6 +830,60 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
         get(&server, "/api/adapters/echo/hello").await.0,
         StatusCode::OK
     );
+}
+
+#[tokio::test]
+async fn a_component_still_being_written_loads_only_once_complete() {
+    use std::io::Write;
+
+    let server = Server::start();
+    let dir = server.data_dir.join("adapters");
+    std::fs::write(dir.join("echo.toml"), ECHO_GRANT).unwrap();
+    let bytes = std::fs::read(guest("echo")).unwrap();
+    let (head, tail) = bytes.split_at(bytes.len() / 2);
+    // Half the component, written in place and kept open, as a slow copy would.
+    let mut file = std::fs::File::create(dir.join("echo.wasm")).unwrap();
+    file.write_all(head).unwrap();
+    file.flush().unwrap();
+
+    // Another file, dropped in and refused, shows that the watcher looked at the folder since.
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), b"\0asm junk").unwrap();
+    drop_in(&server, "broken", junk.path(), "");
+    eventually(10, async || server.adapter("broken").await).await;
+    assert_eq!(server.adapter("echo").await, None, "half a file was loaded");
+
+    file.write_all(tail).unwrap();
+    drop(file);
+    let entry = loaded(&server, "echo").await;
+    assert_eq!(entry["error_count"], 0, "{entry}");
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await,
+        (StatusCode::OK, "hello from echo v1".into())
+    );
+}
+
+#[tokio::test]
+async fn polling_instead_of_notifications_still_hot_loads() {
+    let server = Server::start_with(&[("SERVICE_WATCH_POLL", "true")]);
+    // The watcher starts once the components are loaded, just after the server says ready.
+    eventually(10, async || {
+        let log = std::fs::read_to_string(server.data_dir.join("server.log")).ok()?;
+        log.contains("watching the adapters folder by polling")
+            .then_some(())
+    })
+    .await;
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await,
+        (StatusCode::OK, "hello from echo v1".into())
+    );
+    std::fs::remove_file(server.data_dir.join("adapters/echo.wasm")).unwrap();
+    eventually(10, async || {
+        server.adapter("echo").await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 Serves `POST /echo` and `GET /hello` under `/api/adapters/python-echo/`, and offers agents one
 tool, `python_reverse`. It needs no grant: of the contract's imports (componentize-py brings in
 all of them) it calls only `registry`, which is always available; the others are refused if
-ever called.
+ever called. The plumbing (answers, errors, the route table) is in `guest_util.py`.
 """
 
 import json
@@ -12,19 +12,12 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports.handler import Job, JobFailure
 from wit_world.imports import registry
-from wit_world.imports.types import (
-    Description,
-    HttpRequest,
-    HttpResponse,
-    Route,
-    ToolSpec,
-)
+from wit_world.imports.types import Description, HttpRequest, HttpResponse, ToolSpec
+
+from guest_util import Router, body_text, query_param, text
 
 NAME = "python-echo"
 VERSION = "0.1.0"
-
-# `describe` reports these and `handle_http` serves exactly these.
-ROUTES = [("POST", "/echo"), ("GET", "/hello")]
 
 REVERSE_PARAMETERS = {
     "type": "object",
@@ -34,12 +27,21 @@ REVERSE_PARAMETERS = {
 }
 
 
-def respond(status: int, text: str) -> HttpResponse:
-    return HttpResponse(
-        status=status,
-        headers=[("content-type", "text/plain; charset=utf-8")],
-        body=text.encode("utf-8"),
-    )
+def echo(request: HttpRequest) -> HttpResponse:
+    # Shows as `last_activity_at` on the adapter's registry entry.
+    registry.touch()
+    return text(200, f"{NAME} got: {body_text(request)}")
+
+
+def hello(request: HttpRequest) -> HttpResponse:
+    registry.touch()
+    name = query_param(request, "name")
+    greeting = f"hello {name}, from" if name else "hello from"
+    return text(200, f"{greeting} {NAME} {VERSION}")
+
+
+# `describe` lists these and `handle_http` serves exactly these.
+ROUTES = Router({("POST", "/echo"): echo, ("GET", "/hello"): hello})
 
 
 class Handler(exports.Handler):
@@ -47,24 +49,13 @@ class Handler(exports.Handler):
         return Description(
             name=NAME,
             version=VERSION,
-            routes=[Route(method=m, path=p) for m, p in ROUTES],
+            routes=ROUTES.routes(),
             required_secrets=[],
             metadata=[("language", "python"), ("auth", "none")],
         )
 
     def handle_http(self, request: HttpRequest) -> HttpResponse:
-        # The host sends only the routes `describe` declared.
-        route = (request.method, request.path)
-        if route == ("POST", "/echo"):
-            # The body is raw bytes; undecodable bytes are replaced rather than failing.
-            body = request.body.decode("utf-8", errors="replace")
-            # Shows as `last_activity_at` on the adapter's registry entry.
-            registry.touch()
-            return respond(200, f"{NAME} got: {body}")
-        if route == ("GET", "/hello"):
-            registry.touch()
-            return respond(200, f"hello from {NAME} {VERSION}")
-        return respond(404, "no route")
+        return ROUTES.handle(request)
 
     def run_job(self, job: Job) -> None:
         # This adapter never enqueues jobs, so the host has no reason to call this.
@@ -90,7 +81,7 @@ class ToolProvider(exports.ToolProvider):
             args = json.loads(args_json)
         except ValueError as e:
             raise Err(f"arguments are not JSON: {e}") from None
-        text = args.get("text") if isinstance(args, dict) else None
-        if not isinstance(text, str):
+        text_arg = args.get("text") if isinstance(args, dict) else None
+        if not isinstance(text_arg, str):
             raise Err('expected {"text": <string>}')
-        return text[::-1]
+        return text_arg[::-1]

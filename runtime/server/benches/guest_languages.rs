@@ -68,6 +68,7 @@ fn main() {
         let guests = [
             ("Rust (echo, baseline)", guests::guest("echo")),
             ("Python (python-echo)", guests::python_echo()),
+            ("JavaScript (js-echo)", guests::js_echo()),
         ];
         println!("one request to GET /hello, a fresh instance each ({CALLS} sequential):");
         let mut baseline = None;

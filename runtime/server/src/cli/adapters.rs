@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Subcommand;
 use service_runtime::app::App;
+use service_runtime::wasm::GrantSource;
 use service_runtime::wasm::grants::Grant;
+use service_runtime::wasm::inventory::{Kind, Listed, inventory};
+
+use super::scaffold::{self, Lang};
 
 #[derive(Subcommand)]
 pub enum AdaptersCommand {
@@ -17,10 +21,22 @@ pub enum AdaptersCommand {
         #[arg(long)]
         grant: Option<PathBuf>,
     },
-    /// List installed components
+    /// List every adapter the server would load: bundled components (and files overriding
+    /// them), component files and native adapters
     List,
     /// Remove a component and its grant
     Remove { name: String },
+    /// Write a ready-to-build adapter project: source, the contract's WIT, a grant and a
+    /// README with its build command
+    New {
+        /// The adapter's name: up to 64 letters, digits, '-' and '_'
+        name: String,
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// The folder to create [default: ./NAME]; an existing one is refused
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Writes beside the target and renames, so the server's watcher never reads half a file.
@@ -76,29 +92,12 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
             }
         }
         AdaptersCommand::List => {
-            let mut rows: Vec<(String, u64, bool)> = std::fs::read_dir(&dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|entry| {
-                    let path = entry.path();
-                    let name = path.file_stem()?.to_str()?.to_owned();
-                    (path.extension()? == "wasm").then(|| {
-                        let grant = dir.join(format!("{name}.toml")).exists();
-                        (name, entry.metadata().map(|m| m.len()).unwrap_or(0), grant)
-                    })
-                })
-                .collect();
-            rows.sort();
-            if rows.is_empty() {
-                println!("no components in {}", dir.display());
-            }
-            for (name, size, grant) in rows {
-                println!(
-                    "{name:<24} {size:>9} bytes  grant: {}",
-                    if grant { "yes" } else { "none" }
-                );
-            }
+            let app = App::open(data_dir)?;
+            print!("{}", list(&inventory(app.components.loader())));
+        }
+        AdaptersCommand::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            print!("{}", scaffold::create(&name, lang, &dir)?);
         }
         AdaptersCommand::Remove { name } => {
             let wasm = dir.join(format!("{name}.wasm"));
@@ -114,4 +113,72 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         }
     }
     Ok(())
+}
+
+/// The table `adapters list` prints: name, kind, where it comes from, its grant, and below a
+/// row what would keep it from serving.
+fn list(adapters: &[Listed]) -> String {
+    let rows: Vec<[String; 4]> = adapters
+        .iter()
+        .map(|a| {
+            [
+                a.name.clone(),
+                a.kind.as_str().to_owned(),
+                origin(a),
+                a.grant.as_ref().map_or_else(|| "-".to_owned(), grant),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "KIND", "FROM", "GRANT"].map(str::to_owned);
+    let widths: Vec<usize> = (0..4)
+        .map(|i| {
+            std::iter::once(&header)
+                .chain(&rows)
+                .map(|row| row[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |row: &[String; 4]| {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        format!("{}\n", cells.join("  ").trim_end())
+    };
+    let mut out = line(&header);
+    for (adapter, row) in adapters.iter().zip(&rows) {
+        out.push_str(&line(row));
+        if let Some(problem) = &adapter.problem {
+            out.push_str(&format!("    ! {problem}\n"));
+        }
+    }
+    out
+}
+
+fn origin(adapter: &Listed) -> String {
+    let file = adapter.file.as_ref().map(|(path, size)| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        format!("{name} ({size} bytes)")
+    });
+    match (adapter.kind, file) {
+        (Kind::Native, _) => "built into the server".to_owned(),
+        (Kind::Bundled, None) => "built into the binary".to_owned(),
+        (Kind::Bundled, Some(file)) => format!("{file}, overriding the bundled one"),
+        (Kind::Component, file) => file.unwrap_or_default(),
+    }
+}
+
+fn grant(source: &GrantSource) -> String {
+    match source {
+        GrantSource::File(path) => path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+        GrantSource::Config => "config.toml".to_owned(),
+        GrantSource::Bundled(_) => "bundled default".to_owned(),
+        GrantSource::Nothing => "none".to_owned(),
+    }
 }

@@ -2,4 +2,5 @@
 
 pub mod adapters;
 pub mod run;
+pub mod scaffold;
 pub mod schedule;

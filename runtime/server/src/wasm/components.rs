@@ -96,16 +96,26 @@ impl Components {
         Ok(())
     }
 
-    /// One hot-reload pass (off the request path): a new or changed component or grant file
-    /// (re)loads its adapter; a removed component unloads it, or brings back the bundled
-    /// component of that name. A file that fails to load is tried again once it changes (a
-    /// file still being written fails now and loads when it is complete).
-    pub async fn reload_changed(&self) {
-        let files = watcher::scan(self.loader.adapters_dir());
-        let before = std::mem::replace(
-            &mut *self.seen.lock().unwrap_or_else(PoisonError::into_inner),
-            files.clone(),
-        );
+    /// One hot-reload pass (off the request path) over `files`, the folder as it is now: a
+    /// new or changed component or grant file (re)loads its adapter; a removed component
+    /// unloads it, or brings back the bundled component of that name. The `unfinished`
+    /// adapters (a file still being written) count as unchanged until a later pass. A file
+    /// that fails to load is tried again once it changes.
+    pub async fn reload_changed(
+        &self,
+        mut files: BTreeMap<String, Files>,
+        unfinished: &BTreeSet<String>,
+    ) {
+        let before = {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            for name in unfinished {
+                match seen.get(name) {
+                    Some(old) => files.insert(name.clone(), old.clone()),
+                    None => files.remove(name),
+                };
+            }
+            std::mem::replace(&mut *seen, files.clone())
+        };
         let names: BTreeSet<&String> = before.keys().chain(files.keys()).collect();
         let mut changed = false;
         for name in names {

@@ -93,24 +93,39 @@ impl Loader {
         }
     }
 
-    /// The grant of an adapter: its TOML file, else config.toml, else the bundled default.
-    pub fn grant_for(&self, name: &str) -> anyhow::Result<Grant> {
+    /// Names of the native adapters, which no component may take.
+    pub fn native_names(&self) -> &[String] {
+        &self.reserved
+    }
+
+    /// Where the grant of an adapter comes from: its TOML file, else config.toml, else the
+    /// bundled default.
+    pub fn grant_source(&self, name: &str) -> GrantSource {
         let path = self.adapters_dir.join(format!("{name}.toml"));
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                return Grant::parse(&text)
-                    .map_err(|e| anyhow::anyhow!("invalid grant {}: {e}", path.display()));
+        if path.exists() {
+            GrantSource::File(path)
+        } else if self.config_grants.contains_key(name) {
+            GrantSource::Config
+        } else if let Some(bundled) = self.bundled(name) {
+            GrantSource::Bundled(bundled.grant)
+        } else {
+            GrantSource::Nothing
+        }
+    }
+
+    /// The grant of an adapter, from where [`Loader::grant_source`] says.
+    pub fn grant_for(&self, name: &str) -> anyhow::Result<Grant> {
+        match self.grant_source(name) {
+            GrantSource::File(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+                Grant::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("invalid grant {}: {e}", path.display()))
             }
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            Err(_) => {}
-        }
-        if let Some(table) = self.config_grants.get(name) {
-            return Grant::from_table(table.clone())
-                .map_err(|e| anyhow::anyhow!("invalid [adapters.{name}] in config.toml: {e}"));
-        }
-        match self.bundled(name) {
-            Some(bundled) => Grant::parse(bundled.grant).map_err(anyhow::Error::msg),
-            None => Ok(Grant::default()),
+            GrantSource::Config => Grant::from_table(self.config_grants[name].clone())
+                .map_err(|e| anyhow::anyhow!("invalid [adapters.{name}] in config.toml: {e}")),
+            GrantSource::Bundled(text) => Grant::parse(text).map_err(anyhow::Error::msg),
+            GrantSource::Nothing => Ok(Grant::default()),
         }
     }
 
@@ -211,22 +226,42 @@ impl Loader {
                 "the file is named {expected:?} but the component describes itself as {name:?}"
             );
         }
-        if name.is_empty()
-            || name.chars().count() > MAX_NAME_CHARS
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            anyhow::bail!(
-                "adapter name {:?} is not valid: up to {MAX_NAME_CHARS} letters, digits, '-' and '_'",
-                clip(name, MAX_NAME_CHARS)
-            );
-        }
+        check_name(name)?;
         if self.reserved.iter().any(|r| r == name) {
             anyhow::bail!("{name:?} is the name of a native adapter of this server");
         }
         Ok(name.to_owned())
     }
+}
+
+/// Where an adapter's grant comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantSource {
+    /// `<data_dir>/adapters/<name>.toml`.
+    File(PathBuf),
+    /// `[adapters.<name>]` in config.toml.
+    Config,
+    /// The default grant of the bundled component of that name (its text).
+    Bundled(&'static str),
+    /// None: the adapter may call only what needs no grant.
+    Nothing,
+}
+
+/// An adapter name: up to 64 ASCII letters, digits, `-` and `_` (routes live under
+/// `/api/adapters/<name>/`, files are `<name>.wasm`).
+pub fn check_name(name: &str) -> anyhow::Result<()> {
+    if name.is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        anyhow::bail!(
+            "adapter name {:?} is not valid: up to {MAX_NAME_CHARS} letters, digits, '-' and '_'",
+            clip(name, MAX_NAME_CHARS)
+        );
+    }
+    Ok(())
 }
 
 /// `service:adapter/kv, service:adapter/agent`.

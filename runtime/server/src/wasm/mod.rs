@@ -11,6 +11,7 @@ mod engine;
 mod exports;
 mod generation;
 pub mod grants;
+pub mod inventory;
 mod lanes;
 mod loader;
 pub mod outbound;
@@ -23,7 +24,7 @@ mod worker;
 
 pub use components::Components;
 pub use generation::Generation;
-pub use loader::{Loader, imports_list};
+pub use loader::{GrantSource, Loader, check_name, imports_list};
 pub use sandbox::Sandbox;
 pub use state::Services;
 pub use tool_bridge::ToolBridge;

@@ -1,16 +1,32 @@
-//! The adapters folder: what is in it, and a loop that hot-reloads what changes.
+//! The adapters folder: what is in it, and a loop that hot-reloads what changes. File-system
+//! notifications wake the loop the moment a file is complete (closed after writing, or renamed
+//! into place); a slow poll is the safety net for a missed one. Where notifications are not
+//! available (or `SERVICE_WATCH_POLL=true`, for network file systems that never send them),
+//! the folder is polled instead, and a changed file is loaded only once it stopped changing.
+//! Either way the loader never reads a file still being written.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::components::Components;
 
-/// How often the folder is looked at.
+/// How often the folder is scanned without notifications, and while a file is being written.
 pub const POLL: Duration = Duration::from_millis(500);
+/// How often the folder is scanned anyway while notifications work.
+pub const SAFETY_POLL: Duration = Duration::from_secs(5);
+/// Polling: a changed file is looked at again this much later, and loaded only if it stayed
+/// the same.
+pub const SETTLE: Duration = Duration::from_millis(100);
+/// Notifications: a file written to and not closed is taken as complete after this long
+/// without a change (a writer that never closes it, a hard link).
+pub const QUIET_LIMIT: Duration = Duration::from_secs(2);
 
 /// An adapter's files in the adapters folder, as (length, modified) stamps: a changed stamp
 /// is a changed file.
@@ -22,26 +38,31 @@ pub struct Files {
 
 pub type Stamp = (u64, SystemTime);
 
+/// The adapter a file of the folder belongs to: `<name>.wasm` or `<name>.toml`.
+fn adapter_of(path: &Path) -> Option<(String, &str)> {
+    let name = path.file_stem()?.to_str()?.to_owned();
+    match path.extension()?.to_str()? {
+        extension @ ("wasm" | "toml") => Some((name, extension)),
+        _ => None,
+    }
+}
+
 /// The adapters folder by adapter name: its component and its grant file.
 pub fn scan(dir: &Path) -> BTreeMap<String, Files> {
     let mut found: BTreeMap<String, Files> = BTreeMap::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
-        let (Some(name), Some(extension), Ok(meta)) = (
-            path.file_stem().and_then(|s| s.to_str()).map(str::to_owned),
-            path.extension().and_then(|e| e.to_str()).map(str::to_owned),
-            entry.metadata(),
-        ) else {
+        let (Some((name, extension)), Ok(meta)) = (adapter_of(&path), entry.metadata()) else {
             continue;
         };
         let stamp = (
             meta.len(),
             meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
         );
-        match extension.as_str() {
-            "wasm" => found.entry(name).or_default().wasm = Some((path, stamp)),
-            "toml" => found.entry(name).or_default().grant = Some(stamp),
-            _ => {}
+        let files = found.entry(name).or_default();
+        match extension {
+            "wasm" => files.wasm = Some((path, stamp)),
+            _ => files.grant = Some(stamp),
         }
     }
     found
@@ -49,10 +70,148 @@ pub fn scan(dir: &Path) -> BTreeMap<String, Files> {
 
 /// Reloads what changes in the adapters folder until `stop`.
 pub async fn watch(components: Arc<Components>, stop: CancellationToken) {
+    let dir = components.loader().adapters_dir().to_owned();
+    let polling = components.loader().services().env.get("SERVICE_WATCH_POLL");
+    if polling.as_deref() == Some("true") {
+        tracing::info!(folder = %dir.display(), "watching the adapters folder by polling (SERVICE_WATCH_POLL=true)");
+        return poll(&components, &dir, stop).await;
+    }
+    match Notifications::start(&dir) {
+        Ok(notifications) => notified(&components, &dir, &notifications, stop).await,
+        Err(e) => {
+            tracing::warn!(folder = %dir.display(), "no file-system notifications ({e}); polling the adapters folder every {POLL:?}");
+            poll(&components, &dir, stop).await;
+        }
+    }
+}
+
+/// What the notifications said: which files are being written, and a wake-up for the loop.
+struct Notifications {
+    /// Files written to and not yet closed, with when that was last seen.
+    writing: Arc<Mutex<HashMap<PathBuf, Instant>>>,
+    changed: Arc<Notify>,
+    // Watching stops when this is dropped.
+    _watcher: RecommendedWatcher,
+}
+
+impl Notifications {
+    fn start(dir: &Path) -> notify::Result<Self> {
+        let writing: Arc<Mutex<HashMap<PathBuf, Instant>>> = Arc::default();
+        let changed = Arc::new(Notify::new());
+        let (files, wake) = (Arc::clone(&writing), Arc::clone(&changed));
+        let mut watcher = notify::recommended_watcher(move |event| note(event, &files, &wake))?;
+        watcher.watch(dir, RecursiveMode::NonRecursive)?;
+        Ok(Self {
+            writing,
+            changed,
+            _watcher: watcher,
+        })
+    }
+
+    /// Adapters with a file still being written: changed within [`QUIET_LIMIT`], not closed.
+    fn unfinished(&self) -> BTreeSet<String> {
+        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        writing.retain(|_, last| last.elapsed() < QUIET_LIMIT);
+        writing
+            .keys()
+            .filter_map(|path| adapter_of(path).map(|(name, _)| name))
+            .collect()
+    }
+}
+
+/// Records what a notification says about files being written, and wakes the loop unless the
+/// event only continues a write.
+fn note(
+    event: notify::Result<notify::Event>,
+    writing: &Mutex<HashMap<PathBuf, Instant>>,
+    wake: &Notify,
+) {
+    // An error (a full event queue, say) may have hidden changes: look at the folder.
+    let Ok(event) = event else {
+        wake.notify_one();
+        return;
+    };
+    let mut writing = writing.lock().unwrap_or_else(PoisonError::into_inner);
+    match event.kind {
+        // Reading a file (the loader does) changes nothing.
+        EventKind::Access(AccessKind::Open(_)) => return,
+        // A write goes on: the close or rename that ends it wakes the loop.
+        EventKind::Modify(ModifyKind::Data(_)) => {
+            for path in event.paths {
+                writing.insert(path, Instant::now());
+            }
+            return;
+        }
+        // A new file may be written next (or is a link, complete at once: see QUIET_LIMIT).
+        EventKind::Create(_) => {
+            for path in event.paths {
+                writing.insert(path, Instant::now());
+            }
+        }
+        // Complete: closed after writing, moved into place, or gone.
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+        | EventKind::Modify(ModifyKind::Name(_))
+        | EventKind::Remove(_) => {
+            for path in &event.paths {
+                writing.remove(path);
+            }
+        }
+        _ => {}
+    }
+    wake.notify_one();
+}
+
+/// A pass at once (for what changed while the components loaded), then one whenever a
+/// notification wakes the loop, and every [`SAFETY_POLL`] anyway (every [`POLL`] while a file
+/// is being written, so one that is never closed is picked up after [`QUIET_LIMIT`]).
+async fn notified(
+    components: &Components,
+    dir: &Path,
+    notifications: &Notifications,
+    stop: CancellationToken,
+) {
     loop {
+        let unfinished = notifications.unfinished();
+        components.reload_changed(scan(dir), &unfinished).await;
+        let next = if unfinished.is_empty() {
+            SAFETY_POLL
+        } else {
+            POLL
+        };
         tokio::select! {
-            () = tokio::time::sleep(POLL) => components.reload_changed().await,
+            () = notifications.changed.notified() => {}
+            () = tokio::time::sleep(next) => {}
             () = stop.cancelled() => return,
         }
+    }
+}
+
+/// Every [`POLL`]: when the folder changed since the last pass, it is looked at again after
+/// [`SETTLE`], and what changed in between waits for a later pass.
+async fn poll(components: &Components, dir: &Path, stop: CancellationToken) {
+    let mut last = scan(dir);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = stop.cancelled() => return,
+        }
+        let mut now = scan(dir);
+        let mut unfinished = BTreeSet::new();
+        if now != last {
+            tokio::select! {
+                () = tokio::time::sleep(SETTLE) => {}
+                () = stop.cancelled() => return,
+            }
+            let settled = scan(dir);
+            unfinished = now
+                .keys()
+                .chain(settled.keys())
+                .filter(|name| now.get(*name) != settled.get(*name))
+                .cloned()
+                .collect();
+            now = settled;
+        }
+        components.reload_changed(now.clone(), &unfinished).await;
+        last = now;
     }
 }

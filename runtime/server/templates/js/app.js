@@ -1,0 +1,73 @@
+// {{name}}: a service-runtime adapter written in JavaScript (componentize-js).
+//
+// Under /api/adapters/{{name}}/ it serves `GET /hello` and `POST /ask`, which runs an agent with
+// the request body as its prompt and answers the agent's reply. Its grant (grant.toml) allows
+// agent runs. The plumbing (answers, errors, the route table) is in guest-util.js.
+
+import { run } from 'service:adapter/agent@0.2.0';
+import { touch } from 'service:adapter/registry@0.2.0';
+
+import { HttpError, bodyText, router, text } from './guest-util.js';
+
+const NAME = '{{name}}';
+const VERSION = '0.1.0';
+
+// The HTTP status for each way an agent run fails.
+const RUN_FAILURE_STATUS = {
+  invalid: 400,
+  'unknown-agent': 404,
+  limited: 429,
+  'not-configured': 503,
+  denied: 503,
+  cancelled: 502,
+  failed: 502,
+};
+
+function hello() {
+  return text(200, `hello from ${NAME} ${VERSION}`);
+}
+
+// Runs the `default` agent with the body as the prompt.
+function ask(request) {
+  const prompt = bodyText(request);
+  if (prompt.trim() === '') {
+    throw new HttpError(400, 'the body is the prompt, and it is empty');
+  }
+  let reply;
+  try {
+    reply = run({ prompt, profile: undefined, profileRequired: false, history: [] });
+  } catch (e) {
+    const failure = e.payload ?? { kind: 'failed', message: `${e}` };
+    throw new HttpError(RUN_FAILURE_STATUS[failure.kind] ?? 502, failure.message);
+  }
+  return text(200, reply.text);
+}
+
+// `describe` lists these and `handleHttp` serves exactly these.
+const routes = router({
+  'GET /hello': hello,
+  'POST /ask': ask,
+});
+
+export const handler = {
+  describe() {
+    return {
+      name: NAME,
+      version: VERSION,
+      routes: routes.routes(),
+      requiredSecrets: [],
+      metadata: [['language', 'javascript']],
+    };
+  },
+
+  handleHttp(request) {
+    // Shows as `last_activity_at` on the adapter's registry entry.
+    touch();
+    return routes.handle(request);
+  },
+
+  runJob() {
+    // It never enqueues jobs, so the host has no reason to call this.
+    throw { message: `${NAME} has no jobs`, retryAfterMs: undefined };
+  },
+};

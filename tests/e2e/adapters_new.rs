@@ -1,0 +1,219 @@
+//! `service-runtime adapters new NAME --lang rust|python|js` through the binary: each template
+//! builds with the command it prints, and the component hot-loads into a running server, answers
+//! its route and runs an agent. Bad names and existing folders are refused.
+//!
+//! The Python and JavaScript templates need their tools (componentize-py; the JavaScript
+//! example's npm tools); without them that part says so loudly and is skipped, and with
+//! `CI=true` that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::fakes::llm::{self, Reply};
+use crate::guests::js_example;
+use crate::javascript::npm_tools_available;
+use crate::python::componentize_py_available;
+use crate::support::{Server, cli, eventually, openai_env};
+use crate::wasm::drop_in;
+
+/// `adapters new`, run outside any data directory (it needs none).
+fn new(args: &[&str]) -> std::process::Output {
+    let home = tempfile::tempdir().unwrap();
+    cli(
+        &home.path().join("unused"),
+        &[&["adapters", "new"], args].concat(),
+    )
+}
+
+/// What `adapters new` printed after `label:`.
+fn printed<'a>(stdout: &'a str, label: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no {label} in {stdout}"))
+        .trim()
+}
+
+/// Creates the project, runs the build command it printed in its folder, and returns the
+/// component. Rust builds into a target folder shared across test runs (only the project
+/// itself compiles again); JavaScript uses the example's npm tools.
+fn create_and_build(name: &str, lang: &str, projects: &Path) -> PathBuf {
+    let dir = projects.join(name);
+    let created = new(&[name, "--lang", lang, "--dir", dir.to_str().unwrap()]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let stdout = String::from_utf8(created.stdout).unwrap();
+    for file in ["wit/adapter.wit", "grant.toml", "README.md", ".gitignore"] {
+        assert!(dir.join(file).is_file(), "{lang}: no {file}");
+    }
+    let build = printed(&stdout, "build:");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(readme.contains(&format!("```sh\n{build}\n```")), "{readme}");
+    assert!(!readme.contains("{{"), "{readme}");
+
+    let rust_target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("template-guests");
+    if lang == "js" {
+        std::os::unix::fs::symlink(js_example().join("node_modules"), dir.join("node_modules"))
+            .unwrap();
+    }
+    let started = Instant::now();
+    let built = Command::new("sh")
+        .args(["-c", build])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &rust_target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{lang}: `{build}` failed:\n{}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let component = printed(&stdout, "component:");
+    let wasm = match component.strip_prefix("target/") {
+        Some(inside) => rust_target.join(inside),
+        None => dir.join(component),
+    };
+    eprintln!(
+        "{lang}: built {} ({} bytes) in {:.1?}",
+        wasm.display(),
+        std::fs::metadata(&wasm).unwrap().len(),
+        started.elapsed()
+    );
+    wasm
+}
+
+#[tokio::test]
+async fn adapters_new_templates_build_hot_load_and_answer() {
+    let mut langs = vec!["rust"];
+    if componentize_py_available() {
+        langs.push("python");
+    }
+    if npm_tools_available() {
+        langs.push("js");
+    }
+    let projects = tempfile::tempdir().unwrap();
+    let built: Vec<(String, PathBuf)> = langs
+        .iter()
+        .map(|lang| {
+            let name = format!("{lang}-hello");
+            let wasm = create_and_build(&name, lang, projects.path());
+            (name, wasm)
+        })
+        .collect();
+
+    let fake = llm::openai(vec![Reply::Text("Hi there."); built.len()]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    for (name, wasm) in &built {
+        let grant = std::fs::read_to_string(projects.path().join(name).join("grant.toml")).unwrap();
+        drop_in(&server, name, wasm, &grant);
+    }
+    for (name, _) in &built {
+        // The interpreters make large components; a debug build compiles them in tens of seconds.
+        let entry = eventually(240, async || {
+            let entry = server.adapter(name).await?;
+            assert_ne!(entry["status"], "error", "{name} refused: {entry}");
+            (entry["status"] == "running").then_some(entry)
+        })
+        .await;
+        assert_eq!(
+            entry["capabilities"],
+            serde_json::json!(["agent"]),
+            "{entry}"
+        );
+
+        let hello = reqwest::get(server.url(&format!("/api/adapters/{name}/hello")))
+            .await
+            .unwrap();
+        assert_eq!(hello.status(), StatusCode::OK);
+        assert_eq!(
+            hello.text().await.unwrap(),
+            format!("hello from {name} 0.1.0")
+        );
+
+        let ask = |body: &'static str| {
+            reqwest::Client::new()
+                .post(server.url(&format!("/api/adapters/{name}/ask")))
+                .body(body)
+                .send()
+        };
+        let answer = ask("Say hi").await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{name}");
+        assert_eq!(answer.text().await.unwrap(), "Hi there.", "{name}");
+        let empty = ask("  ").await.unwrap();
+        assert_eq!(empty.status(), StatusCode::BAD_REQUEST, "{name}");
+        let empty: Value = empty.json().await.unwrap();
+        assert_eq!(
+            empty["error"], "the body is the prompt, and it is empty",
+            "{name}"
+        );
+    }
+    let prompts: Vec<Value> = fake
+        .requests()
+        .iter()
+        .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].clone())
+        .collect();
+    assert_eq!(prompts, vec![Value::from("Say hi"); built.len()]);
+}
+
+#[test]
+fn adapters_new_refuses_bad_names_and_existing_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let taken = tmp.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("keep.txt"), "mine").unwrap();
+    let long = "a".repeat(65);
+    for (args, needle) in [
+        (
+            vec!["no/good", "--lang", "rust"],
+            "adapter name \"no/good\" is not valid",
+        ),
+        (vec![long.as_str(), "--lang", "js"], "up to 64 letters"),
+        (
+            vec!["fine", "--lang", "python", "--dir", taken.to_str().unwrap()],
+            "already exists",
+        ),
+        (vec!["fine", "--lang", "cobol"], "invalid value 'cobol'"),
+    ] {
+        let out = new(&args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains(needle),
+            "{args:?}: {said}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&taken).unwrap().count(),
+        1,
+        "the existing folder is untouched"
+    );
+
+    // The default folder is ./NAME.
+    let made = Command::new(crate::support::BIN)
+        .args(["adapters", "new", "here", "--lang", "rust"])
+        .current_dir(tmp.path())
+        .env("SERVICE_DATA_DIR", tmp.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let lib = std::fs::read_to_string(tmp.path().join("here/src/lib.rs")).unwrap();
+    assert!(lib.contains("const NAME: &str = \"here\";"), "{lib}");
+    let manifest = std::fs::read_to_string(tmp.path().join("here/Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"adapter-here\""), "{manifest}");
+}
