@@ -2,7 +2,7 @@
 //! grant, hostile components contained, hot replacement, toggles and the compile cache.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
@@ -799,15 +799,6 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
     };
     assert!(granted(&loaded(&server, "echo").await, "tools:*"));
 
-    // A new grant takes effect without touching the component.
-    let narrower = ECHO_GRANT.replace("tools = [\"*\"]", "tools = [\"search_notes\"]");
-    std::fs::write(server.data_dir.join("adapters/echo.toml"), narrower).unwrap();
-    eventually(10, async || {
-        let entry = server.adapter("echo").await?;
-        granted(&entry, "tool:search_notes").then_some(())
-    })
-    .await;
-
     // A broken file is reported once, not on every pass of the watcher.
     let broken = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(broken.path(), b"\0asm junk").unwrap();
@@ -817,7 +808,16 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
         (broken["status"].as_str(), &broken["error_count"]),
         (Some("error"), &json!(1))
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // A new grant takes effect without touching the component; the watcher's pass that took
+    // it in looked at the broken file again and left it alone.
+    let narrower = ECHO_GRANT.replace("tools = [\"*\"]", "tools = [\"search_notes\"]");
+    std::fs::write(server.data_dir.join("adapters/echo.toml"), narrower).unwrap();
+    eventually(10, async || {
+        let entry = server.adapter("echo").await?;
+        granted(&entry, "tool:search_notes").then_some(())
+    })
+    .await;
     assert_eq!(server.adapter("broken").await.unwrap()["error_count"], 1);
 
     // Removing it removes its entry.
@@ -840,20 +840,28 @@ async fn a_component_still_being_written_loads_only_once_complete() {
     let dir = server.data_dir.join("adapters");
     std::fs::write(dir.join("echo.toml"), ECHO_GRANT).unwrap();
     let bytes = std::fs::read(guest("echo")).unwrap();
-    let (head, tail) = bytes.split_at(bytes.len() / 2);
     // Half the component, written in place and kept open, as a slow copy would.
+    let mut written = bytes.len() / 2;
     let mut file = std::fs::File::create(dir.join("echo.wasm")).unwrap();
-    file.write_all(head).unwrap();
-    file.flush().unwrap();
+    file.write_all(&bytes[..written]).unwrap();
 
     // Another file, dropped in and refused, shows that the watcher looked at the folder since.
+    // Meanwhile the copy goes on a little at a time, as a slow one does (a copy that stalls
+    // for longer than the watcher's quiet limit counts as complete).
     let junk = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(junk.path(), b"\0asm junk").unwrap();
     drop_in(&server, "broken", junk.path(), "");
-    eventually(10, async || server.adapter("broken").await).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.adapter("broken").await.is_none() {
+        assert!(Instant::now() < deadline, "the junk was never looked at");
+        let next = (written + 64).min(bytes.len() - 1);
+        file.write_all(&bytes[written..next]).unwrap();
+        written = next;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(server.adapter("echo").await, None, "half a file was loaded");
 
-    file.write_all(tail).unwrap();
+    file.write_all(&bytes[written..]).unwrap();
     drop(file);
     let entry = loaded(&server, "echo").await;
     assert_eq!(entry["error_count"], 0, "{entry}");
