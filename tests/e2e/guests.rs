@@ -170,7 +170,7 @@ pub fn npm_build(project: &Path, out: &Path) {
 }
 
 /// The JavaScript example built once per test run into `<target>/js-guests/` with its
-/// `npm run build` (componentize-js; `npm ci` in its folder first).
+/// `npm run build` (componentize-js; `npm install` in its folder first).
 pub fn js_echo() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT

@@ -2,7 +2,7 @@
 //! componentize-js) through the real binary: hot-loaded with its grant, it answers over HTTP,
 //! handles an event once (a kv claim), runs an agent, and serves its tool to an agent.
 //!
-//! The npm tools are the example's own (`npm ci` in its folder, as `.ci/run` does). Without
+//! The npm tools are the example's own (`npm install` in its folder, as `.ci/run` does). Without
 //! them the test says so loudly and passes without running; with `CI=true` that is a failure.
 
 use std::process::Command;
@@ -29,7 +29,7 @@ pub fn npm_tools_available() -> bool {
         return true;
     }
     let message = "JAVASCRIPT ADAPTER TEST SKIPPED: npm or the example's tools are missing \
-                   (run `npm ci` in adapters-wasm/examples/js-echo)";
+                   (run `npm install` in adapters-wasm/examples/js-echo)";
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "{message}; CI=true requires them"
