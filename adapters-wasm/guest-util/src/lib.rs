@@ -93,6 +93,20 @@ pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str
         .map(|(_, v)| v.as_str())
 }
 
+/// Encodes everything but unreserved characters (`A-Z a-z 0-9 - . _ ~`) as `%XX`, for a query
+/// string value.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Decodes `%XX` escapes; a malformed escape is kept literally. Invalid UTF-8 is replaced.
 pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
@@ -159,6 +173,13 @@ mod tests {
         assert_eq!(error.status, 401);
         assert_eq!(error.body, br#"{"error":"invalid signature"}"#);
         assert_eq!(error.headers[0].1, "application/json");
+    }
+
+    #[test]
+    fn encodes_what_a_query_value_cannot_hold() {
+        assert_eq!(percent_encode("1700000000.000100"), "1700000000.000100");
+        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(percent_decode(&percent_encode("x?y=1&z")), "x?y=1&z");
     }
 
     #[test]
