@@ -35,6 +35,13 @@ pub enum Wait {
     Yes,
 }
 
+/// How many of `instances` background calls (jobs, hooks, tool listings) may hold at once: all
+/// but an eighth, which stays free for requests. A request gets 503 rather than wait, so a
+/// backlog of jobs waiting on a slow model must never hold every instance.
+pub fn background_share(instances: usize) -> usize {
+    instances - instances / 8
+}
+
 pub struct Sandbox {
     engine: Engine,
     pooled: bool,
@@ -42,6 +49,8 @@ pub struct Sandbox {
     lanes: Lanes,
     /// Instances of all adapters together.
     instances: Arc<Semaphore>,
+    /// The part of them background calls may hold.
+    background: Arc<Semaphore>,
 }
 
 impl Sandbox {
@@ -57,6 +66,7 @@ impl Sandbox {
             linker,
             lanes: Lanes::default(),
             instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+            background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
         })
     }
 
@@ -72,12 +82,13 @@ impl Sandbox {
         self.pooled
     }
 
-    /// A place for one more instance: the adapter's own cap, then the server's.
+    /// A place for one more instance: the adapter's own cap, then the server's (for background
+    /// work, within their background shares first).
     async fn places(
         &self,
         caller: &Caller,
         wait: Wait,
-    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), CallError> {
+    ) -> Result<Vec<OwnedSemaphorePermit>, CallError> {
         let adapter = Arc::clone(&caller.instances);
         let server = Arc::clone(&self.instances);
         let busy = |whose: &str| {
@@ -87,18 +98,22 @@ impl Sandbox {
             ))
         };
         match wait {
-            Wait::No => Ok((
+            Wait::No => Ok(vec![
                 adapter
                     .try_acquire_owned()
                     .map_err(|_| busy("this adapter's instances"))?,
                 server
                     .try_acquire_owned()
                     .map_err(|_| busy("the server's instances"))?,
-            )),
-            Wait::Yes => Ok((
-                adapter.acquire_owned().await.expect("never closed"),
-                server.acquire_owned().await.expect("never closed"),
-            )),
+            ]),
+            Wait::Yes => {
+                let mut places = Vec::with_capacity(4);
+                for semaphore in [&caller.background, &self.background, &adapter, &server] {
+                    let place = Arc::clone(semaphore).acquire_owned().await;
+                    places.push(place.expect("never closed"));
+                }
+                Ok(places)
+            }
         }
     }
 
@@ -183,5 +198,21 @@ pub fn trap_text(error: &wasmtime::Error, guest_stderr: &str) -> String {
         format!("{error:#}")
     } else {
         format!("{error:#} ({tail})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::background_share;
+
+    #[test]
+    fn requests_keep_an_eighth_of_the_instances() {
+        assert_eq!(background_share(64), 56);
+        assert_eq!(background_share(16), 14);
+        assert_eq!(
+            background_share(7),
+            7,
+            "too few to spare one: jobs may use all"
+        );
     }
 }

@@ -84,8 +84,8 @@ impl Worker {
     }
 
     /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
-    /// job ready, serves, and has an instance free. Also brings each adapter's backlog on its
-    /// registry entry up to date.
+    /// job ready, serves, and has room in its instances' background share (the rest stays free
+    /// for its requests). Also brings each adapter's backlog on its registry entry up to date.
     async fn next(&self, last: &mut Option<String>, backlog: &mut HashSet<String>) -> Option<Job> {
         let now = jobs::now_ms();
         let found = self
@@ -107,7 +107,7 @@ impl Worker {
                     && self
                         .components
                         .generation(adapter)
-                        .is_some_and(|g| g.prepared.caller.instances.available_permits() > 0)
+                        .is_some_and(|g| g.prepared.caller.background.available_permits() > 0)
             })
             .collect();
         let pick = candidates
