@@ -2,3 +2,4 @@
 //! so the production clients run against them unchanged.
 
 pub mod llm;
+pub mod teamchat;
