@@ -347,7 +347,10 @@ async fn a_refused_post_is_noted_the_job_fails_and_the_route_still_answers() {
     let jobs = settled_jobs(&server).await;
     assert_eq!(jobs[0]["status"], "error", "{jobs:?}");
     let (_, trace) = server
-        .get(&format!("/api/traces/{}", jobs[0]["trace_id"].as_str().unwrap()))
+        .get(&format!(
+            "/api/traces/{}",
+            jobs[0]["trace_id"].as_str().unwrap()
+        ))
         .await;
     let warnings = trace["warnings"].to_string();
     assert!(warnings.contains("reply not delivered"), "{trace}");
@@ -367,7 +370,11 @@ async fn a_refused_post_is_noted_the_job_fails_and_the_route_still_answers() {
 async fn a_post_refused_for_now_is_sent_after_the_wait_and_the_model_runs_once() {
     let llm = llm::openai(vec![Reply::Text("worth the wait")]).await;
     let api = platform(json!({"ok": true})).await;
-    api.refuse_next(503, None, json!({"ok": false, "error": "service_unavailable"}));
+    api.refuse_next(
+        503,
+        None,
+        json!({"ok": false, "error": "service_unavailable"}),
+    );
     api.refuse_next(429, Some(1), json!({"ok": false, "error": "ratelimited"}));
     let mut env = api.env(SIGNING_SECRET);
     env.extend(openai_env(&llm.url));
@@ -389,12 +396,21 @@ async fn a_post_refused_for_now_is_sent_after_the_wait_and_the_model_runs_once()
     assert!(gaps[1] >= Duration::from_millis(900), "{gaps:?}");
     assert_eq!(api.posted().len(), 1);
     assert_eq!(api.posted()[0].1["text"], "worth the wait");
-    assert_eq!(llm.requests().len(), 1, "the kept answer is posted, not asked again");
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "the kept answer is posted, not asked again"
+    );
     let (_, trace) = server
-        .get(&format!("/api/traces/{}", jobs[0]["trace_id"].as_str().unwrap()))
+        .get(&format!(
+            "/api/traces/{}",
+            jobs[0]["trace_id"].as_str().unwrap()
+        ))
         .await;
     assert!(
-        trace["warnings"].to_string().contains("not delivered yet (attempt 1)"),
+        trace["warnings"]
+            .to_string()
+            .contains("not delivered yet (attempt 1)"),
         "{trace}"
     );
 }
@@ -403,7 +419,12 @@ async fn a_post_refused_for_now_is_sent_after_the_wait_and_the_model_runs_once()
 fn long_reply() -> String {
     let prose = |topic: &str| {
         (0..12)
-            .map(|i| format!("{topic} paragraph {i}: {}", "lorem ipsum dolor sit amet ".repeat(12)))
+            .map(|i| {
+                format!(
+                    "{topic} paragraph {i}: {}",
+                    "lorem ipsum dolor sit amet ".repeat(12)
+                )
+            })
             .collect::<Vec<_>>()
             .join("\n\n")
     };
@@ -449,7 +470,11 @@ async fn a_long_reply_arrives_whole_in_order_in_its_thread_each_part_once() {
     assert_eq!(api.calls().len(), 4, "one refused, none posted twice");
     for part in &parts {
         assert!(part.chars().count() <= 4_000, "{}", part.chars().count());
-        assert_eq!(part.matches("```").count() % 2, 0, "a block left open: {part}");
+        assert_eq!(
+            part.matches("```").count() % 2,
+            0,
+            "a block left open: {part}"
+        );
     }
     let code_lines = |t: &str| t.lines().filter(|l| l.contains("compute(")).count();
     assert!(
@@ -539,7 +564,8 @@ async fn threads_and_direct_messages_keep_their_context_within_the_bound() {
     let api = platform(json!({"ok": true})).await;
     let parent = "1700000100.000100";
     let said = |ts: &str, user: &str, text: &str, channel: &str, thread: Option<&str>| {
-        let mut message = json!({"type": "message", "ts": ts, "user": user, "text": text, "channel": channel});
+        let mut message =
+            json!({"type": "message", "ts": ts, "user": user, "text": text, "channel": channel});
         if user == BOT_USER {
             message["bot_id"] = json!("B1");
         }
@@ -548,20 +574,54 @@ async fn threads_and_direct_messages_keep_their_context_within_the_bound() {
         }
         api.seed(message);
     };
-    said(parent, "U1", "<@UBOT> what is the capital of France?", "C7", Some(parent));
+    said(
+        parent,
+        "U1",
+        "<@UBOT> what is the capital of France?",
+        "C7",
+        Some(parent),
+    );
     said("1700000100.000200", BOT_USER, "Paris.", "C7", Some(parent));
     said("1700000100.000300", "U2", "thanks!", "C7", Some(parent));
-    said("1700000100.000350", "U1", "one more thing", "C7", Some(parent));
-    said("1700000100.000500", "U1", "said after the mention", "C7", Some(parent));
+    said(
+        "1700000100.000350",
+        "U1",
+        "one more thing",
+        "C7",
+        Some(parent),
+    );
+    said(
+        "1700000100.000500",
+        "U1",
+        "said after the mention",
+        "C7",
+        Some(parent),
+    );
     said("1700000200.000100", "U1", "hi", "D9", None);
-    said("1700000200.000200", BOT_USER, "Hello! How can I help?", "D9", None);
+    said(
+        "1700000200.000200",
+        BOT_USER,
+        "Hello! How can I help?",
+        "D9",
+        None,
+    );
     let mut env = api.env(SIGNING_SECRET);
     env.extend(openai_env(&llm.url));
     env.push(("SERVICE_TEAMCHAT_CONTEXT_MESSAGES", "3".into()));
     let server = Server::start_with_owned(&env);
 
-    let in_thread = mention_at("C7", "1700000100.000400", "<@UBOT> and of Italy?", Some(parent));
-    assert_eq!(signed(&server, "events", &callback("EvCtx1", in_thread)).await.0, StatusCode::OK);
+    let in_thread = mention_at(
+        "C7",
+        "1700000100.000400",
+        "<@UBOT> and of Italy?",
+        Some(parent),
+    );
+    assert_eq!(
+        signed(&server, "events", &callback("EvCtx1", in_thread))
+            .await
+            .0,
+        StatusCode::OK
+    );
     posts(&api, 1).await;
     let expected = [
         ("assistant", "Paris."),
@@ -577,12 +637,19 @@ async fn threads_and_direct_messages_keep_their_context_within_the_bound() {
     );
 
     let dm = json!({"type": "message", "channel_type": "im", "channel": "D9", "user": "U1", "text": "what time is it?", "ts": "1700000200.000300"});
-    assert_eq!(signed(&server, "events", &callback("EvCtx2", dm)).await.0, StatusCode::OK);
+    assert_eq!(
+        signed(&server, "events", &callback("EvCtx2", dm)).await.0,
+        StatusCode::OK
+    );
     let posted = posts(&api, 2).await;
     assert_eq!(
         turns_of(1),
-        [("user", "hi"), ("assistant", "Hello! How can I help?"), ("user", "what time is it?")]
-            .map(|(r, t)| (r.to_owned(), t.to_owned()))
+        [
+            ("user", "hi"),
+            ("assistant", "Hello! How can I help?"),
+            ("user", "what time is it?")
+        ]
+        .map(|(r, t)| (r.to_owned(), t.to_owned()))
     );
     assert_eq!(posted[0].1["thread_ts"], parent);
     assert_eq!(posted[1].1["channel"], "D9");
@@ -604,7 +671,10 @@ async fn the_platforms_other_requests_are_answered_right() {
         if is_signed {
             request = request
                 .header("x-slack-request-timestamp", &timestamp)
-                .header("x-slack-signature", signature(SIGNING_SECRET, &timestamp, ssl_check));
+                .header(
+                    "x-slack-signature",
+                    signature(SIGNING_SECRET, &timestamp, ssl_check),
+                );
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
@@ -614,10 +684,16 @@ async fn the_platforms_other_requests_are_answered_right() {
     // The platform dropped events: 200, and the operator learns it from the entry.
     let rate_limited = json!({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "type": "app_rate_limited", "team_id": "T123456", "minute_rate_limited": 1518467820, "api_app_id": "A123456"});
     let (status, body) = signed(&server, "events", &rate_limited.to_string()).await;
-    assert_eq!((status, body["outcome"].as_str()), (StatusCode::OK, Some("recorded: app_rate_limited")));
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("recorded: app_rate_limited"))
+    );
     let entry = server.adapter("teamchat").await.unwrap();
     let message = entry["error_message"].as_str().unwrap_or_default();
-    assert!(message.contains("app_rate_limited") && message.contains("1518467820"), "{entry}");
+    assert!(
+        message.contains("app_rate_limited") && message.contains("1518467820"),
+        "{entry}"
+    );
 
     // Direct messages with a subtype that still carries a question are answered; the bodies
     // are the platform SDK's test scenarios, in a direct conversation.
@@ -649,11 +725,20 @@ async fn the_platforms_other_requests_are_answered_right() {
     });
     for body in [&file_share, &thread_broadcast] {
         let (status, answer) = signed(&server, "events", &body.to_string()).await;
-        assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("queued")), "{answer}");
+        assert_eq!(
+            (status, answer["outcome"].as_str()),
+            (StatusCode::OK, Some("queued")),
+            "{answer}"
+        );
     }
     let posted = posts(&api, 2).await;
     assert!(posted.iter().all(|(_, m)| m["channel"] == "D111"));
-    assert!(posted.iter().any(|(_, m)| m["thread_ts"] == "1633663824.000500"), "{posted:?}");
+    assert!(
+        posted
+            .iter()
+            .any(|(_, m)| m["thread_ts"] == "1633663824.000500"),
+        "{posted:?}"
+    );
 
     // Edits, deletions, joins and bot messages stay ignored.
     let changed = json!({
@@ -679,14 +764,27 @@ async fn the_platforms_other_requests_are_answered_right() {
         "authorizations": [{"enterprise_id": "E111", "team_id": "T111", "user_id": "U111", "is_bot": true, "is_enterprise_install": false}],
         "is_ext_shared_channel": false, "event_context": "1-message-T111-C111"
     });
-    let joined = callback("Ev114", json!({"type": "message", "subtype": "channel_join", "user": "U3", "inviter": "U1", "channel": "D111", "channel_type": "im", "text": "<@U3> has joined the channel", "ts": "1665368700.000100"}));
-    let from_bot = callback("Ev115", json!({"type": "message", "subtype": "bot_message", "bot_id": "B9", "username": "other bot", "channel": "D111", "channel_type": "im", "text": "beep", "ts": "1665368800.000100"}));
+    let joined = callback(
+        "Ev114",
+        json!({"type": "message", "subtype": "channel_join", "user": "U3", "inviter": "U1", "channel": "D111", "channel_type": "im", "text": "<@U3> has joined the channel", "ts": "1665368700.000100"}),
+    );
+    let from_bot = callback(
+        "Ev115",
+        json!({"type": "message", "subtype": "bot_message", "bot_id": "B9", "username": "other bot", "channel": "D111", "channel_type": "im", "text": "beep", "ts": "1665368800.000100"}),
+    );
     for body in [changed.to_string(), deleted.to_string(), joined, from_bot] {
         let (status, answer) = signed(&server, "events", &body).await;
         assert_eq!(status, StatusCode::OK);
-        assert!(answer["outcome"].as_str().unwrap().starts_with("ignored"), "{answer}");
+        assert!(
+            answer["outcome"].as_str().unwrap().starts_with("ignored"),
+            "{answer}"
+        );
     }
-    assert_eq!(settled_jobs(&server).await.len(), 2, "only the two questions ran");
+    assert_eq!(
+        settled_jobs(&server).await.len(),
+        2,
+        "only the two questions ran"
+    );
 }
 
 #[tokio::test]
@@ -798,7 +896,10 @@ async fn slash_commands_answer_inline_when_the_agent_is_fast_and_later_when_it_i
 
     // Usage hint, and requests that are not the platform's.
     let (body, _) = command(&server, "command=%2Fask&text=++&user_id=U1").await;
-    assert!(body["text"].as_str().unwrap().contains("Usage: /ask"), "{body}");
+    assert!(
+        body["text"].as_str().unwrap().contains("Usage: /ask"),
+        "{body}"
+    );
     let forged = "command=%2Fask&text=hi&response_url=https%3A%2F%2Fevil.example%2Fhook";
     assert_error(
         &signed(&server, "commands", forged).await,
@@ -810,7 +911,11 @@ async fn slash_commands_answer_inline_when_the_agent_is_fast_and_later_when_it_i
         StatusCode::BAD_REQUEST,
         "response_url",
     );
-    assert_eq!(llm.requests().len(), 4, "the usage hint and refusals run no agent");
+    assert_eq!(
+        llm.requests().len(),
+        4,
+        "the usage hint and refusals run no agent"
+    );
     let entry = server.adapter("teamchat").await.unwrap();
     assert_eq!(
         (entry["status"].as_str(), &entry["error_count"]),
