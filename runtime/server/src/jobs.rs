@@ -6,6 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::db;
 use crate::error::{Error, Result};
 use crate::tasks::{self, NewTask, TaskStatus};
 
@@ -56,7 +57,7 @@ pub fn enqueue(
     payload: &[u8],
     max_unfinished: u32,
 ) -> std::result::Result<String, Refused> {
-    let tx = conn.transaction()?;
+    let tx = db::write_transaction(conn)?;
     let pending = unfinished(&tx, adapter)?;
     if pending >= max_unfinished {
         return Err(Refused::Full { pending });
@@ -98,7 +99,7 @@ pub fn next_retry(conn: &Connection, now_ms: i64) -> Result<Option<i64>> {
 
 /// Takes `adapter`'s oldest job that may start now: its task is `running`, its attempt counted.
 pub fn claim_next(conn: &mut Connection, adapter: &str, now_ms: i64) -> Result<Option<Job>> {
-    let tx = conn.transaction()?;
+    let tx = db::write_transaction(conn)?;
     let job = tx
         .prepare_cached(
             "SELECT j.task_id, j.payload, j.attempt + 1 FROM adapter_jobs j \

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::db;
 use crate::error::{Error, Result};
 
 fn now_ms() -> i64 {
@@ -93,7 +94,7 @@ pub fn set(
     ttl_ms: Option<u64>,
     quota: u64,
 ) -> std::result::Result<(), Refused> {
-    let tx = conn.transaction()?;
+    let tx = db::write_transaction(conn)?;
     within_quota(&tx, adapter, key, value.len(), quota)?;
     tx.prepare_cached(
         "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
@@ -119,7 +120,7 @@ pub fn claim(
     ttl_ms: u64,
     quota: u64,
 ) -> std::result::Result<bool, Refused> {
-    let tx = conn.transaction()?;
+    let tx = db::write_transaction(conn)?;
     within_quota(&tx, adapter, key, 0, quota)?;
     let changed = tx
         .prepare_cached(

@@ -212,7 +212,7 @@ pub fn attach_trace(conn: &Connection, task_id: &str, trace_id: &str) -> Result<
 
 /// Cancels a pending or running task; deletes a finished one.
 pub fn cancel_or_delete(conn: &mut Connection, task_id: &str) -> Result<Removal> {
-    let tx = conn.transaction()?;
+    let tx = db::write_transaction(conn)?;
     let task =
         get(&tx, task_id)?.ok_or_else(|| Error::not_found(format!("no task {task_id:?}")))?;
     let removal = if task.status.is_active() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -111,6 +111,14 @@ impl Db {
     }
 }
 
+/// A transaction that takes the write lock when it begins, for one that reads before it writes.
+/// A deferred one fails with "database is locked" (SQLITE_BUSY_SNAPSHOT, which the busy timeout
+/// never retries) whenever another connection commits between its read and its write, as the
+/// API's and the components' connections do all the time under load; this one waits its turn.
+pub fn write_transaction(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+}
+
 /// The current time as stored everywhere: UTC ISO 8601 with milliseconds, e.g.
 /// `2026-11-22T10:00:00.123Z`. Fixed width, so text order is time order.
 pub fn now() -> String {
@@ -137,6 +145,32 @@ pub(crate) fn memory() -> Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_transaction_is_not_undone_by_another_connections_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let db = Db::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.busy_timeout(Duration::ZERO).unwrap();
+        let insert = "INSERT INTO adapter_kv (adapter, key, value) VALUES (?1, 'k', x'')";
+        let read = "SELECT count(*) FROM adapter_kv";
+        db.blocking(|conn| {
+            // Deferred: the read fixes a snapshot, the other connection commits, the write fails.
+            let tx = conn.transaction().unwrap();
+            tx.query_row(read, [], |r| r.get::<_, i64>(0)).unwrap();
+            other.execute(insert, ["other"]).unwrap();
+            let failed = tx.execute(insert, ["deferred"]).unwrap_err();
+            assert!(failed.to_string().contains("locked"), "{failed}");
+            drop(tx);
+            // Immediate: the other connection waits (here: gives up at once) instead.
+            let tx = write_transaction(conn).unwrap();
+            tx.query_row(read, [], |r| r.get::<_, i64>(0)).unwrap();
+            assert!(other.execute(insert, ["late"]).is_err());
+            tx.execute(insert, ["immediate"]).unwrap();
+            tx.commit().unwrap();
+        });
+    }
 
     #[test]
     fn the_log_reaches_the_database_file_in_the_background() {
