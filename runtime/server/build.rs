@@ -1,5 +1,5 @@
-//! Builds the bundled guest components (`adapters-wasm/teamchat`, `adapters-wasm/webhook`) for
-//! wasm32-wasip2 and embeds them, so `cargo run -p service-runtime -- serve` alone serves them.
+//! Builds the bundled guest components (`adapters-wasm/calendar`, `teamchat`, `voice`,
+//! `webhook`) for wasm32-wasip2 and embeds them, so `cargo run -p service-runtime -- serve` alone serves them.
 //! Without the target the server still builds; those adapters then report that they are not
 //! installed and how to fix it.
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Bundled components: crate (and adapter) name.
-const BUNDLED: &[&str] = &["teamchat", "webhook"];
+const BUNDLED: &[&str] = &["calendar", "teamchat", "voice", "webhook"];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
@@ -31,7 +31,7 @@ fn main() {
         Some(build(&guests, &guest_target_dir(&out_dir)))
     } else {
         println!(
-            "cargo:warning=the {TARGET} target is missing, so the teamchat and webhook adapters are not bundled: run `rustup target add {TARGET}` and build again"
+            "cargo:warning=the {TARGET} target is missing, so the calendar, teamchat, voice and webhook adapters are not bundled: run `rustup target add {TARGET}` and build again"
         );
         None
     };

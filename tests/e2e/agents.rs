@@ -1,9 +1,9 @@
-//! `/api/agents`: create, list, show, export, and the bundle round trip.
+//! `/api/agents`: create, list, show, update, delete, export, and the bundle round trip.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Server, assert_error};
+use crate::support::{Server, assert_error, cli};
 
 #[tokio::test]
 async fn create_list_show() {
@@ -92,13 +92,15 @@ async fn create_rejects_bad_input_without_writing() {
         assert_error(&answer, StatusCode::BAD_REQUEST, message);
         assert_eq!(answer.1["field"], field, "{body}");
     }
+    let wrong_type = server
+        .post("/api/agents", json!({"name": 5, "system_prompt": "x"}))
+        .await;
     assert_error(
-        &server
-            .post("/api/agents", json!({"name": 5, "system_prompt": "x"}))
-            .await,
+        &wrong_type,
         StatusCode::BAD_REQUEST,
-        "invalid type",
+        "name must be a string, not a number",
     );
+    assert_eq!(wrong_type.1["field"], "name");
     let raw = reqwest::Client::new()
         .post(server.url("/api/agents"))
         .header("content-type", "application/json")
@@ -229,4 +231,233 @@ async fn imports_as(server: &Server, bundle: &Value, profile: &Value) {
     ] {
         assert_eq!(imported[field], profile[field], "{field}");
     }
+}
+
+async fn patch(server: &Server, name: &str, body: Value) -> (StatusCode, Value) {
+    server
+        .send(Method::PATCH, &format!("/api/agents/{name}"), Some(body))
+        .await
+}
+
+#[tokio::test]
+async fn update_changes_the_named_fields_validated_as_on_create() {
+    let server = Server::start();
+    let (_, created) = server
+        .post(
+            "/api/agents",
+            json!({"name": "Quill", "system_prompt": "You edit prose.", "description": "editor",
+                   "color": "#123456", "tools": ["search_notes"]}),
+        )
+        .await;
+
+    let (status, updated) = patch(
+        &server,
+        "Quill",
+        json!({"description": "copy editor", "tools": "search_notes, create_note", "name": "Quill"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["description"], "copy editor");
+    assert_eq!(updated["tools"], json!(["search_notes", "create_note"]));
+    assert_eq!(updated["system_prompt"], "You edit prose.", "absent: kept");
+    assert_eq!(updated["color"], "#123456");
+    assert_eq!(updated["created_at"], created["created_at"]);
+    assert_eq!(server.get("/api/agents/Quill").await.1, updated);
+
+    // null clears: the tool list becomes unset (every ungated tool), the color none.
+    let (_, cleared) = patch(&server, "Quill", json!({"tools": null, "color": null})).await;
+    assert_eq!(
+        (&cleared["tools"], &cleared["color"]),
+        (&json!(null), &json!(null))
+    );
+
+    for (body, field, message) in [
+        (json!({"color": "blue"}), "color", "hex color"),
+        (
+            json!({"system_prompt": " "}),
+            "system_prompt",
+            "system_prompt is required",
+        ),
+        (json!({"name": "Ink"}), "name", "cannot be renamed"),
+        (json!({"tools": ["nope"]}), "tools", "unknown tool \"nope\""),
+        (
+            json!({"tools": 7}),
+            "tools",
+            "tools must be a list of tool names or a comma-separated string, not a number",
+        ),
+    ] {
+        let answer = patch(&server, "Quill", body.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, message);
+        assert_eq!(answer.1["field"], field, "{body}");
+    }
+    assert_eq!(
+        server.get("/api/agents/Quill").await.1,
+        cleared,
+        "nothing was written"
+    );
+    assert_error(
+        &patch(&server, "Nobody", json!({"description": "x"})).await,
+        StatusCode::NOT_FOUND,
+        "no agent named \"Nobody\"",
+    );
+    let (status, default) = patch(&server, "default", json!({"system_prompt": "Be terse."})).await;
+    assert_eq!(
+        (status, default["system_prompt"].as_str()),
+        (StatusCode::OK, Some("Be terse."))
+    );
+}
+
+#[tokio::test]
+async fn delete_keeps_the_default_and_says_who_still_names_the_agent() {
+    let server = Server::start_with(&[("SERVICE_TEAMCHAT_AGENT_PROFILE", "Night Owl")]);
+    let night = json!({"name": "Night Owl", "system_prompt": "You answer at night."});
+    assert_eq!(
+        server.post("/api/agents", night).await.0,
+        StatusCode::CREATED
+    );
+    let created = cli(
+        &server.data_dir,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "--cron",
+            "@daily",
+            "--agent",
+            "Night Owl",
+            "--prompt",
+            "summarise the day",
+        ],
+    );
+    assert!(created.status.success(), "{created:?}");
+
+    let references = json!({
+        "schedules": ["nightly"],
+        "adapters": [{"adapter": "teamchat", "variable": "SERVICE_TEAMCHAT_AGENT_PROFILE"}],
+    });
+    let (status, found) = server.get("/api/agents/Night%20Owl/references").await;
+    assert_eq!((status, &found), (StatusCode::OK, &references));
+
+    let (status, deleted) = server.delete("/api/agents/Night%20Owl").await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["result"], "deleted");
+    assert_eq!(deleted["referenced_by"], references);
+    assert!(deleted["note"].as_str().unwrap().contains("error trace"));
+    assert_error(
+        &server.get("/api/agents/Night%20Owl").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
+    assert_error(
+        &server.delete("/api/agents/Night%20Owl").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
+    assert_error(
+        &server.delete("/api/agents/default").await,
+        StatusCode::CONFLICT,
+        "default agent cannot be deleted",
+    );
+    let (_, list) = server.get("/api/agents").await;
+    assert_eq!(list["agents"].as_array().unwrap().len(), 1);
+
+    // The schedule is left as it was; its run now fails and says why.
+    let (_, schedules) = server.get("/api/schedules").await;
+    assert_eq!(schedules["schedules"][0]["agent_profile_name"], "Night Owl");
+    let run = cli(&server.data_dir, &["schedule", "run", "nightly"]);
+    assert!(!run.status.success());
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        said.contains("no agent named \"Night Owl\"") && said.contains("schedule edit nightly"),
+        "{said}"
+    );
+    let trace_id = said
+        .trim()
+        .rsplit("trace_id: ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
+    let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(trace["status"], "error", "{trace}");
+}
+
+#[tokio::test]
+async fn unknown_tools_are_refused_and_bundle_tools_from_elsewhere_are_kept_as_unavailable() {
+    let server = Server::start();
+    let answer = server
+        .post(
+            "/api/agents",
+            json!({"name": "Typo", "system_prompt": "x", "tools": "search_notes, serch_notes, nope"}),
+        )
+        .await;
+    assert_error(
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "unknown tools [\"serch_notes\", \"nope\"]",
+    );
+    assert_eq!(answer.1["field"], "tools");
+
+    // Atlas recommends the calendar adapter's tools and web_search, none of them here.
+    let (status, atlas) = server.post("/api/store/atlas/install", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{atlas}");
+    let unavailable: Vec<(&str, &str)> = atlas["unavailable_tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["name"].as_str().unwrap(), u["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        unavailable,
+        [
+            (
+                "web_search",
+                "offered once [tools.web_search] is set in config.toml"
+            ),
+            (
+                "list_calendar_events_today",
+                "comes from the calendar adapter, which is not loaded"
+            ),
+            (
+                "create_calendar_event",
+                "comes from the calendar adapter, which is not loaded"
+            ),
+        ]
+    );
+    let (_, listed) = server.get("/api/agents").await;
+    assert_eq!(
+        listed["agents"][1]["unavailable_tools"],
+        atlas["unavailable_tools"]
+    );
+    let (_, store) = server.get("/api/store").await;
+    assert_eq!(
+        store["bundles"][0]["unavailable_tools"],
+        atlas["unavailable_tools"]
+    );
+    assert_eq!(
+        store["bundles"][2]["unavailable_tools"],
+        json!([]),
+        "Sol's are all here"
+    );
+
+    // Those names are accepted on other agents too; a gated tool is listed as switched off.
+    let (status, planner) = server
+        .post(
+            "/api/agents",
+            json!({"name": "Planner", "system_prompt": "x", "tools": ["create_calendar_event", "shell_exec"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{planner}");
+    assert_eq!(
+        planner["unavailable_tools"][1],
+        json!({"name": "shell_exec", "reason": "switched off until SERVICE_SHELL_ENABLED=true"})
+    );
+    // A bundle file naming an unknown tool is refused like a create.
+    let mut bundle = server.get("/api/agents/Planner/export").await.1;
+    bundle["name"] = json!("Planner 2");
+    bundle["recommended_tools"] = json!(["teleport"]);
+    assert_error(
+        &server.post("/api/store/import", bundle).await,
+        StatusCode::BAD_REQUEST,
+        "unknown tool \"teleport\"",
+    );
 }

@@ -25,7 +25,7 @@ use service_runtime::tasks::{self, NewTask, TaskStatus};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, cli, openai_env};
+use crate::support::{Server, cli, eventually, openai_env};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -713,7 +713,7 @@ async fn chat_streams_the_answer_with_tool_calls_and_links_the_trace() {
 
 /// An adapter row in error, never active, with one error whose full text shows on hover.
 async fn assert_error_row(browser: &Browser, row: &str, message: &str) {
-    let cells = texts(browser, &format!("{row} td")).await;
+    let cells = texts(browser, &format!("{row} [data-cell]")).await;
     assert_eq!(cells[2..5], ["error", "never", "1"], "{cells:?}");
     let shown = browser
         .find(&format!("{row} .error-text"))
@@ -870,7 +870,7 @@ async fn user_supplied_strings_render_as_text() {
                      name: cells[0]?.textContent ?? null,
                      prompt: cells[0]?.querySelector('[title]')?.getAttribute('title') ?? null,
                      agent: cells[2]?.textContent ?? null,
-                     markup: document.querySelectorAll('main img, main svg, main script, main [onerror]').length}",
+                     markup: document.querySelectorAll('main img, main svg:not(.icon), main script, main [onerror]').length}",
             vec![],
         )
         .await;
@@ -894,7 +894,7 @@ async fn user_supplied_strings_render_as_text() {
 
     let injected = browser
         .js(
-            "return {imgs: document.querySelectorAll('img, svg, b, main script').length, pwned: window.pwned ?? null}",
+            "return {imgs: document.querySelectorAll('img, svg:not(.icon, .sprite), b, main script').length, pwned: window.pwned ?? null}",
             vec![],
         )
         .await;
@@ -909,14 +909,14 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
         return;
     };
     browser.open("adapters").await;
-    let row = "tr[data-adapter=\"scheduler\"]";
+    let row = ".adapter-card[data-adapter=\"scheduler\"]";
     browser
         .wait_for(
             "the scheduler running",
-            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
+            "return document.querySelector('.adapter-card[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
         )
         .await;
-    let cells = texts(&browser, &format!("{row} td")).await;
+    let cells = texts(&browser, &format!("{row} [data-cell]")).await;
     assert_eq!(cells[1], "native", "{cells:?}");
     assert_eq!(cells[2], "running", "{cells:?}");
     assert!(
@@ -930,7 +930,7 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
     browser
         .wait_for(
             "the scheduler stopped",
-            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
+            "return document.querySelector('.adapter-card[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
         )
         .await;
     assert_eq!(
@@ -955,7 +955,7 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
     browser
         .wait_for(
             "the scheduler running again",
-            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
+            "return document.querySelector('.adapter-card[data-adapter=\"scheduler\"]')?.dataset.status === 'running'",
         )
         .await;
     assert_eq!(
@@ -971,7 +971,7 @@ async fn adapters_tab_disables_and_enables_the_scheduler() {
     browser
         .wait_for(
             "the poll to pick up the change",
-            "return document.querySelector('tr[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
+            "return document.querySelector('.adapter-card[data-adapter=\"scheduler\"]')?.dataset.status === 'stopped'",
         )
         .await;
     browser.finish(&[]).await;
@@ -990,11 +990,11 @@ async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
         return;
     };
     browser.open("adapters").await;
-    let row = "tr[data-adapter=\"scheduler\"]";
+    let row = ".adapter-card[data-adapter=\"scheduler\"]";
     assert_error_row(&browser, row, &message).await;
     let cut = browser
         .js(
-            "const e = document.querySelector('tr[data-adapter=\"scheduler\"] .error-text'); return e.scrollWidth > e.clientWidth",
+            "const e = document.querySelector('.adapter-card[data-adapter=\"scheduler\"] .error-text'); return e.scrollWidth > e.clientWidth",
             vec![],
         )
         .await;
@@ -1034,13 +1034,22 @@ async fn tasks_tab_follows_status_changes_and_guards_delete() {
         .await;
     browser.screenshot("tasks").await;
 
-    // The filter lives in the URL, so reload and back keep it.
+    // Filter tabs count every status; the filter lives in the URL, so reload and back keep it.
+    let tabs = "return [...document.querySelectorAll('#task-filter .filter-tab')].map(t => [t.dataset.filter, t.querySelector('.filter-count').textContent, t.getAttribute('aria-current')])";
+    assert_eq!(
+        browser.js(tabs, vec![]).await,
+        json!([
+            ["", "1", "true"],
+            ["pending", "0", null],
+            ["running", "0", null],
+            ["completed", "1", null],
+            ["error", "0", null],
+            ["cancelled", "0", null]
+        ])
+    );
     browser
-        .find("#task-filter")
-        .await
-        .select_by_value("running")
-        .await
-        .unwrap();
+        .click("#task-filter [data-filter=\"running\"]")
+        .await;
     browser
         .wait_for(
             "the running filter",
@@ -1048,11 +1057,8 @@ async fn tasks_tab_follows_status_changes_and_guards_delete() {
         )
         .await;
     browser
-        .find("#task-filter")
-        .await
-        .select_by_value("completed")
-        .await
-        .unwrap();
+        .click("#task-filter [data-filter=\"completed\"]")
+        .await;
     browser
         .wait_for(
             "the completed filter",
@@ -1063,13 +1069,11 @@ async fn tasks_tab_follows_status_changes_and_guards_delete() {
     browser.ready("tasks").await;
     assert_eq!(
         browser
-            .find("#task-filter")
+            .text("#task-filter [aria-current=\"true\"]")
             .await
-            .prop("value")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("completed")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["completed", "1"]
     );
     browser.client.back().await.unwrap();
     browser
@@ -1230,10 +1234,10 @@ async fn adapters_tab_shows_a_dropped_in_component_without_reload() {
     browser
         .wait_for(
             "the component's row",
-            "return document.querySelector('tr[data-adapter=\"echo\"]')?.dataset.status === 'running'",
+            "return document.querySelector('.adapter-card[data-adapter=\"echo\"]')?.dataset.status === 'running'",
         )
         .await;
-    let cells = texts(&browser, "tr[data-adapter=\"echo\"] td").await;
+    let cells = texts(&browser, ".adapter-card[data-adapter=\"echo\"] [data-cell]").await;
     assert_eq!(cells[1], "wasm", "{cells:?}");
     assert!(
         cells.iter().any(|c| c.contains("kv")),
@@ -1245,7 +1249,7 @@ async fn adapters_tab_shows_a_dropped_in_component_without_reload() {
     browser
         .wait_for(
             "the row to go",
-            "return document.querySelector('tr[data-adapter=\"echo\"]') === null",
+            "return document.querySelector('.adapter-card[data-adapter=\"echo\"]') === null",
         )
         .await;
     browser.finish(&[]).await;
@@ -1258,7 +1262,7 @@ async fn adapters_tab_shows_a_broken_component_and_its_error_as_it_happens() {
         return;
     };
     browser.open("adapters").await;
-    let row = "tr[data-adapter=\"broken\"]";
+    let row = ".adapter-card[data-adapter=\"broken\"]";
     assert_eq!(
         browser
             .js(
@@ -1286,7 +1290,7 @@ async fn adapters_tab_shows_a_broken_component_and_its_error_as_it_happens() {
         true,
         "the row appeared without a reload"
     );
-    let cells = texts(&browser, &format!("{row} td")).await;
+    let cells = texts(&browser, &format!("{row} [data-cell]")).await;
     assert_eq!(cells[..2], ["broken", "wasm"], "{cells:?}");
     let pill = browser
         .find(&format!("{row} .pill"))
@@ -1334,8 +1338,8 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
     browser.open("adapters").await;
     let button = browser
         .js(
-            "const row = document.querySelector('tr[data-adapter=\"webhook\"]');
-             const b = row.querySelector('td:last-child button');
+            "const row = document.querySelector('.adapter-card[data-adapter=\"webhook\"]');
+             const b = row.querySelector('[data-cell=\"action\"] button');
              const described = document.getElementById(b.getAttribute('aria-describedby') ?? '');
              return {count: row.querySelectorAll('button').length, text: b.textContent,
                      disabled: b.disabled, toggle: b.classList.contains('toggle-button'),
@@ -1364,7 +1368,7 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
     // A click does nothing: the adapter keeps running and nothing is posted.
     browser
         .js(
-            "document.querySelector('tr[data-adapter=\"webhook\"] td:last-child button').click()",
+            "document.querySelector('.adapter-card[data-adapter=\"webhook\"] [data-cell=\"action\"] button').click()",
             vec![],
         )
         .await;
@@ -1372,7 +1376,7 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
     assert_eq!(
         browser
             .js(
-                "return document.querySelector('tr[data-adapter=\"webhook\"]').dataset.status",
+                "return document.querySelector('.adapter-card[data-adapter=\"webhook\"]').dataset.status",
                 vec![]
             )
             .await,
@@ -1385,13 +1389,13 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
     // A toggleable adapter on the same page has a live button.
     assert_eq!(
         browser
-            .js("return document.querySelector('tr[data-adapter=\"scheduler\"] .toggle-button').disabled", vec![])
+            .js("return document.querySelector('.adapter-card[data-adapter=\"scheduler\"] .toggle-button').disabled", vec![])
             .await,
         false
     );
     browser
         .js(
-            "document.querySelector('tr[data-adapter=\"webhook\"]').scrollIntoView({block: 'center'})",
+            "document.querySelector('.adapter-card[data-adapter=\"webhook\"]').scrollIntoView({block: 'center'})",
             vec![],
         )
         .await;
@@ -1425,5 +1429,575 @@ async fn screenshots_land_in_the_workspace_target_dir() {
         }
     }
     std::fs::remove_file(&expected).unwrap();
+    browser.finish(&[]).await;
+}
+
+/// A component's page is served on the dashboard's origin; in a real browser its script must
+/// not run as the dashboard (it would write a key through the loopback-only API).
+#[tokio::test]
+async fn a_page_served_by_a_component_cannot_act_as_the_dashboard() {
+    let server = Server::start();
+    let grant = "outbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n";
+    crate::wasm::drop_in(&server, "hostile", &crate::guests::guest("hostile"), grant);
+    crate::wasm::loaded(&server, "hostile").await;
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser
+        .client
+        .goto(&server.url("/api/adapters/hostile/html"))
+        .await
+        .unwrap();
+    // The page's script sets the title as the page is parsed, before anything else.
+    let title = browser
+        .wait_for(
+            "the page to load",
+            "return document.readyState === 'complete' && document.title",
+        )
+        .await;
+    assert_eq!(title, "hostile", "the component's script ran");
+    // Sandboxed: the page has an origin of its own, not the dashboard's.
+    let origin = browser.js("return window.origin", vec![]).await;
+    assert_eq!(origin, "null");
+    let env = std::fs::read_to_string(server.data_dir.join(".env")).unwrap_or_default();
+    assert!(!env.contains("written-by-a-component"), "{env}");
+    // Back on the dashboard, nothing was written either.
+    browser.open("adapters").await;
+    let (_, integrations) = server.get("/api/integrations").await;
+    assert!(
+        !integrations.to_string().contains("written-by-a-component"),
+        "{integrations}"
+    );
+}
+
+/// Whether the element `css` is entirely inside the window and is what a click at its centre
+/// would hit (nothing covers it).
+const IN_VIEW: &str = "const el = document.querySelector(arguments[0]); if (!el) return false;
+    const r = el.getBoundingClientRect();
+    const inside = r.top >= 0 && r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return inside && (hit === el || el.contains(hit))";
+
+#[tokio::test]
+async fn agents_tab_edits_deletes_and_marks_unavailable_tools() {
+    let server = Server::start();
+    assert_eq!(
+        server.post("/api/store/atlas/install", Value::Null).await.0,
+        StatusCode::CREATED
+    );
+    let scratch =
+        json!({"name": "Scratch", "system_prompt": "A test agent.", "tools": ["search_notes"]});
+    assert_eq!(
+        server.post("/api/agents", scratch).await.0,
+        StatusCode::CREATED
+    );
+    let output = cli(
+        &server.data_dir,
+        &[
+            "schedule", "create", "nightly", "--cron", "@daily", "--agent", "Scratch", "--prompt",
+            "tidy up",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.client.set_window_size(1280, 800).await.unwrap();
+    browser.open("agents").await;
+    // The form's button is in sight without scrolling, even with the offline banner shown.
+    assert_eq!(
+        browser.js(IN_VIEW, vec![json!("#agent-submit")]).await,
+        true
+    );
+    assert_eq!(
+        browser.text("li[data-agent=\"default\"] .card-chips").await,
+        "default"
+    );
+    assert_eq!(
+        texts(&browser, ".agent .delete").await,
+        ["Delete", "Delete"],
+        "every agent but default can be deleted"
+    );
+
+    // Atlas keeps the tools of adapters not loaded here, marked, with the reason.
+    let atlas = "li[data-agent=\"Atlas\"]";
+    assert_eq!(
+        texts(&browser, &format!("{atlas} .chip-unavailable")).await,
+        [
+            "web_search",
+            "list_calendar_events_today",
+            "create_calendar_event"
+        ]
+    );
+    assert_eq!(
+        browser.text(&format!("{atlas} .unavailable-count")).await,
+        "3 tools unavailable"
+    );
+    let reasons = texts(&browser, &format!("{atlas} .unavailable-reasons li")).await;
+    assert_eq!(
+        reasons,
+        [
+            "web_search unavailable: offered once [tools.web_search] is set in config.toml",
+            "list_calendar_events_today, create_calendar_event unavailable: comes from the calendar adapter, which is not loaded",
+        ]
+    );
+    let title = browser
+        .find(&format!("{atlas} .chip-unavailable"))
+        .await
+        .attr("title")
+        .await
+        .unwrap();
+    assert!(title.unwrap().contains("[tools.web_search]"));
+    browser.screenshot("agents-unavailable-tools").await;
+
+    // Edit: the form fills in, keeps the name, and saves only through PATCH.
+    browser
+        .click("li[data-agent=\"Scratch\"] button.edit")
+        .await;
+    assert_eq!(browser.text("#agent-form-title").await, "Edit Scratch");
+    assert_eq!(
+        browser
+            .js(
+                "const n = document.getElementById('agent-name'); return [n.value, n.readOnly]",
+                vec![]
+            )
+            .await,
+        json!(["Scratch", true])
+    );
+    assert_eq!(browser.text("#agent-submit").await, "Save changes");
+    let tools = browser.find("#agent-tools").await;
+    tools.clear().await.unwrap();
+    tools.send_keys("search_notes, nope").await.unwrap();
+    browser.click("#agent-submit").await;
+    let error = browser
+        .wait_for(
+            "the unknown tool error",
+            "return document.querySelector('[data-error-for=\"tools\"]').textContent",
+        )
+        .await;
+    assert!(
+        error.as_str().unwrap().contains("unknown tool \"nope\""),
+        "{error}"
+    );
+    tools.clear().await.unwrap();
+    tools.send_keys("search_notes, create_note").await.unwrap();
+    browser.type_into("#agent-description", "Sweeps up").await;
+    browser.screenshot("agents-edit").await;
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for(
+            "the saved description on the card",
+            "return document.querySelector('li[data-agent=\"Scratch\"] .agent-desc')?.textContent === 'Sweeps up'",
+        )
+        .await;
+    assert_eq!(
+        texts(&browser, "li[data-agent=\"Scratch\"] .chip").await,
+        ["search_notes", "create_note"]
+    );
+    assert_eq!(browser.text("#agent-form-title").await, "New agent");
+    let (_, saved) = server.get("/api/agents/Scratch").await;
+    assert_eq!(
+        (
+            &saved["description"],
+            &saved["tools"],
+            &saved["system_prompt"]
+        ),
+        (
+            &json!("Sweeps up"),
+            &json!(["search_notes", "create_note"]),
+            &json!("A test agent.")
+        )
+    );
+
+    // Delete asks first and says which schedule still names the agent.
+    browser
+        .click("li[data-agent=\"Scratch\"] button.delete")
+        .await;
+    browser
+        .wait_for(
+            "the confirm dialog",
+            "return document.getElementById('confirm').open",
+        )
+        .await;
+    let message = browser.text("#confirm-message").await;
+    assert!(
+        message.contains("schedule “nightly”") && message.contains("error trace"),
+        "{message}"
+    );
+    browser.screenshot("agents-delete-confirm").await;
+    browser.click("#confirm-cancel").await;
+    assert_eq!(server.get("/api/agents/Scratch").await.0, StatusCode::OK);
+    browser
+        .click("li[data-agent=\"Scratch\"] button.delete")
+        .await;
+    // The dialog opens once the references are in.
+    browser
+        .wait_for(
+            "the confirm dialog again",
+            "return document.getElementById('confirm').open",
+        )
+        .await;
+    browser.click("#confirm-ok").await;
+    browser
+        .wait_for(
+            "the card to go",
+            "return document.querySelector('li[data-agent=\"Scratch\"]') === null",
+        )
+        .await;
+    assert_eq!(
+        server.get("/api/agents/Scratch").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // The store marks the same tools on the bundle before anyone installs it.
+    browser.tab("store").await;
+    assert_eq!(
+        texts(&browser, "li[data-slug=\"vitriol\"] .chip-unavailable").await,
+        ["web_search"]
+    );
+    assert!(
+        browser
+            .text("li[data-slug=\"vitriol\"] .unavailable-reasons")
+            .await
+            .contains("[tools.web_search]")
+    );
+    // A bundle file of the wrong shape is explained in the project's words.
+    let file = tempfile::Builder::new()
+        .suffix(".agent.json")
+        .tempfile()
+        .unwrap();
+    std::fs::write(
+        file.path(),
+        r#"{"name": "Odd", "system_prompt": "x", "recommended_tools": "search_notes"}"#,
+    )
+    .unwrap();
+    browser
+        .find("#import-file")
+        .await
+        .send_keys(file.path().to_str().unwrap())
+        .await
+        .unwrap();
+    let said = browser
+        .wait_for(
+            "the import error",
+            "const m = document.querySelector('.import .card-msg.error'); return m && m.textContent",
+        )
+        .await;
+    assert_eq!(said, "recommended_tools must be a list, not a string");
+    browser.finish(&[400]).await;
+}
+
+#[tokio::test]
+async fn chat_stop_shows_only_while_a_run_streams_and_links_the_stopped_run() {
+    let (reply, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![reply]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    let stop_shown =
+        "return getComputedStyle(document.getElementById('chat-stop')).display !== 'none'";
+    assert_eq!(
+        browser.js(stop_shown, vec![]).await,
+        false,
+        "no run, no Stop"
+    );
+    browser
+        .type_into("#chat-prompt", "Tell me a long story")
+        .await;
+    browser.click("#chat-send").await;
+    pieces.send("Once ").unwrap();
+    browser
+        .wait_for(
+            "the first token",
+            "return document.querySelector('.msg-agent .msg-text')?.textContent === 'Once '",
+        )
+        .await;
+    assert_eq!(browser.js(stop_shown, vec![]).await, true);
+    browser.click("#chat-stop").await;
+    let footer = browser
+        .wait_for(
+            "the stopped run's footer",
+            "const f = document.querySelector('.msg-agent:not(.streaming) .msg-foot'); return f && f.textContent",
+        )
+        .await;
+    assert!(
+        footer
+            .as_str()
+            .unwrap()
+            .starts_with("Stopped. The run was cancelled · trace "),
+        "{footer}"
+    );
+    assert_eq!(browser.js(stop_shown, vec![]).await, false);
+    browser.screenshot("chat-stopped").await;
+    // The link leads to the cancelled run's trace.
+    browser.click(".msg-foot a[href^=\"#/traces/\"]").await;
+    browser.ready("traces").await;
+    let id = browser
+        .js(
+            "return document.querySelector('.trace-detail').dataset.trace",
+            vec![],
+        )
+        .await;
+    let trace = eventually(10, async || {
+        let (_, trace) = server
+            .get(&format!("/api/traces/{}", id.as_str().unwrap()))
+            .await;
+        (trace["status"] == "error").then_some(trace)
+    })
+    .await;
+    assert!(
+        trace["error_message"].as_str().unwrap().contains("cancel"),
+        "{trace}"
+    );
+    drop(pieces);
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn traces_tab_charts_the_latency_of_recent_runs() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    // Nothing yet: the empty state says what to do, and leads there.
+    browser.open("traces").await;
+    assert_eq!(
+        browser.text(".empty-state .empty-title").await,
+        "No runs recorded yet"
+    );
+    assert_eq!(
+        browser
+            .find(".empty-state a.button")
+            .await
+            .attr("href")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("#/chat")
+    );
+    browser.screenshot("traces-empty").await;
+
+    for prompt in ["one", "two", "three", "four"] {
+        let (status, _) = server.post("/api/chat", json!({"prompt": prompt})).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    browser.client.refresh().await.unwrap();
+    browser.ready("traces").await;
+    let chart = browser
+        .js(
+            "const svg = document.getElementById('latency-chart');
+             return {points: svg.querySelectorAll('circle.point').length,
+                     linked: [...svg.querySelectorAll('a')].every(a => a.getAttribute('href').startsWith('#/traces/')),
+                     label: svg.getAttribute('aria-label'),
+                     width: svg.getBoundingClientRect().width}",
+            vec![],
+        )
+        .await;
+    assert_eq!(chart["points"], 4, "{chart}");
+    assert_eq!(chart["linked"], true, "{chart}");
+    assert!(
+        chart["label"]
+            .as_str()
+            .unwrap()
+            .starts_with("Latency of the last 4 runs: median "),
+        "{chart}"
+    );
+    assert!(chart["width"].as_f64().unwrap() > 400.0, "{chart}");
+    // The "when" column stays on one line.
+    let lines = browser
+        .js(
+            "return [...document.querySelectorAll('tr[data-trace] td:first-child time')].map(t => t.getClientRects().length)",
+            vec![],
+        )
+        .await;
+    assert_eq!(lines, json!([1, 1, 1, 1]));
+    browser.screenshot("traces-chart").await;
+
+    // A point opens its run.
+    let newest = browser
+        .js(
+            "const points = [...document.querySelectorAll('#latency-chart circle.point')];
+             return points[points.length - 1].dataset.trace",
+            vec![],
+        )
+        .await;
+    browser
+        .js(
+            "const points = [...document.querySelectorAll('#latency-chart a')];
+             points[points.length - 1].dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+            vec![],
+        )
+        .await;
+    browser.ready("traces").await;
+    browser
+        .wait_for_with(
+            "the newest run's detail",
+            "return document.querySelector('.trace-detail')?.dataset.trace === arguments[0]",
+            vec![newest],
+        )
+        .await;
+    assert_eq!(browser.text(".two-col .block pre").await, "four");
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapters_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // One job runs at a time, so a second one waits.
+    std::fs::write(data.join("config.toml"), "[jobs]\nworkers = 1\n").unwrap();
+    let server = Server::start_in(&data, &[]);
+    // No origin granted: its outbound-http import is covered by nothing.
+    let grant =
+        "secrets = [\"ECHO_TOKEN\"]\nagent = true\ntools = [\"*\"]\nkv = true\njobs = true\n";
+    crate::wasm::drop_in(&server, "echo", &crate::guests::guest("echo"), grant);
+    let echo = crate::wasm::loaded(&server, "echo").await;
+    let ungranted = echo["metadata"]["ungranted_imports"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = reqwest::Client::new();
+    for payload in ["slow:3000", "waits"] {
+        let answer = client
+            .post(server.url("/api/adapters/echo/job"))
+            .body(payload)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::ACCEPTED, "{payload}");
+    }
+    // Disabled, echo runs no more jobs: what is left waits, and its entry says how many.
+    assert_eq!(
+        server
+            .post("/api/adapters/echo/disable", Value::Null)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let echo_row = ".adapter-card[data-adapter=\"echo\"]";
+    // The card follows the entry's count (which moves while the disable settles).
+    eventually(20, async || {
+        let pending = server.adapter("echo").await?["pending_jobs"].as_u64()?;
+        let expected = match pending {
+            0 => return None,
+            1 => "1 job waiting".to_owned(),
+            n => format!("{n} jobs waiting"),
+        };
+        let shown = browser
+            .js(
+                "return document.querySelector(arguments[0])?.textContent ?? null",
+                vec![json!(format!("{echo_row} [data-fact=\"pending_jobs\"]"))],
+            )
+            .await;
+        (shown == json!(expected)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        browser
+            .text(&format!("{echo_row} [data-fact=\"ungranted_imports\"]"))
+            .await,
+        format!("ungranted: {ungranted}")
+    );
+
+    // A capability chip shows its whole name on one line.
+    let chip = browser
+        .js(
+            "const chip = [...document.querySelectorAll('.adapter-card[data-adapter=\"teamchat\"] .chip')]
+                 .find(c => c.textContent.startsWith('origin:'));
+             const line = parseFloat(getComputedStyle(chip).lineHeight);
+             return {text: chip.textContent, whole: chip.scrollWidth <= chip.clientWidth,
+                     oneLine: chip.getClientRects().length === 1 && chip.getBoundingClientRect().height < 2 * line}",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        chip,
+        json!({"text": "origin:https://slack.com:443", "whole": true, "oneLine": true})
+    );
+    browser.screenshot("adapters-facts").await;
+
+    // Filter tabs count each status; picking one shows only those rows.
+    let (_, listed) = server.get("/api/adapters").await;
+    let count = |status: &str| {
+        listed["adapters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["status"] == status)
+            .count()
+            .to_string()
+    };
+    let tabs = browser
+        .js(
+            "return [...document.querySelectorAll('#adapter-filter .filter-tab')].map(t => [t.dataset.filter, t.querySelector('.filter-count').textContent])",
+            vec![],
+        )
+        .await;
+    let total = listed["adapters"].as_array().unwrap().len().to_string();
+    assert_eq!(
+        tabs,
+        json!([
+            ["", total],
+            ["running", count("running")],
+            ["stopped", count("stopped")],
+            ["error", count("error")]
+        ])
+    );
+    browser
+        .click("#adapter-filter [data-filter=\"stopped\"]")
+        .await;
+    browser
+        .wait_for(
+            "only the stopped adapters",
+            "return location.hash === '#/adapters?status=stopped' && document.querySelector('main[data-ready=\"adapters\"]') !== null",
+        )
+        .await;
+    let statuses = browser
+        .js(
+            "return [...new Set([...document.querySelectorAll('.adapter-card[data-adapter]')].map(r => r.dataset.status))]",
+            vec![],
+        )
+        .await;
+    assert_eq!(statuses, json!(["stopped"]));
+    assert!(
+        texts(&browser, ".adapter-card[data-adapter] .adapter-name")
+            .await
+            .contains(&"echo".to_owned())
+    );
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn empty_lists_say_what_to_do_next() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    for (tab, title, hint) in [
+        ("tasks", "No tasks yet", "service-runtime schedule create"),
+        (
+            "schedules",
+            "No schedules yet",
+            "service-runtime schedule create",
+        ),
+    ] {
+        browser.open(tab).await;
+        assert_eq!(browser.text(".empty-state .empty-title").await, title);
+        assert!(
+            browser
+                .text(".empty-state .empty-code")
+                .await
+                .starts_with(hint),
+            "{tab}"
+        );
+        browser.screenshot(&format!("{tab}-empty")).await;
+    }
     browser.finish(&[]).await;
 }

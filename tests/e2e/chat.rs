@@ -30,6 +30,38 @@ fn tokens(frames: &[Value]) -> String {
 }
 
 #[tokio::test]
+async fn the_stream_names_its_trace_in_a_header_before_the_first_frame() {
+    let server = Server::start();
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    // Known from the headers alone, so a client that stops the run can still link to it.
+    let header = response.headers()["x-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text = response.text().await.unwrap();
+    let last: Value = serde_json::from_str(
+        text.lines()
+            .rev()
+            .find_map(|line| line.strip_prefix("data: "))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["trace_id"].as_str()),
+        (Some("done"), Some(header.as_str()))
+    );
+    assert!(
+        !text.contains("\"started\""),
+        "the frames are unchanged: {text}"
+    );
+}
+
+#[tokio::test]
 async fn offline_default_streams_a_labelled_answer_with_no_configuration() {
     let server = Server::start();
     let (_, health) = server.get("/api/health").await;
@@ -225,7 +257,8 @@ async fn parallel_tool_calls_and_a_tool_error_keep_the_loop_going() {
 async fn profile_tool_lists_limit_what_the_model_is_offered() {
     let fake = llm::openai(vec![Reply::Text("a"), Reply::Text("b")]).await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
-    let limited = json!({"name": "Limited", "system_prompt": "x", "tools": "search_notes, teleport", "default_model": "small-model"});
+    // The calendar adapter's tool is accepted (a featured bundle recommends it) but not here.
+    let limited = json!({"name": "Limited", "system_prompt": "x", "tools": "search_notes, create_calendar_event", "default_model": "small-model"});
     assert_eq!(
         server.post("/api/agents", limited).await.0,
         StatusCode::CREATED
@@ -256,7 +289,7 @@ async fn profile_tool_lists_limit_what_the_model_is_offered() {
         .await;
     assert_eq!(
         trace["warnings"],
-        json!(["tool \"teleport\" is not registered; skipped"])
+        json!(["tool \"create_calendar_event\" is not registered; skipped"])
     );
 
     server

@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use service_runtime::agents::profiles::{self, ProfileInput};
 use service_runtime::app::App;
 use service_runtime::http::guards::Binding;
 use service_runtime::http::{AppState, router};
@@ -88,9 +89,18 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         .unwrap()
         .task_id
     });
+    db.blocking(|conn| {
+        let temp = ProfileInput {
+            name: Some("Temp".into()),
+            system_prompt: Some("x".into()),
+            ..ProfileInput::default()
+        };
+        profiles::insert(conn, &temp.validate().unwrap()).unwrap()
+    });
     let app = router(
         AppState::new(&service).unwrap(),
         Binding { loopback: false },
+        Default::default(),
     );
 
     let call = |method: Method, uri: String, body: Value, peer: [u8; 4]| {
@@ -136,6 +146,20 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         "task untouched"
     );
     assert!(!tmp.path().join(".env").exists(), "no key written");
+    let answer = call(
+        Method::DELETE,
+        "/api/agents/Temp".into(),
+        json!(null),
+        remote,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert!(
+        db.blocking(|conn| profiles::get(conn, "Temp").unwrap())
+            .is_some(),
+        "agent untouched"
+    );
     for toggle in ["disable", "enable"] {
         let answer = call(
             Method::POST,
@@ -162,6 +186,15 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         Method::POST,
         "/api/integrations/anthropic/keys".into(),
         key,
+        [127, 0, 0, 1],
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answer = call(
+        Method::DELETE,
+        "/api/agents/Temp".into(),
+        json!(null),
         [127, 0, 0, 1],
     )
     .await

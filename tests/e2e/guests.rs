@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Instant;
 
 fn target_root() -> PathBuf {
     // `<target>/tmp` for integration tests; the guests build beside it.
@@ -13,7 +14,7 @@ fn target_root() -> PathBuf {
         .to_owned()
 }
 
-fn build(target: &Path, echo_version: Option<&str>) {
+fn build(target: &Path, variant: Option<(&str, &[(&str, &str)])>) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/Cargo.toml");
     let mut cargo = Command::new(env!("CARGO"));
     cargo
@@ -28,8 +29,8 @@ fn build(target: &Path, echo_version: Option<&str>) {
         .env("CARGO_TARGET_DIR", target)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS");
-    if let Some(version) = echo_version {
-        cargo.args(["-p", "echo"]).env("ECHO_VERSION", version);
+    if let Some((package, env)) = variant {
+        cargo.args(["-p", package]).envs(env.iter().copied());
     }
     let status = cargo.status().unwrap();
     assert!(
@@ -55,7 +56,7 @@ pub fn echo_v2() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let target = target_root().join("wasm-guests-v2");
-            build(&target, Some("2"));
+            build(&target, Some(("echo", &[("ECHO_VERSION", "2")])));
             target.join("wasm32-wasip2/release")
         })
         .join("echo.wasm")
@@ -64,4 +65,76 @@ pub fn echo_v2() -> PathBuf {
 /// `echo` as built for `service:adapter@0.1.0`, checked in (see adapters-wasm/v0.1/README.md).
 pub fn echo_v0_1() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/echo-0.1.0.wasm")
+}
+
+/// A build of a fixture crate with build-time variables (e.g. `hostile` with `HOSTILE_NAME`),
+/// copied to `<variant>.wasm`. Variants share one target folder (only the fixture rebuilds),
+/// one build at a time.
+pub fn variant(crate_name: &str, variant: &str, env: &[(&str, &str)]) -> PathBuf {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = BUILDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let target = target_root().join("wasm-guests-variants");
+    build(&target, Some((&crate_name.replace('_', "-"), env)));
+    let copy = target.join(format!("{variant}.wasm"));
+    std::fs::copy(
+        target
+            .join("wasm32-wasip2/release")
+            .join(format!("{crate_name}.wasm")),
+        &copy,
+    )
+    .unwrap();
+    copy
+}
+
+pub const COMPONENTIZE_PY: &str = "componentize-py";
+/// The contract's world; componentize-py imports every interface of it.
+const PYTHON_WORLD: &str = "service:adapter/adapter-with-tools@0.2.0";
+
+/// Builds the component once per test run into `<target>/python-guests/`, with the command of
+/// the example's `build.sh`. The Python sources are copied there first: componentize-py writes
+/// `__pycache__` beside them, and a test run should leave the source tree as it found it.
+pub fn python_echo() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../adapters-wasm/examples/python-echo");
+            let out = target_root().join("python-guests");
+            let src = out.join("src");
+            std::fs::create_dir_all(&src).unwrap();
+            for entry in std::fs::read_dir(&example).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|ext| ext == "py") {
+                    std::fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
+                }
+            }
+            let wasm = out.join("python-echo.wasm");
+            let started = Instant::now();
+            let built = Command::new(COMPONENTIZE_PY)
+                .arg("-d")
+                .arg(example.join("../../../wit"))
+                .args(["-w", PYTHON_WORLD, "componentize", "-p"])
+                .arg(&src)
+                .arg("app")
+                .arg("-o")
+                .arg(&wasm)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "componentize-py failed:\n{}{}",
+                String::from_utf8_lossy(&built.stdout),
+                String::from_utf8_lossy(&built.stderr)
+            );
+            eprintln!(
+                "built {} ({} bytes) in {:.1?}",
+                wasm.display(),
+                std::fs::metadata(&wasm).unwrap().len(),
+                started.elapsed()
+            );
+            wasm
+        })
+        .clone()
 }

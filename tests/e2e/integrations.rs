@@ -140,7 +140,13 @@ async fn key_write_rejects_bad_input_without_writing() {
             "anthropic",
             json!({"env_var": "ANTHROPIC_API_KEY"}),
             StatusCode::BAD_REQUEST,
-            "value",
+            "value is required",
+        ),
+        (
+            "anthropic",
+            json!({"env_var": "ANTHROPIC_API_KEY", "value": "k".repeat(4097)}),
+            StatusCode::BAD_REQUEST,
+            "value must be at most 4096 bytes",
         ),
         (
             "nope",
@@ -159,6 +165,14 @@ async fn key_write_rejects_bad_input_without_writing() {
         );
     }
     assert!(!server.data_dir.join(".env").exists());
+    // The bound is inclusive.
+    let (status, _) = server
+        .post(
+            "/api/integrations/anthropic/keys",
+            json!({"env_var": "ANTHROPIC_API_KEY", "value": "k".repeat(4096)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 /// An OpenAI-compatible `/models` that accepts one key and, like the real one, echoes part of

@@ -4,19 +4,37 @@
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
+use serde_json::{Value, json};
 
-use crate::guests::guest;
-use crate::support::{Server, eventually};
+use crate::fakes::llm::{self, Reply};
+use crate::guests::{guest, variant};
+use crate::support::{Server, assert_error, eventually, openai_env, spawn_fake};
 use crate::wasm::{ECHO_GRANT, drop_in, loaded};
+
+/// Hostile's usual grant, with these `[limits]`.
+fn hostile_grant(limits: &str) -> String {
+    format!(
+        "outbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\nkv = true\ntools = [\"*\"]\n\
+         [limits]\n{limits}\n"
+    )
+}
+
+async fn get(server: &Server, path: &str) -> (StatusCode, String) {
+    let response = reqwest::get(server.url(path)).await.unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+async fn entry(server: &Server, name: &str) -> Value {
+    server.adapter(name).await.unwrap()
+}
 
 /// Twice as many spinning guests as the machine has cores, as jobs and as requests at once.
 #[tokio::test]
 async fn spinning_guests_never_hold_the_api_or_a_neighbour() {
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
-    let grant = "outbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n\
-                 [limits]\nhandle_http_ms = 30000\nrun_job_ms = 30000\n";
-    drop_in(&server, "hostile", &guest("hostile"), grant);
+    let grant = hostile_grant("handle_http_ms = 30000\nrun_job_ms = 30000");
+    drop_in(&server, "hostile", &guest("hostile"), &grant);
     loaded(&server, "echo").await;
     loaded(&server, "hostile").await;
 
@@ -24,13 +42,9 @@ async fn spinning_guests_never_hold_the_api_or_a_neighbour() {
     let client = reqwest::Client::new();
     let mut jobs = Vec::new();
     for _ in 0..cores {
-        let response = client
-            .get(server.url("/api/adapters/hostile/spin-job"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::ACCEPTED);
-        jobs.push(response.text().await.unwrap());
+        let (status, task_id) = get(&server, "/api/adapters/hostile/spin-job").await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        jobs.push(task_id);
     }
     let spinning: Vec<_> = (0..cores)
         .map(|_| tokio::spawn(client.get(server.url("/api/adapters/hostile/loop")).send()))
@@ -64,5 +78,474 @@ async fn spinning_guests_never_hold_the_api_or_a_neighbour() {
     assert!(
         spinning.iter().all(|request| !request.is_finished()),
         "the spinning requests are still running (their deadline is 30 s)"
+    );
+}
+
+#[tokio::test]
+async fn an_adapter_gets_its_own_share_of_instances_and_job_workers() {
+    let server = Server::start_with_config("[jobs]\nworkers = 2\n", &[]);
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    let grant = hostile_grant("handle_http_ms = 3000\nmax_instances = 1\njobs_pending = 20");
+    drop_in(&server, "hostile", &guest("hostile"), &grant);
+    loaded(&server, "echo").await;
+    loaded(&server, "hostile").await;
+
+    // Its one instance is busy: its next request is turned away; its neighbour answers. (A
+    // spinner that found the instance taken by one of these requests is sent again.)
+    let client = reqwest::Client::new();
+    let spin = || tokio::spawn(client.get(server.url("/api/adapters/hostile/loop")).send());
+    let mut spinning = spin();
+    let busy = eventually(10, async || {
+        if spinning.is_finished() {
+            spinning = spin();
+        }
+        let answer = get(&server, "/api/adapters/hostile/ok").await;
+        (answer.0 == StatusCode::SERVICE_UNAVAILABLE).then_some(answer.1)
+    })
+    .await;
+    assert!(busy.contains("max_instances"), "{busy}");
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::OK
+    );
+
+    // Twenty of its jobs wait for its one instance (free again once the spinner's deadline
+    // passed); a neighbour's job runs at once beside them.
+    let flooded = eventually(10, async || {
+        let (status, said) = get(&server, "/api/adapters/hostile/jobs-flood").await;
+        (status == StatusCode::OK).then_some(said)
+    })
+    .await;
+    assert!(flooded.starts_with("queued 20;"), "{flooded}");
+    let response = client
+        .post(server.url("/api/adapters/echo/job"))
+        .body("neighbour")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let done = eventually(15, async || {
+        let (status, attempt) = get(&server, "/api/adapters/echo/kv?key=job-done:neighbour").await;
+        (status == StatusCode::OK).then_some(attempt)
+    })
+    .await;
+    assert_eq!(done, "1");
+    let hostile = entry(&server, "hostile").await;
+    assert!(hostile["pending_jobs"].as_u64().unwrap() >= 18, "{hostile}");
+}
+
+#[tokio::test]
+async fn a_guest_stays_within_its_quotas_and_says_so() {
+    let server = Server::start();
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    let grant = hostile_grant(
+        "kv_total_bytes = 1048576\nkv_value_bytes = 65536\njobs_pending = 20\n\
+         job_payload_bytes = 1024\nlog_lines_per_minute = 100\nmax_instances = 40",
+    );
+    drop_in(&server, "hostile", &guest("hostile"), &grant);
+    loaded(&server, "echo").await;
+    loaded(&server, "hostile").await;
+    let quota = async |path: &str| {
+        let (status, said) = get(&server, &format!("/api/adapters/hostile{path}")).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {said}");
+        let hostile = entry(&server, "hostile").await;
+        let recorded = hostile["error_message"].as_str().unwrap().to_owned();
+        assert!(
+            recorded.starts_with("QuotaExceeded: "),
+            "{path}: {recorded}"
+        );
+        said
+    };
+
+    // kv: the adapter's total, a value's size, a key's size.
+    let said = quota("/kv-flood?bytes=65536").await;
+    let stored: usize = said["stored ".len()..]
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((14..=16).contains(&stored), "{said}");
+    assert!(said.contains("kv_total_bytes"), "{said}");
+    assert!(
+        quota("/kv-flood?bytes=100000")
+            .await
+            .contains("kv_value_bytes")
+    );
+    assert!(
+        quota("/kv-key?bytes=30000000")
+            .await
+            .contains("kv_key_bytes")
+    );
+    // Jobs: how many may wait, and a payload's size.
+    let said = quota("/jobs-flood").await;
+    assert!(
+        said.starts_with("queued 20;") && said.contains("jobs_pending"),
+        "{said}"
+    );
+    assert!(
+        quota("/job-big?bytes=100000")
+            .await
+            .contains("job_payload_bytes")
+    );
+    // The neighbour's store is its own.
+    let response = reqwest::Client::new()
+        .post(server.url("/api/adapters/echo/kv?key=mine"))
+        .body(vec![1u8; 60_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+
+    // Log: lines are cut and escaped, and past the rate they are dropped and counted.
+    let (status, _) = get(
+        &server,
+        "/api/adapters/hostile/log-flood?n=1000&bytes=50000",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let hostile = entry(&server, "hostile").await;
+    let dropped: u64 = hostile["metadata"]["log_lines_dropped"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(dropped >= 900, "{hostile}");
+    let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+    assert!(
+        !log.lines().any(|line| line.starts_with("FORGED")),
+        "a newline forged a log line"
+    );
+    assert!(log.len() < 1 << 20, "the log holds {} bytes", log.len());
+
+    // Registry: an error message is cut, so the list stays small.
+    let (status, _) = get(&server, "/api/adapters/hostile/mark-error?bytes=30000000").await;
+    assert_eq!(status, StatusCode::OK);
+    let listing = reqwest::get(server.url("/api/adapters")).await.unwrap();
+    assert!(listing.bytes().await.unwrap().len() < 64 << 10);
+}
+
+#[tokio::test]
+async fn what_describe_and_list_tools_may_say_is_bounded() {
+    let server = Server::start();
+    let many_routes = variant("hostile", "many-routes", &[("HOSTILE_ROUTES", "many")]);
+    let bad_route = variant("hostile", "bad-route", &[("HOSTILE_ROUTES", "bad")]);
+    let many_tools = variant("hostile", "many-tools", &[("HOSTILE_TOOLS", "5000")]);
+    let grant = hostile_grant("");
+    drop_in(&server, "hostile", &many_routes, &grant);
+    let refused = eventually(20, async || {
+        let hostile = server.adapter("hostile").await?;
+        hostile["error_message"].as_str().map(str::to_owned)
+    })
+    .await;
+    assert!(refused.contains("at most 64 routes"), "{refused}");
+
+    drop_in(&server, "hostile", &bad_route, &grant);
+    eventually(20, async || {
+        let hostile = server.adapter("hostile").await?;
+        let message = hostile["error_message"].as_str()?;
+        message.contains("../../health").then_some(())
+    })
+    .await;
+
+    drop_in(&server, "hostile", &many_tools, &grant);
+    let loaded = loaded(&server, "hostile").await;
+    let message = loaded["error_message"].as_str().unwrap();
+    assert!(message.starts_with("ToolError:"), "{loaded}");
+    let (_, tools) = server.get("/api/tools").await;
+    let offered = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"].as_str().unwrap().starts_with("hostile_tool"))
+        .count();
+    assert_eq!(offered, 0, "descriptions of 10 KB are refused");
+    // Routes it did not declare never reach it.
+    let (status, body) = get(&server, "/api/adapters/hostile/nowhere").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "no route GET /nowhere"
+    );
+}
+
+#[tokio::test]
+async fn an_adapter_answer_cannot_act_as_the_dashboard() {
+    let server = Server::start();
+    drop_in(&server, "hostile", &guest("hostile"), &hostile_grant(""));
+    loaded(&server, "hostile").await;
+
+    let page = reqwest::get(server.url("/api/adapters/hostile/html"))
+        .await
+        .unwrap();
+    let headers = page.headers();
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    for dropped in [
+        "set-cookie",
+        "access-control-allow-origin",
+        "access-control-allow-credentials",
+    ] {
+        assert!(!headers.contains_key(dropped), "{dropped} passed through");
+    }
+
+    // Answers HTTP cannot carry are the adapter's failure, not the server's.
+    for (path, problem) in [
+        ("/headers?n=40000", "more than 64"),
+        ("/status?code=101", "not a final HTTP status"),
+        ("/status?code=600", "not a final HTTP status"),
+    ] {
+        let (status, body) = get(&server, &format!("/api/adapters/hostile{path}")).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{path}: {body}");
+        let recorded = entry(&server, "hostile").await["error_message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            recorded.starts_with("BadResponse:") && recorded.contains(problem),
+            "{path}: {recorded}"
+        );
+    }
+    assert_eq!(
+        get(&server, "/api/adapters/hostile/ok").await.0,
+        StatusCode::OK
+    );
+    assert_eq!(get(&server, "/api/health").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn agent_runs_of_an_adapter_are_bounded_and_need_the_agent_grant() {
+    let server = Server::start();
+    let grant = format!("{ECHO_GRANT}[limits]\nagent_runs_per_minute = 2\n");
+    drop_in(&server, "echo", &guest("echo"), &grant);
+    drop_in(&server, "hostile", &guest("hostile"), &hostile_grant(""));
+    loaded(&server, "echo").await;
+    loaded(&server, "hostile").await;
+    let client = reqwest::Client::new();
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let response = client
+            .post(server.url("/api/adapters/echo/agent"))
+            .body("hello")
+            .send()
+            .await
+            .unwrap();
+        answers.push((response.status(), response.text().await.unwrap()));
+    }
+    assert_eq!(answers[0].0, StatusCode::OK);
+    assert_eq!(answers[1].0, StatusCode::OK);
+    assert_eq!(answers[2].0, StatusCode::BAD_GATEWAY);
+    assert!(
+        answers[2].1.contains("Limited") && answers[2].1.contains("agent_runs_per_minute"),
+        "{}",
+        answers[2].1
+    );
+    let echo = entry(&server, "echo").await;
+    assert!(
+        echo["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("QuotaExceeded:"),
+        "{echo}"
+    );
+
+    // Every tool, but not `agent`: a tool that runs agents is refused.
+    let (status, said) = get(&server, "/api/adapters/hostile/delegate").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(said.contains("without the agent grant"), "{said}");
+    let hostile = entry(&server, "hostile").await;
+    assert!(
+        hostile["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CapabilityDenied:"),
+        "{hostile}"
+    );
+}
+
+/// A model that always calls `echo_agent`, whose component runs an agent, which calls it again.
+#[tokio::test]
+async fn a_delegation_chain_through_a_component_keeps_its_depth_and_budget() {
+    let script = (0..200)
+        .map(|_| Reply::Tools(vec![("t1", "echo_agent", json!({"prompt": "go deeper"}))]))
+        .collect();
+    let fake = llm::openai(script).await;
+    let server =
+        Server::start_with_config("[engine]\nllm_call_budget = 30\n", &openai_env(&fake.url));
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    let (status, answer) = server
+        .post("/api/chat", json!({"prompt": "start the chain"}))
+        .await;
+    assert_ne!(status, StatusCode::OK, "{answer}");
+    let calls = fake.requests().len();
+    assert!(calls <= 30, "{calls} LLM calls for one chat (budget 30)");
+    // The chain went no deeper than the delegation limit.
+    let (_, traces) = server.get("/api/traces?limit=500").await;
+    let refused = traces["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["error_message"]
+                .as_str()
+                .is_some_and(|e| e.contains("past the limit") || e.contains("budget"))
+        })
+        .count();
+    assert!(refused > 0, "{traces}");
+}
+
+#[tokio::test]
+async fn a_component_cannot_take_a_native_adapters_name() {
+    let server = Server::start();
+    let impostor = variant("hostile", "scheduler", &[("HOSTILE_NAME", "scheduler")]);
+    drop_in(&server, "scheduler", &impostor, &hostile_grant(""));
+    let scheduler = eventually(20, async || {
+        let entry = server.adapter("scheduler").await?;
+        (entry["error_count"] == 1).then_some(entry)
+    })
+    .await;
+    assert_eq!(
+        (scheduler["kind"].as_str(), scheduler["status"].as_str()),
+        (Some("native"), Some("running")),
+        "{scheduler}"
+    );
+    assert!(
+        scheduler["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("the name of a native adapter"),
+        "{scheduler}"
+    );
+    // Removing the file leaves the native adapter alone.
+    std::fs::remove_file(server.data_dir.join("adapters/scheduler.wasm")).unwrap();
+    let server = server.restart();
+    let scheduler = entry(&server, "scheduler").await;
+    assert_eq!(scheduler["status"], "running", "{scheduler}");
+}
+
+#[tokio::test]
+async fn slow_hooks_never_hold_the_server_and_a_hanging_stop_still_disables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    {
+        let first = Server::start_in(&data_dir, &[]);
+        drop_in(&first, "echo", &guest("echo"), ECHO_GRANT);
+        drop_in(&first, "hostile", &guest("hostile"), &hostile_grant(""));
+        loaded(&first, "hostile").await;
+    }
+    // Echo's `start` takes 3 s; hostile, after it in name order, is still loading meanwhile.
+    service_runtime::db::Db::open(&data_dir.join(service_runtime::db::FILE_NAME))
+        .unwrap()
+        .blocking(|conn| {
+            service_runtime::kv::set(conn, "echo", "start-delay-ms", b"3000", None, 1 << 20)
+                .unwrap()
+        });
+    let server = Server::start_in_while_starting(&data_dir, &[]);
+    let (_, health) = server.get("/api/health").await;
+    assert_eq!(health["adapters"], "starting", "{health}");
+    let (status, said) = get(&server, "/api/adapters/hostile/ok").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(said.contains("loading"), "{said}");
+    eventually(20, async || {
+        (get(&server, "/api/adapters/hostile/ok").await.0 == StatusCode::OK).then_some(())
+    })
+    .await;
+
+    // A `stop` that hangs is cut off at 5 s; the adapter is disabled regardless.
+    let reset = reqwest::Client::new()
+        .post(server.url("/api/adapters/echo/kv?key=hang-hooks"))
+        .body("yes")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reset.status(), StatusCode::OK);
+    let started = Instant::now();
+    let (status, echo) = server.post("/api/adapters/echo/disable", json!(null)).await;
+    assert_eq!(
+        (status, echo["status"].as_str()),
+        (StatusCode::OK, Some("stopped"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        echo["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timeout:"),
+        "{echo}"
+    );
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+#[tokio::test]
+async fn a_secret_goes_only_to_the_origins_its_grant_binds_it_to() {
+    let seen = spawn_fake(axum::Router::new().route(
+        "/x",
+        axum::routing::get(|headers: axum::http::HeaderMap| async move {
+            headers
+                .get("authorization")
+                .map_or("none".to_owned(), |v| v.to_str().unwrap().to_owned())
+        }),
+    ))
+    .await;
+    let to_other = format!("{seen}/x");
+    let home = spawn_fake(axum::Router::new().route(
+        "/away",
+        axum::routing::get(move || async move { axum::response::Redirect::temporary(&to_other) }),
+    ))
+    .await;
+    let server = Server::start_with(&[("ECHO_TOKEN", "s3cret")]);
+    let grant = format!(
+        "secrets = [\"ECHO_TOKEN\"]\nagent = true\ntools = [\"*\"]\nkv = true\njobs = true\n\
+         outbound_hosts = [\"{home}\", \"{seen}\"]\n[secret_origins]\nECHO_TOKEN = [\"{home}\"]\n"
+    );
+    drop_in(&server, "echo", &guest("echo"), &grant);
+    loaded(&server, "echo").await;
+
+    let (status, said) = get(&server, &format!("/api/adapters/echo/fetch?url={seen}/x")).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(said.contains("may not be sent"), "{said}");
+    // Through a redirect to another origin, the header that carried it is dropped.
+    let (status, said) = get(
+        &server,
+        &format!("/api/adapters/echo/fetch?url={home}/away"),
+    )
+    .await;
+    assert_eq!((status, said.as_str()), (StatusCode::OK, "200\nnone"));
+}
+
+#[tokio::test]
+async fn tasks_come_in_pages() {
+    let server = Server::start();
+    server.db().blocking(|conn| {
+        for i in 0..150 {
+            service_runtime::tasks::create(
+                conn,
+                &service_runtime::tasks::NewTask {
+                    title: &format!("task {i}"),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        }
+    });
+    let (_, page) = server.get("/api/tasks").await;
+    assert_eq!(
+        (page["tasks"].as_array().unwrap().len(), &page["total"]),
+        (100, &json!(150))
+    );
+    let (_, last) = server.get("/api/tasks?limit=100&offset=100").await;
+    assert_eq!(last["tasks"].as_array().unwrap().len(), 50);
+    assert_error(
+        &server.get("/api/tasks?limit=0").await,
+        StatusCode::BAD_REQUEST,
+        "limit must be a whole number between 1 and 500",
     );
 }

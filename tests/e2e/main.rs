@@ -3,13 +3,16 @@
 
 mod agents;
 mod browser;
+mod calendar;
 mod chat;
 mod fakes;
 mod guards;
 mod guests;
+mod hygiene;
 mod integrations;
 mod isolation;
 mod python;
+mod radicale;
 mod scheduler;
 mod server;
 mod store;
@@ -18,5 +21,6 @@ mod tasks;
 mod teamchat;
 mod tools;
 mod traces;
+mod voice;
 mod wasm;
 mod webhook;

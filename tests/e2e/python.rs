@@ -5,24 +5,14 @@
 //! Without componentize-py on PATH the test says so loudly and passes without running; with
 //! `CI=true` that is a failure.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
+use crate::guests::{COMPONENTIZE_PY, python_echo};
 use crate::support::{Server, eventually, openai_env, stream_frames};
-
-const COMPONENTIZE_PY: &str = "componentize-py";
-/// The contract's world; componentize-py imports every interface of it.
-const WORLD: &str = "service:adapter/adapter-with-tools@0.2.0";
-
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters-wasm/examples/python-echo")
-}
 
 /// Whether componentize-py can run here; panics on CI when it cannot.
 fn componentize_py_available() -> bool {
@@ -41,56 +31,6 @@ fn componentize_py_available() -> bool {
     );
     eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
     false
-}
-
-/// Builds the component once per test run into `<target>/python-guests/`, with the command of
-/// the example's `build.sh`. The Python sources are copied there first: componentize-py writes
-/// `__pycache__` beside them, and a test run should leave the source tree as it found it.
-fn python_echo() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let example = example_dir();
-            // `<target>/tmp` for integration tests; the guests build beside it.
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .parent()
-                .unwrap()
-                .join("python-guests");
-            let src = out.join("src");
-            std::fs::create_dir_all(&src).unwrap();
-            for entry in std::fs::read_dir(&example).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|ext| ext == "py") {
-                    std::fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
-                }
-            }
-            let wasm = out.join("python-echo.wasm");
-            let started = Instant::now();
-            let built = Command::new(COMPONENTIZE_PY)
-                .arg("-d")
-                .arg(example.join("../../../wit"))
-                .args(["-w", WORLD, "componentize", "-p"])
-                .arg(&src)
-                .arg("app")
-                .arg("-o")
-                .arg(&wasm)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "componentize-py failed:\n{}{}",
-                String::from_utf8_lossy(&built.stdout),
-                String::from_utf8_lossy(&built.stderr)
-            );
-            eprintln!(
-                "built {} ({} bytes) in {:.1?}",
-                wasm.display(),
-                std::fs::metadata(&wasm).unwrap().len(),
-                started.elapsed()
-            );
-            wasm
-        })
-        .clone()
 }
 
 /// A request to one of python-echo's routes: the status and the body as text.

@@ -617,11 +617,39 @@ async fn schedule_run_fires_once_outside_the_cron() {
     create(&server, "manual", "@yearly", "coalesce");
     let before = schedule(&server, "manual").await["next_run_at"].clone();
     let out = ok(&cli(&server.data_dir, &["schedule", "run", "manual"]));
-    let trace_id = out.trim().rsplit("trace_id: ").next().unwrap();
+    // The answer (the offline responder's), then the trace id, as `run` prints them.
+    let (answer, trace_id) = out.trim().rsplit_once("\ntrace_id: ").unwrap();
+    assert!(answer.contains("status report"), "{out}");
     let listed = schedule(&server, "manual").await;
     assert_eq!(listed["last_trace_id"], trace_id);
     assert_eq!(listed["next_run_at"], before, "the cron is untouched");
     assert_eq!(runs_of(&server, "manual").await[0]["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_cron_field_out_of_range_is_named_with_its_range() {
+    let server = Server::start();
+    for (cron, says) in [
+        (
+            "61 * * * *",
+            "the minute field \"61\" is out of range; it takes 0-59",
+        ),
+        (
+            "0 9 * 13 *",
+            "the month field \"13\" is out of range; it takes 1-12 or JAN-DEC",
+        ),
+    ] {
+        let refused = failed(&cli(
+            &server.data_dir,
+            &[
+                "schedule", "create", "x", "--cron", cron, "--agent", "default", "--prompt", "p",
+            ],
+        ));
+        assert!(refused.contains(says), "{refused}");
+        assert!(!refused.contains("Component error"), "{refused}");
+    }
+    let (_, body) = server.get("/api/schedules").await;
+    assert_eq!(body["schedules"], json!([]), "nothing was written");
 }
 
 #[tokio::test]
@@ -659,7 +687,7 @@ async fn a_manual_run_and_a_scheduled_one_never_overlap() {
     backdate(&server, "manual", 0);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(runs_of(&server, "manual").await.len(), 1);
-    assert!(ok(&first.await.unwrap()).contains("ran \"manual\""));
+    assert!(ok(&first.await.unwrap()).starts_with("slow one\ntrace_id: "));
     assert_eq!(fake.requests().len(), 1);
     // Once it ended, the slot fires.
     eventually(10, async || {

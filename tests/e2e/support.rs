@@ -255,6 +255,26 @@ impl Server {
         Self::spawn(data_dir.to_owned(), env)
     }
 
+    /// A server whose data directory starts with this `config.toml`.
+    pub fn start_with_config(config: &str, env: &[(&'static str, String)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let data_dir = tmp.path().join("data");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        std::fs::write(data_dir.join("config.toml"), config).unwrap();
+        let mut server = Self::start_in(&data_dir, env);
+        server._tmp = Some(tmp);
+        server
+    }
+
+    /// [`Server::start_in`], answering as soon as it listens (adapters may still be starting).
+    pub fn start_in_while_starting(data_dir: &Path, env: &[(&'static str, String)]) -> Self {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        Self::spawn_starting(data_dir.to_owned(), env)
+    }
+
     pub fn start_with_owned(env: &[(&'static str, String)]) -> Self {
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Self::start_with(&pairs)

@@ -2,7 +2,7 @@
 //! library's task API on the server's own database file, as adapters and the scheduler do.
 
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use service_runtime::tasks::{self, NewTask, TaskStatus};
 
 use crate::support::{Server, assert_error};
@@ -58,6 +58,10 @@ async fn lists_newest_first_and_filters_by_status() {
 
     let (_, running) = server.get("/api/tasks?status=running").await;
     assert_eq!(titles(&running), ["third", "second"]);
+    // Every status is counted, whatever the filter (the dashboard's filter tabs show them).
+    let counts = json!({"pending": 0, "running": 2, "completed": 1, "error": 0, "cancelled": 0});
+    assert_eq!((&all["counts"], &running["counts"]), (&counts, &counts));
+    assert_eq!((&all["total"], &running["total"]), (&json!(3), &json!(2)));
     let (_, cancelled) = server.get("/api/tasks?status=cancelled").await;
     assert_eq!(titles(&cancelled), Vec::<&str>::new());
 

@@ -573,7 +573,11 @@ async fn toggles_unknown_names_and_the_compile_cache() {
             .collect::<Vec<_>>()
     };
     let before = artifacts();
-    assert_eq!(before.len(), 3, "echo and the bundled teamchat and webhook");
+    assert_eq!(
+        before.len(),
+        5,
+        "echo and the bundled calendar, teamchat, voice and webhook"
+    );
     let server = server.restart();
     loaded(&server, "echo").await;
     assert_eq!(
@@ -826,11 +830,7 @@ async fn hot_reload_follows_grant_files_and_retries_a_bad_file_only_when_it_chan
 #[tokio::test]
 async fn jobs_cut_off_by_a_crash_run_again_and_deleting_a_running_job_cancels_it() {
     // One job at a time, so the second is still waiting when the process dies.
-    let tmp = tempfile::tempdir().unwrap();
-    let data_dir = tmp.path().join("data");
-    std::fs::create_dir_all(&data_dir).unwrap();
-    std::fs::write(data_dir.join("config.toml"), "[jobs]\nworkers = 1\n").unwrap();
-    let server = Server::start_in(&data_dir, &[]);
+    let server = Server::start_with_config("[jobs]\nworkers = 1\n", &[]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
     let task = async |server: &Server, task_id: &str| {

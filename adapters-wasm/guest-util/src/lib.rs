@@ -1,7 +1,7 @@
 //! What every Rust guest needs besides its own logic: answers (plain, JSON, errors), request
-//! parts (headers, query strings, forms), and the parts of a signature check that are not the
-//! host's (hex, freshness). No bindings: each component generates its own from `wit/`, and
-//! turns a [`Response`] into its `http-response` with one `From` impl.
+//! parts (headers, query strings, forms), form encoding, and the parts of a signature check
+//! that are not the host's (hex, freshness). No bindings: each component generates its own
+//! from `wit/`, and turns a [`Response`] into its `http-response` with one `From` impl.
 
 use serde_json::{Value, json};
 
@@ -85,26 +85,53 @@ pub fn form_field(body: &str, key: &str) -> Option<String> {
     query_param(&body.replace('+', "%20"), key)
 }
 
+/// Every `key=value` pair of an `application/x-www-form-urlencoded` body, decoded, in order.
+pub fn form_pairs(body: &str) -> Vec<(String, String)> {
+    body.split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |s: &str| percent_decode(&s.replace('+', "%20"));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// An `application/x-www-form-urlencoded` body (or query string) of `pairs`.
+pub fn form_encode<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                percent_encode(k.as_ref()),
+                percent_encode(v.as_ref())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, so the text is safe in
+/// a path segment, a query value or a form field.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// The value of a header; names arrive lower case.
 pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
-}
-
-/// Encodes everything but unreserved characters (`A-Z a-z 0-9 - . _ ~`) as `%XX`, for a query
-/// string value.
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Decodes `%XX` escapes; a malformed escape is kept literally. Invalid UTF-8 is replaced.
@@ -155,6 +182,30 @@ mod tests {
         assert_eq!(form_field(body, "text").as_deref(), Some("what is 1+1?"));
         assert_eq!(form_field(body, "command").as_deref(), Some("/ask"));
         assert_eq!(form_field(body, "channel_id"), None);
+    }
+
+    #[test]
+    fn round_trips_forms() {
+        let pairs = [
+            ("To", "+15551234567"),
+            ("Url", "https://h.example/a b?c=d&e"),
+        ];
+        let body = form_encode(&pairs);
+        assert_eq!(
+            body,
+            "To=%2B15551234567&Url=https%3A%2F%2Fh.example%2Fa%20b%3Fc%3Dd%26e"
+        );
+        let decoded = form_pairs(&body);
+        assert_eq!(decoded[0], ("To".to_owned(), "+15551234567".to_owned()));
+        assert_eq!(decoded[1].1, "https://h.example/a b?c=d&e");
+        assert_eq!(
+            form_pairs("SpeechResult=yes+please&&Empty=&Flag"),
+            [
+                ("SpeechResult".to_owned(), "yes please".to_owned()),
+                ("Empty".to_owned(), String::new()),
+                ("Flag".to_owned(), String::new()),
+            ]
+        );
     }
 
     #[test]

@@ -162,6 +162,17 @@ impl AdapterRegistry {
         });
     }
 
+    /// Records an error that is not the adapter's state (a component file that tried to take
+    /// a native adapter's name, say): counted and shown, the status unchanged.
+    pub fn note_error(&self, name: &str, kind: impl AsRef<str>, message: &str) {
+        let kind = kind.as_ref();
+        let message = clip(message, MAX_MESSAGE_CHARS);
+        self.update(name, |e| {
+            e.error_count += 1;
+            e.error_message = Some(format!("{kind}: {message}"));
+        });
+    }
+
     /// Sets one key of `metadata` (e.g. a count an adapter keeps of suppressed failures); the
     /// status is unchanged.
     pub fn set_metadata(&self, name: &str, key: &str, value: &str) {

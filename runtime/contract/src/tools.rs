@@ -166,6 +166,11 @@ impl ToolRegistry {
             .cloned()
     }
 
+    /// Whether a tool of this name is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
     /// The gate variable of a registered tool that has one.
     pub fn gate_of(&self, name: &str) -> Option<&'static str> {
         self.get(name).and_then(|r| r.tool.gate)

@@ -307,7 +307,7 @@ fn main() {
         };
         tokio::spawn(worker.run(Default::default()));
         let state = AppState::new(&app).unwrap();
-        let base = serve(http::router(state, Binding { loopback: true })).await;
+        let base = serve(http::router(state, Binding { loopback: true }, Default::default())).await;
         let client = reqwest::Client::new();
         let wasm_url = format!("{base}/api/adapters/teamchat/events");
         let native_url = format!("{base}/api/adapters/{NATIVE}/events");

@@ -109,6 +109,39 @@ pub enum WebSearchSection {
 pub struct ServerSection {
     pub host: Option<String>,
     pub port: Option<u16>,
+    /// Seconds a client has to send a request's headers; also how long an idle connection
+    /// stays open: default 10.
+    pub header_timeout_secs: Option<u64>,
+    /// Seconds a client has to send a request's body once its headers arrived: default 30.
+    pub body_timeout_secs: Option<u64>,
+    /// Connections served at once; further ones wait to be accepted: default 256.
+    pub max_connections: Option<usize>,
+}
+
+impl ServerSection {
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs.unwrap_or(10))
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_timeout_secs.unwrap_or(30))
+    }
+
+    pub fn max_connections(&self) -> usize {
+        self.max_connections.unwrap_or(256)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=3600).contains(&self.header_timeout().as_secs())
+            || !(1..=3600).contains(&self.body_timeout().as_secs())
+        {
+            bail!("[server] header_timeout_secs and body_timeout_secs must be between 1 and 3600");
+        }
+        if !(1..=65_536).contains(&self.max_connections()) {
+            bail!("[server] max_connections must be between 1 and 65536");
+        }
+        Ok(())
+    }
 }
 
 impl FileConfig {
@@ -125,6 +158,7 @@ impl FileConfig {
         config
             .jobs
             .check()
+            .and_then(|()| config.server.check())
             .with_context(|| format!("invalid {}", path.display()))?;
         Ok(config)
     }

@@ -13,6 +13,10 @@ use std::sync::{PoisonError, RwLock};
 
 use anyhow::Context;
 
+/// The longest value a key write accepts: API keys, tokens and URLs are far shorter, and the
+/// value is kept in memory and in `.env`.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
 pub struct Environment {
     dotenv: PathBuf,
     overlay: RwLock<HashMap<String, String>>,
@@ -52,6 +56,29 @@ impl Environment {
 
     pub fn is_set(&self, name: &str) -> bool {
         self.get(name).is_some()
+    }
+
+    /// Every set variable whose name starts with `prefix` and ends with `suffix`, with its
+    /// value as [`Environment::get`] sees it, sorted by name.
+    pub fn matching(&self, prefix: &str, suffix: &str) -> Vec<(String, String)> {
+        let mut names: Vec<String> = {
+            let overlay = self.overlay.read().unwrap_or_else(PoisonError::into_inner);
+            overlay
+                .keys()
+                .cloned()
+                .chain(std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()))
+                .filter(|name| name.starts_with(prefix) && name.ends_with(suffix))
+                .collect()
+        };
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let value = self.get(&name)?;
+                Some((name, value))
+            })
+            .collect()
     }
 
     /// Stores `name=value` in `.env` (other lines kept) and makes it visible at once.

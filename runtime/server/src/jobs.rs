@@ -4,9 +4,8 @@
 //! response leaves, and runs at least once: a job cut off by a crash or a shutdown goes back
 //! to pending at the next start.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db;
 use crate::error::{Error, Result};
 use crate::tasks::{self, NewTask, TaskStatus};
 
@@ -57,7 +56,7 @@ pub fn enqueue(
     payload: &[u8],
     max_unfinished: u32,
 ) -> std::result::Result<String, Refused> {
-    let tx = db::write_transaction(conn)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let pending = unfinished(&tx, adapter)?;
     if pending >= max_unfinished {
         return Err(Refused::Full { pending });
@@ -99,7 +98,7 @@ pub fn next_retry(conn: &Connection, now_ms: i64) -> Result<Option<i64>> {
 
 /// Takes `adapter`'s oldest job that may start now: its task is `running`, its attempt counted.
 pub fn claim_next(conn: &mut Connection, adapter: &str, now_ms: i64) -> Result<Option<Job>> {
-    let tx = db::write_transaction(conn)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let job = tx
         .prepare_cached(
             "SELECT j.task_id, j.payload, j.attempt + 1 FROM adapter_jobs j \
@@ -129,7 +128,7 @@ pub fn claim_next(conn: &mut Connection, adapter: &str, now_ms: i64) -> Result<O
 
 /// Puts a job back to wait until `run_after` (unix ms), noting why.
 pub fn retry_later(conn: &mut Connection, task_id: &str, run_after: i64, note: &str) -> Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.prepare_cached("UPDATE adapter_jobs SET run_after = ?2 WHERE task_id = ?1")?
         .execute(params![task_id, run_after])?;
     tasks::set_status(&tx, task_id, TaskStatus::Pending)?;
@@ -141,7 +140,7 @@ pub fn retry_later(conn: &mut Connection, task_id: &str, run_after: i64, note: &
 /// After a restart: jobs a previous process was running go back to pending, or fail once they
 /// have started `max_attempts` times. Returns (requeued, failed).
 pub fn requeue_interrupted(conn: &mut Connection, max_attempts: u32) -> Result<(usize, usize)> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let failed = tx.execute(
         "UPDATE tasks SET status = 'error', updated_at = ?2, \
          description = coalesce(description || char(10), '') || 'interrupted ' || \

@@ -2,9 +2,8 @@
 //! atomic first-writer-wins used to handle a retried event exactly once. Writes stay within the
 //! adapter's byte quota (kept per adapter by triggers in `adapter_kv_usage`).
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db;
 use crate::error::{Error, Result};
 
 fn now_ms() -> i64 {
@@ -94,7 +93,7 @@ pub fn set(
     ttl_ms: Option<u64>,
     quota: u64,
 ) -> std::result::Result<(), Refused> {
-    let tx = db::write_transaction(conn)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     within_quota(&tx, adapter, key, value.len(), quota)?;
     tx.prepare_cached(
         "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
@@ -120,7 +119,7 @@ pub fn claim(
     ttl_ms: u64,
     quota: u64,
 ) -> std::result::Result<bool, Refused> {
-    let tx = db::write_transaction(conn)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     within_quota(&tx, adapter, key, 0, quota)?;
     let changed = tx
         .prepare_cached(

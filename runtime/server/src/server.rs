@@ -2,7 +2,6 @@
 //! serve until Ctrl-C or SIGTERM, then drain: no new requests, running jobs finish within the
 //! grace period, adapters stop in reverse order.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::adapters::Supervisor;
 use crate::app::App;
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
+use crate::http::limits::Limits;
 use crate::http::{self, AppState, guards::Binding};
 use crate::wasm::{self, Worker};
 use crate::{jobs, kv, tasks, traces};
@@ -57,7 +57,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let binding = Binding {
         loopback: addr.ip().is_loopback(),
     };
-    let router = http::router(state, binding);
+    let limits = Limits::from_config(&app.config.server);
+    let router = http::router(state, binding, limits);
 
     // Installed before anything slow, so a signal during start-up shuts down cleanly too.
     let signal = shutdown_signal()?;
@@ -97,12 +98,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     );
     purge_kv_hourly(&app, background.clone());
 
-    let served = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await;
+    http::listener::serve(listener, router, limits, shutdown).await;
     // No new jobs; running ones finish within the grace period.
     jobs_stop.cancel();
     let _ = worker.await;
@@ -110,7 +106,6 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     background.cancel();
     let _ = started.await;
     app.supervisor.stop_all().await;
-    served?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -186,6 +186,18 @@ pub fn list(
     Ok((tasks, total))
 }
 
+/// How many tasks have each status (every status present, zero included), for filter tabs.
+pub fn counts(conn: &Connection) -> Result<Vec<(TaskStatus, i64)>> {
+    let mut stmt = conn.prepare_cached("SELECT status, count(*) FROM tasks GROUP BY status")?;
+    let found: HashMap<String, i64> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(TaskStatus::ALL
+        .into_iter()
+        .map(|status| (status, found.get(status.as_str()).copied().unwrap_or(0)))
+        .collect())
+}
+
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
 /// its cancellation cannot revive it. Returns whether the task changed.
 pub fn set_status(conn: &Connection, task_id: &str, status: TaskStatus) -> Result<bool> {
@@ -212,7 +224,7 @@ pub fn attach_trace(conn: &Connection, task_id: &str, trace_id: &str) -> Result<
 
 /// Cancels a pending or running task; deletes a finished one.
 pub fn cancel_or_delete(conn: &mut Connection, task_id: &str) -> Result<Removal> {
-    let tx = db::write_transaction(conn)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let task =
         get(&tx, task_id)?.ok_or_else(|| Error::not_found(format!("no task {task_id:?}")))?;
     let removal = if task.status.is_active() {

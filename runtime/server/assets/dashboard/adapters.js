@@ -1,9 +1,13 @@
-// Adapters: the live adapter registry, polled every 2 s so a new component or a fresh error
-// shows up without a reload; Enable/Disable for adapters that have start and stop hooks.
+// Adapters: the live adapter registry as cards, polled every 2 s so a new component or a fresh
+// error shows up without a reload; filter tabs by status; Enable/Disable for adapters that
+// have start and stop hooks.
 
 import {
-  ApiError, api, chips, empty, enc, h, pill, refreshTimes, report, table, timeEl, toast,
+  ApiError, api, chips, empty, emptyState, enc, filterTabs, h, pill, refreshTimes, report, timeEl,
+  toast,
 } from './lib.js';
+
+const STATUSES = ['running', 'stopped', 'error'];
 
 const NO_TOGGLE = 'This adapter has no start and stop hooks, so it cannot be enabled or disabled; it runs while the server runs.';
 
@@ -41,6 +45,30 @@ function actionCell(adapter, reload) {
   return h('div', { class: 'toggle' }, button);
 }
 
+/** What the adapter reports beyond its status: jobs waiting, imports it was granted nothing
+ * of, log lines it lost to the rate limit. */
+function facts(adapter) {
+  const meta = adapter.metadata || {};
+  const items = [];
+  if (adapter.pending_jobs > 0) {
+    items.push(h('span', { class: 'pill pill-pending fact', dataset: { fact: 'pending_jobs' } },
+      `${adapter.pending_jobs} job${adapter.pending_jobs === 1 ? '' : 's'} waiting`));
+  }
+  if (meta.ungranted_imports) {
+    items.push(h('span', {
+      class: 'pill pill-warn fact', dataset: { fact: 'ungranted_imports' },
+      title: 'Interfaces the component imports but was granted nothing of; calls to them fail.',
+    }, `ungranted: ${meta.ungranted_imports}`));
+  }
+  if (meta.log_lines_dropped) {
+    items.push(h('span', {
+      class: 'pill pill-warn fact', dataset: { fact: 'log_lines_dropped' },
+      title: 'Log lines over the rate limit, dropped.',
+    }, `${meta.log_lines_dropped} log lines dropped`));
+  }
+  return items.length ? h('div', { class: 'facts' }, items) : null;
+}
+
 function errorCell(adapter) {
   if (!adapter.error_message) return h('span', { class: 'muted' }, '—');
   // One line cut with an ellipsis on wide screens, the full message on hover (title); narrow
@@ -48,7 +76,34 @@ function errorCell(adapter) {
   return h('span', { class: 'truncate error-text', title: adapter.error_message }, adapter.error_message);
 }
 
-export async function adaptersView(main, _route, ctx) {
+/** One adapter. Its parts carry `data-cell` in a fixed order (name, kind, status, activity,
+ * errors, error, capabilities, action), whatever the layout. */
+function adapterCard(a, reload) {
+  const cell = (name, tag, props, ...content) => h(tag, { ...props, dataset: { cell: name } }, ...content);
+  const row = (label, name, content) => [h('dt', null, label), cell(name, 'dd', null, content)];
+  return h('li', { class: 'card adapter-card', dataset: { adapter: a.name, status: a.status } },
+    h('div', { class: 'adapter-top' },
+      cell('name', 'div', { class: 'adapter-title' },
+        h('strong', { class: 'adapter-name' }, a.name),
+        a.version ? h('span', { class: 'muted small' }, ` v${a.version}`) : null,
+        a.note ? h('p', { class: 'hint adapter-note' }, a.note) : null,
+        facts(a)),
+      cell('kind', 'span', { class: `kind kind-${a.kind === 'wasm' ? 'wasm' : 'native'}` }, a.kind),
+      cell('status', 'span', null, pill(a.status))),
+    h('dl', { class: 'meta' },
+      row('Last activity', 'activity', timeEl(a.last_activity_at, 'never')),
+      row('Errors', 'errors', h('span', { class: a.error_count > 0 ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
+      row('Last error', 'error', errorCell(a))),
+    // Full width: capability names are long (origin:https://slack.com:443).
+    h('div', { class: 'capabilities' }, h('span', { class: 'caps-label' }, 'Capabilities'),
+      cell('capabilities', 'div', null, chips(a.capabilities, 'none'))),
+    cell('action', 'div', { class: 'card-actions' }, actionCell(a, reload)));
+}
+
+export async function adaptersView(main, route, ctx) {
+  const wanted = route.params.get('status');
+  const status = STATUSES.includes(wanted) ? wanted : '';
+  const tabs = h('div', { id: 'adapter-filter' });
   const body = h('div', { id: 'adapter-table' });
   const updated = h('span', { class: 'muted live', 'aria-live': 'off' });
   let last = null;
@@ -62,30 +117,27 @@ export async function adaptersView(main, _route, ctx) {
       return;
     }
     last = json;
+    const count = (s) => adapters.filter((a) => a.status === s).length;
+    tabs.replaceChildren(filterTabs([
+      { key: '', label: 'All', count: adapters.length, href: '#/adapters' },
+      ...STATUSES.map((s) => ({ key: s, label: s, count: count(s), href: `#/adapters?status=${s}` })),
+    ], status, 'Filter by status'));
+    const shown = status ? adapters.filter((a) => a.status === status) : adapters;
     if (adapters.length === 0) {
-      body.replaceChildren(empty('No adapters are registered. Drop a WebAssembly component into the adapters folder and it shows up here.'));
+      body.replaceChildren(emptyState({
+        title: 'No adapters are registered',
+        text: 'Drop a WebAssembly component and its grant into the adapters folder of the data directory, or install one:',
+        action: h('code', { class: 'empty-code' }, 'service-runtime adapters install my-adapter.wasm --grant my-adapter.toml'),
+      }));
+      return;
+    }
+    if (shown.length === 0) {
+      body.replaceChildren(empty(`No adapter is ${status}.`));
       return;
     }
     const focused = document.activeElement?.dataset?.focusKey;
-    body.replaceChildren(table(
-      ['Name', 'Kind', 'Status', 'Last activity', 'Errors', 'Last error', 'Capabilities', ''],
-      adapters.map((a) => ({
-        props: { dataset: { adapter: a.name, status: a.status } },
-        cells: [
-          h('div', null,
-            h('strong', { class: 'adapter-name' }, a.name),
-            a.version ? h('span', { class: 'muted small' }, ` v${a.version}`) : null,
-            a.note ? h('p', { class: 'hint adapter-note' }, a.note) : null),
-          h('span', { class: `kind kind-${a.kind === 'wasm' ? 'wasm' : 'native'}` }, a.kind),
-          pill(a.status),
-          timeEl(a.last_activity_at, 'never'),
-          h('span', { class: a.error_count > 0 ? 'error-count has-errors' : 'error-count' }, String(a.error_count)),
-          errorCell(a),
-          chips(a.capabilities, 'none'),
-          actionCell(a, load),
-        ],
-      })),
-      { caption: 'Adapters' }));
+    body.replaceChildren(h('ul', { class: 'adapter-grid', 'aria-label': 'Adapters' },
+      shown.map((a) => adapterCard(a, load))));
     if (focused) body.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
   };
 
@@ -95,6 +147,7 @@ export async function adaptersView(main, _route, ctx) {
       h('div', null, h('h1', { tabindex: '-1' }, 'Adapters'),
         h('p', { class: 'sub' }, 'Adapters route outside events into agent runs. Native ones are built in; WebAssembly ones are components in the adapters folder.')),
       h('div', { class: 'actions' }, updated)),
+    tabs,
     body));
   ctx.poll(2000, load);
 }

@@ -1,14 +1,34 @@
-// Agents (the team view): every profile, and a form to create one whose validation errors
-// from the API show beside their field.
+// Agents (the team view): every profile with Chat, Edit, Export and Delete, and one form that
+// creates an agent or edits the one picked. Validation errors from the API show beside their
+// field; tools the agent lists but cannot use now are marked, with the reason.
 
-import { ApiError, api, chips, dataChanged, dot, enc, h, toast } from './lib.js';
+import {
+  ApiError, api, confirmDialog, dataChanged, dot, enc, h, report, toast, toolChips,
+} from './lib.js';
 
-function agentCard(agent) {
+const DEFAULT_AGENT = 'default';
+const DEFAULT_COLOR = '#4f8cff';
+
+function statusChips(agent) {
+  const unavailable = agent.unavailable_tools || [];
+  return h('span', { class: 'card-chips' },
+    agent.name === DEFAULT_AGENT
+      ? h('span', { class: 'pill pill-enabled', title: 'Answers when no agent is named' }, 'default')
+      : null,
+    unavailable.length
+      ? h('span', { class: 'pill pill-warn unavailable-count' },
+        `${unavailable.length} tool${unavailable.length === 1 ? '' : 's'} unavailable`)
+      : null);
+}
+
+function agentCard(agent, { onEdit, onDelete }) {
   const tools = agent.tools ?? null;
+  const removable = agent.name !== DEFAULT_AGENT;
   return h('li', { class: 'agent card', dataset: { agent: agent.name } },
     h('div', { class: 'agent-head' },
       dot(agent.color, agent.color ? `color ${agent.color}` : null),
-      h('h3', { class: 'agent-name' }, agent.name)),
+      h('h3', { class: 'agent-name' }, agent.name),
+      statusChips(agent)),
     h('p', { class: 'agent-desc' }, agent.description || h('span', { class: 'muted' }, 'No description.')),
     h('dl', { class: 'meta' },
       h('dt', null, 'Model'),
@@ -18,13 +38,57 @@ function agentCard(agent) {
       h('dt', null, 'Tools'),
       h('dd', null, tools === null
         ? h('span', { class: 'muted' }, 'every ungated tool')
-        : chips(tools, 'no tools'))),
+        : toolChips(tools, agent.unavailable_tools, 'no tools'))),
     h('div', { class: 'card-actions' },
       h('a', { class: 'button', href: `#/chat?agent=${enc(agent.name)}` }, 'Chat'),
+      h('button', {
+        type: 'button', class: 'ghost edit', 'aria-label': `Edit ${agent.name}`,
+        onclick: () => onEdit(agent),
+      }, 'Edit'),
       h('a', {
         class: 'button ghost export', href: `/api/agents/${enc(agent.name)}/export`, download: '',
         'aria-label': `Export ${agent.name} as a bundle file`,
-      }, 'Export')));
+      }, 'Export'),
+      removable
+        ? h('button', {
+          type: 'button', class: 'ghost danger-ghost delete', 'aria-label': `Delete ${agent.name}`,
+          onclick: () => onDelete(agent).catch(report),
+        }, 'Delete')
+        : null));
+}
+
+/** What still names the agent, in a sentence for the confirm dialog ('' when nothing does). */
+function referencesText(refs) {
+  const names = [
+    ...refs.schedules.map((s) => `schedule “${s}”`),
+    ...refs.adapters.map((a) => `the ${a.adapter} adapter (${a.variable})`),
+  ];
+  if (!names.length) return '';
+  return ` Still named by ${names.join(', ')}: scheduled runs will fail with an error trace and adapters will answer with the server's default model, until you point them at another agent.`;
+}
+
+async function deleteAgent(agent, reload) {
+  let refs = { schedules: [], adapters: [] };
+  try {
+    refs = await api(`/agents/${enc(agent.name)}/references`);
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+  }
+  const ok = await confirmDialog({
+    title: `Delete ${agent.name}?`,
+    message: `The agent “${agent.name}” will be deleted; its traces and tasks are kept.${referencesText(refs)}`,
+    confirmLabel: 'Delete agent',
+  });
+  if (!ok) return;
+  try {
+    await api(`/agents/${enc(agent.name)}`, { method: 'DELETE' });
+    toast(`Deleted ${agent.name}`, 'ok');
+    dataChanged();
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    toast(e.status === 403 ? `Refused: ${e.message}` : e.message, 'error');
+  }
+  await reload();
 }
 
 function field(name, label, control, hint) {
@@ -39,13 +103,17 @@ function field(name, label, control, hint) {
     h('p', { class: 'field-error', id: errorId, dataset: { errorFor: name } }));
 }
 
-function createForm(tools, onCreated) {
+/** The create/edit form. `onSaved(profile)` runs after a successful save. */
+function agentForm(tools, onSaved) {
+  let editing = null;
   const general = h('div', { class: 'form-error', role: 'alert' });
+  const title = h('h2', { id: 'agent-form-title' }, 'New agent');
+  const nameHint = h('p', { class: 'hint', id: 'agent-name-hint' });
   const inputs = {
     name: h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. Researcher' }),
     description: h('input', { type: 'text', autocomplete: 'off', placeholder: 'One line about what it does' }),
-    system_prompt: h('textarea', { rows: '5', placeholder: 'You are…' }),
-    color: h('input', { type: 'color', value: '#4f8cff' }),
+    system_prompt: h('textarea', { rows: '4', placeholder: 'You are…' }),
+    color: h('input', { type: 'color', value: DEFAULT_COLOR }),
     default_model: h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'blank inherits the server model' }),
     tools: h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. search_notes, create_note' }),
   };
@@ -62,6 +130,7 @@ function createForm(tools, onCreated) {
       }, t.name)))
     : null;
   const submit = h('button', { type: 'submit', class: 'primary', id: 'agent-submit' }, 'Create agent');
+  const cancel = h('button', { type: 'button', class: 'ghost', id: 'agent-cancel', hidden: true, onclick: () => startCreate() }, 'Cancel');
 
   function clearErrors() {
     general.textContent = '';
@@ -80,47 +149,94 @@ function createForm(tools, onCreated) {
     inputs[fieldName].focus();
   }
 
+  function startCreate() {
+    editing = null;
+    form.reset();
+    clearErrors();
+    inputs.color.value = DEFAULT_COLOR;
+    inputs.name.readOnly = false;
+    nameHint.textContent = '';
+    title.textContent = 'New agent';
+    submit.textContent = 'Create agent';
+    cancel.hidden = true;
+    form.dataset.mode = 'create';
+  }
+
+  function startEdit(agent) {
+    startCreate();
+    editing = agent;
+    inputs.name.value = agent.name;
+    inputs.name.readOnly = true;
+    nameHint.textContent = 'An agent keeps its name: schedules and adapters refer to it.';
+    inputs.description.value = agent.description || '';
+    inputs.system_prompt.value = agent.system_prompt;
+    inputs.color.value = agent.color && /^#[0-9a-f]{6}$/i.test(agent.color) ? agent.color : DEFAULT_COLOR;
+    inputs.default_model.value = agent.default_model || '';
+    inputs.tools.value = agent.tools ? agent.tools.join(', ') : '';
+    title.textContent = `Edit ${agent.name}`;
+    submit.textContent = 'Save changes';
+    cancel.hidden = false;
+    form.dataset.mode = 'edit';
+    form.scrollIntoView({ block: 'nearest' });
+    inputs.description.focus();
+  }
+
+  async function save(event) {
+    event.preventDefault();
+    clearErrors();
+    const body = {
+      system_prompt: inputs.system_prompt.value,
+      description: inputs.description.value,
+      default_model: inputs.default_model.value,
+    };
+    // A color picker always holds a color; an agent without one keeps none unless it changed.
+    if (!editing || editing.color || inputs.color.value !== DEFAULT_COLOR) body.color = inputs.color.value;
+    // Blank leaves the tool list unset (every ungated tool); anything else is the list.
+    if (inputs.tools.value.trim()) body.tools = inputs.tools.value;
+    else if (editing) body.tools = null;
+    submit.disabled = true;
+    try {
+      let saved;
+      if (editing) {
+        saved = await api(`/agents/${enc(editing.name)}`, { method: 'PATCH', body });
+        toast(`Saved ${saved.name}`, 'ok');
+      } else {
+        body.name = inputs.name.value;
+        saved = await api('/agents', { method: 'POST', body });
+        toast(`Created agent ${saved.name}`, 'ok');
+      }
+      startCreate();
+      dataChanged();
+      await onSaved(saved);
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      showError(e.field || (e.status === 409 && !editing ? 'name' : null), e.message);
+    } finally {
+      submit.disabled = false;
+    }
+  }
+
+  const nameField = field('name', 'Name', inputs.name);
+  inputs.name.setAttribute('aria-describedby', 'agent-name-error agent-name-hint');
   const form = h('form', {
     class: 'card agent-form', id: 'agent-form', novalidate: true, 'aria-labelledby': 'agent-form-title',
-    onsubmit: async (event) => {
-      event.preventDefault();
-      clearErrors();
-      const body = {
-        name: inputs.name.value,
-        system_prompt: inputs.system_prompt.value,
-        description: inputs.description.value,
-        color: inputs.color.value,
-        default_model: inputs.default_model.value,
-      };
-      // Blank leaves the tool list unset (every ungated tool); anything else is the list.
-      if (inputs.tools.value.trim()) body.tools = inputs.tools.value;
-      submit.disabled = true;
-      try {
-        const created = await api('/agents', { method: 'POST', body });
-        form.reset();
-        inputs.color.value = '#4f8cff';
-        toast(`Created agent ${created.name}`, 'ok');
-        dataChanged();
-        await onCreated(created);
-      } catch (e) {
-        if (!(e instanceof ApiError)) throw e;
-        showError(e.field || (e.status === 409 ? 'name' : null), e.message);
-      } finally {
-        submit.disabled = false;
-      }
-    },
+    dataset: { mode: 'create' },
+    onsubmit: (event) => save(event).catch(report),
   },
-  h('h2', { id: 'agent-form-title' }, 'New agent'),
-  field('name', 'Name', inputs.name),
-  field('description', 'Description', inputs.description),
-  field('system_prompt', 'System prompt', inputs.system_prompt),
-  h('div', { class: 'field-row' },
-    field('color', 'Color', inputs.color),
-    field('default_model', 'Model', inputs.default_model)),
-  field('tools', 'Tools', inputs.tools, 'Comma-separated. Leave blank to allow every ungated tool.'),
-  toolButtons,
+  title,
+  h('div', { class: 'agent-form-fields' },
+    nameField,
+    nameHint,
+    field('description', 'Description', inputs.description),
+    field('system_prompt', 'System prompt', inputs.system_prompt),
+    h('div', { class: 'field-row' },
+      field('color', 'Color', inputs.color),
+      field('default_model', 'Model', inputs.default_model)),
+    field('tools', 'Tools', inputs.tools, 'Comma-separated. Leave blank to allow every ungated tool.'),
+    toolButtons),
   general,
-  h('div', { class: 'form-actions' }, submit));
+  h('div', { class: 'form-actions' }, cancel, submit));
+  form.edit = startEdit;
   return form;
 }
 
@@ -131,9 +247,18 @@ export async function agentsView(main, _route, ctx) {
   ]);
   const list = h('ul', { class: 'agent-list', id: 'agent-list', 'aria-label': 'Agents' });
   const subtitle = h('p', { class: 'sub' });
+  let form;
+  const reload = async (highlight) => {
+    const fresh = await api('/agents', { signal: ctx.signal });
+    show(fresh.agents, highlight);
+  };
+  const actions = {
+    onEdit: (agent) => form.edit(agent),
+    onDelete: (agent) => deleteAgent(agent, () => reload()),
+  };
   const show = (all, highlight) => {
     subtitle.textContent = `${all.length} agent${all.length === 1 ? '' : 's'}. The default agent answers when none is picked.`;
-    list.replaceChildren(...all.map(agentCard));
+    list.replaceChildren(...all.map((agent) => agentCard(agent, actions)));
     if (highlight) {
       const item = [...list.children].find((li) => li.dataset.agent === highlight);
       if (item) {
@@ -143,14 +268,11 @@ export async function agentsView(main, _route, ctx) {
     }
   };
   show(agents);
-  const form = createForm(toolList, async (created) => {
-    const fresh = await api('/agents');
-    show(fresh.agents, created.name);
-  });
+  form = agentForm(toolList, (saved) => reload(saved.name));
   main.append(
-    h('section', { class: 'view' },
+    h('section', { class: 'view agents-view' },
       h('div', { class: 'view-header' },
         h('div', null, h('h1', { tabindex: '-1' }, 'Agents'), subtitle),
         h('div', { class: 'actions' }, h('a', { class: 'button ghost', href: '#/store' }, 'Browse the store'))),
-      h('div', { class: 'agents-layout' }, list, form)));
+      h('div', { class: 'agents-layout' }, h('div', { class: 'agent-list-pane' }, list), form)));
 }

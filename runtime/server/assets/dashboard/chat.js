@@ -173,11 +173,15 @@ async function send() {
   setBusy(true);
   state.controller = new AbortController();
   let ended = false;
+  let traceId = null;
   try {
     const body = { prompt, agent };
     if (model) body.model = model;
     await postEventStream('/chat/stream', body, {
       signal: state.controller.signal,
+      onOpen: (response) => {
+        traceId = response.headers.get('X-Trace-Id');
+      },
       onFrame: (frame) => {
         switch (frame.type) {
           case 'token': turn.token(frame.text); break;
@@ -199,8 +203,10 @@ async function send() {
     });
     if (!ended) turn.finish(errorBox('the stream ended before the run finished'));
   } catch (e) {
-    if (e.name === 'AbortError') turn.finish(h('div', { class: 'msg-foot muted' }, 'Stopped. The run was cancelled.'));
-    else turn.finish(errorBox(e instanceof ApiError ? e.message : `the stream broke: ${e.message}`, e.traceId));
+    if (e.name === 'AbortError') {
+      turn.finish(h('div', { class: 'msg-foot muted' }, 'Stopped. The run was cancelled',
+        traceId ? [' · trace ', traceLink(traceId)] : null, '.'));
+    } else turn.finish(errorBox(e instanceof ApiError ? e.message : `the stream broke: ${e.message}`, e.traceId));
   } finally {
     setBusy(false);
     state.controller = null;

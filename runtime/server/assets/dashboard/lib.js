@@ -69,8 +69,9 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
   return data;
 }
 
-/** Reads a `text/event-stream` answer and calls `onFrame` with each `data:` payload parsed. */
-export async function postEventStream(path, body, { signal, onFrame }) {
+/** Reads a `text/event-stream` answer and calls `onFrame` with each `data:` payload parsed;
+ * `onOpen` gets the response (its headers) before the first frame. */
+export async function postEventStream(path, body, { signal, onFrame, onOpen }) {
   const response = await fetch(`/api${path}`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
@@ -78,6 +79,7 @@ export async function postEventStream(path, body, { signal, onFrame }) {
     signal,
   });
   if (!response.ok) throw new ApiError(response.status, await bodyOf(response));
+  if (onOpen) onOpen(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   let data = [];
@@ -118,9 +120,59 @@ export function dot(color, label) {
   return el;
 }
 
+/** Chips for names; each keeps its text on one line (cut with … and shown whole on hover). */
 export function chips(items, emptyText) {
   if (!items || items.length === 0) return h('span', { class: 'muted' }, emptyText);
-  return h('span', { class: 'chips' }, items.map((item) => h('span', { class: 'chip' }, item)));
+  return h('span', { class: 'chips' }, items.map((item) => h('span', { class: 'chip', title: item }, item)));
+}
+
+/** Tool chips: those in `unavailable` (`[{name, reason}]`) are marked and say why on hover,
+ * and the reasons are listed under them. */
+export function toolChips(tools, unavailable, emptyText) {
+  if (!tools || tools.length === 0) return h('span', { class: 'muted' }, emptyText);
+  const why = new Map((unavailable || []).map((u) => [u.name, u.reason]));
+  return h('div', { class: 'tool-chips' },
+    h('span', { class: 'chips' }, tools.map((tool) => (why.has(tool)
+      ? h('span', { class: 'chip chip-unavailable', title: `${tool}: unavailable, ${why.get(tool)}`, dataset: { unavailable: 'true' } }, tool)
+      : h('span', { class: 'chip', title: tool }, tool)))),
+    why.size ? unavailableReasons(why) : null);
+}
+
+/** One line per reason, naming the tools it holds back. */
+function unavailableReasons(why) {
+  const byReason = new Map();
+  for (const [tool, reason] of why) byReason.set(reason, [...(byReason.get(reason) || []), tool]);
+  return h('ul', { class: 'unavailable-reasons' }, [...byReason].map(([reason, tools]) => h('li', null,
+    tools.map((tool, i) => [i ? ', ' : '', h('code', null, tool)]),
+    ` unavailable: ${reason}`)));
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** An SVG element (for icons and charts), attributes set as given. */
+export function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value != null) el.setAttribute(key, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+/** One of the icons of the page's sprite (`#i-<name>`). */
+export function icon(name) {
+  return svg('svg', { class: 'icon', 'aria-hidden': 'true' }, svg('use', { href: `#i-${name}` }));
+}
+
+/** Tabs over a list (`[{key, label, count, href}]`), the current one marked. */
+export function filterTabs(tabs, current, label) {
+  return h('nav', { class: 'filter-tabs', 'aria-label': label },
+    tabs.map((tab) => h('a', {
+      href: tab.href,
+      class: 'filter-tab',
+      dataset: { filter: tab.key },
+      'aria-current': tab.key === current ? 'true' : null,
+    }, tab.label, h('span', { class: 'filter-count' }, String(tab.count)))));
 }
 
 /** A status pill; the class comes from a fixed list so data never picks a class name. */
@@ -209,6 +261,15 @@ export function problem(error) {
 
 export function empty(text) {
   return h('p', { class: 'empty' }, text);
+}
+
+/** An empty list that says what to do next: a title, a line, and an action (a link or code). */
+export function emptyState({ title, text, action }) {
+  return h('div', { class: 'empty empty-state', role: 'status' },
+    icon('empty'),
+    h('p', { class: 'empty-title' }, title),
+    text ? h('p', { class: 'empty-text' }, text) : null,
+    action || null);
 }
 
 export function toast(message, kind = 'info') {

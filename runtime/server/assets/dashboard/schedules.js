@@ -1,13 +1,19 @@
 // Schedules: read-only; they are managed with the command line.
 
-import { api, empty, h, pill, refreshTimes, report, table, timeEl, traceLink } from './lib.js';
+import {
+  api, emptyState, h, pill, refreshTimes, report, table, timeEl, traceLink,
+} from './lib.js';
 
 export async function schedulesView(main, _route, ctx) {
   const body = h('div', { id: 'schedule-table' });
   const load = async () => {
     const { schedules } = await api('/schedules', { signal: ctx.signal });
     if (schedules.length === 0) {
-      body.replaceChildren(empty('No schedules yet.'));
+      body.replaceChildren(emptyState({
+        title: 'No schedules yet',
+        text: 'A schedule runs an agent with a prompt on a cron expression. Create one from a terminal:',
+        action: h('code', { class: 'empty-code' }, 'service-runtime schedule create morning --cron "0 7 * * *" --agent default --prompt "Plan my day"'),
+      }));
       return;
     }
     body.replaceChildren(table(

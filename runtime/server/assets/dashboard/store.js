@@ -1,7 +1,7 @@
 // Store: the featured bundles as cards with an Install button, and importing a bundle file
 // (what an agent's Export produced).
 
-import { ApiError, api, chips, dataChanged, dot, enc, h, toast } from './lib.js';
+import { ApiError, api, chips, dataChanged, dot, enc, h, toast, toolChips } from './lib.js';
 
 function installedBadge() {
   return h('span', { class: 'pill pill-completed installed' }, 'Installed');
@@ -46,7 +46,7 @@ function bundleCard(bundle) {
       h('dt', null, 'Tools'),
       h('dd', null, bundle.recommended_tools == null
         ? h('span', { class: 'muted' }, 'every ungated tool')
-        : chips(bundle.recommended_tools, 'no tools')),
+        : toolChips(bundle.recommended_tools, bundle.unavailable_tools, 'no tools')),
       h('dt', null, 'Adapters'),
       h('dd', null, chips(bundle.paired_adapters, 'none')),
       bundle.recommended_model ? [h('dt', null, 'Model'), h('dd', null, h('code', null, bundle.recommended_model))] : null),

@@ -2,8 +2,8 @@
 // guarded cancel/delete.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, empty, enc, h, pill, refreshTimes, report, table,
-  timeEl, toast, traceLink,
+  ApiError, api, confirmDialog, dataChanged, empty, emptyState, enc, filterTabs, h, pill,
+  refreshTimes, report, table, timeEl, toast, traceLink,
 } from './lib.js';
 
 const STATUSES = ['pending', 'running', 'completed', 'error', 'cancelled'];
@@ -32,20 +32,20 @@ async function remove(task, reload) {
 
 export async function tasksView(main, route, ctx) {
   const status = STATUSES.includes(route.params.get('status')) ? route.params.get('status') : '';
-  const filter = h('select', {
-    id: 'task-filter', name: 'status',
-    onchange: () => {
-      location.hash = filter.value ? `#/tasks?status=${filter.value}` : '#/tasks';
-    },
-  },
-  h('option', { value: '' }, 'All'),
-  STATUSES.map((s) => h('option', { value: s }, s)));
-  filter.value = status;
+  const tabs = h('div', { id: 'task-filter' });
+  const showTabs = (counts) => {
+    const all = STATUSES.reduce((sum, s) => sum + (counts[s] || 0), 0);
+    tabs.replaceChildren(filterTabs([
+      { key: '', label: 'All', count: all, href: '#/tasks' },
+      ...STATUSES.map((s) => ({ key: s, label: s, count: counts[s] || 0, href: `#/tasks?status=${s}` })),
+    ], status, 'Filter by status'));
+  };
   const body = h('div', { id: 'task-table' });
   let last = null;
 
   const load = async () => {
-    const { tasks } = await api(`/tasks${status ? `?status=${status}` : ''}`, { signal: ctx.signal });
+    const { tasks, counts } = await api(`/tasks${status ? `?status=${status}` : ''}`, { signal: ctx.signal });
+    showTabs(counts);
     const json = JSON.stringify(tasks);
     if (json === last) {
       refreshTimes(body);
@@ -53,9 +53,13 @@ export async function tasksView(main, route, ctx) {
     }
     last = json;
     if (tasks.length === 0) {
-      body.replaceChildren(empty(status
-        ? `No ${status} tasks.`
-        : 'No tasks yet. Adapters, jobs and schedules create tasks when they run agents.'));
+      body.replaceChildren(status
+        ? empty(`No ${status} tasks.`)
+        : emptyState({
+          title: 'No tasks yet',
+          text: 'A task appears whenever an adapter, a job or a schedule runs an agent. Schedule a run to see one:',
+          action: h('code', { class: 'empty-code' }, 'service-runtime schedule create daily --cron @daily --agent default --prompt "Summarise my notes"'),
+        }));
       return;
     }
     const focused = document.activeElement?.dataset?.focusKey;
@@ -88,8 +92,8 @@ export async function tasksView(main, route, ctx) {
       h('div', null, h('h1', { tabindex: '-1' }, 'Tasks'),
         h('p', { class: 'sub' }, 'Work that adapters, jobs and schedules started. Refreshes every few seconds.')),
       h('div', { class: 'actions' },
-        h('div', { class: 'field inline' }, h('label', { for: 'task-filter' }, 'Status'), filter),
         h('button', { type: 'button', id: 'task-refresh', onclick: () => load().catch(report) }, 'Refresh'))),
+    tabs,
     body));
   ctx.poll(3000, load);
 }

@@ -1,26 +1,89 @@
-// Traces: the recorded runs, newest first, and one run in detail with each LLM call and tool
-// invocation on a timeline.
+// Traces: a chart of how long recent runs took, the recorded runs newest first, and one run in
+// detail with each LLM call and tool invocation on a timeline.
 
 import {
-  absolute, api, empty, enc, h, ms, parseTime, pill, pretty, table, timeEl, traceLink, truncate,
+  absolute, api, empty, emptyState, enc, h, ms, parseTime, pill, pretty, svg, table, timeEl,
+  traceLink, truncate,
 } from './lib.js';
 
 const PAGE = 25;
+/** Runs the chart shows. */
+const CHART_RUNS = 100;
+const CHART = { width: 720, height: 180, left: 56, right: 12, top: 12, bottom: 28 };
+
+/** A latency-over-time chart (plain SVG) of `traces`; each point links to its trace. */
+function latencyChart(traces) {
+  const runs = traces
+    .filter((t) => t.latency_ms != null && parseTime(t.created_at) !== null)
+    .map((t) => ({ ...t, at: parseTime(t.created_at) }))
+    .sort((a, b) => a.at - b.at);
+  if (runs.length < 2) return null;
+  const { width, height, left, right, top, bottom } = CHART;
+  const first = runs[0].at;
+  const span = Math.max(1, runs[runs.length - 1].at - first);
+  const slowest = Math.max(...runs.map((r) => r.latency_ms));
+  const ceiling = niceCeiling(slowest);
+  const x = (at) => left + ((at - first) / span) * (width - left - right);
+  const y = (latency) => top + (1 - latency / ceiling) * (height - top - bottom);
+  const sorted = runs.map((r) => r.latency_ms).sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  const grid = [0, ceiling / 2, ceiling].map((value) => [
+    svg('line', { class: 'grid', x1: left, x2: width - right, y1: y(value), y2: y(value) }),
+    svg('text', { class: 'axis', x: left - 6, y: y(value) + 4, 'text-anchor': 'end' }, ms(Math.round(value))),
+  ]);
+  const line = svg('polyline', {
+    class: 'latency-line',
+    points: runs.map((r) => `${x(r.at).toFixed(1)},${y(r.latency_ms).toFixed(1)}`).join(' '),
+  });
+  const points = runs.map((r) => svg('a', { href: `#/traces/${enc(r.id)}` },
+    svg('circle', {
+      class: `point point-${r.status === 'error' ? 'error' : 'ok'}`,
+      cx: x(r.at).toFixed(1), cy: y(r.latency_ms).toFixed(1), r: 3.5,
+      'data-trace': r.id,
+    }, svg('title', null, `${ms(r.latency_ms)} · ${r.status} · ${absolute(r.created_at)}\n${truncate(r.prompt, 80)}`))));
+  const when = (at, anchor, xPos) => svg('text', { class: 'axis', x: xPos, y: height - 8, 'text-anchor': anchor },
+    new Date(at).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' }));
+  const chart = svg('svg', {
+    class: 'latency-chart', id: 'latency-chart', viewBox: `0 0 ${width} ${height}`, role: 'img',
+    'aria-label': `Latency of the last ${runs.length} runs: median ${ms(median)}, slowest ${ms(slowest)}`,
+  }, grid, line, points, when(first, 'start', left), when(runs[runs.length - 1].at, 'end', width - right));
+  return h('figure', { class: 'card chart-card' },
+    h('figcaption', null,
+      h('strong', null, 'Latency of recent runs'),
+      h('span', { class: 'muted' }, ` · last ${runs.length} · median ${ms(median)} · slowest ${ms(slowest)}`),
+      h('span', { class: 'legend' },
+        h('span', { class: 'legend-dot point-ok' }), 'ok',
+        h('span', { class: 'legend-dot point-error' }), 'error')),
+    chart);
+}
+
+/** 1, 2 or 5 times a power of ten, at least `value`, so the axis reads in round numbers. */
+function niceCeiling(value) {
+  const power = 10 ** Math.floor(Math.log10(Math.max(1, value)));
+  return [1, 2, 5, 10].map((m) => m * power).find((c) => c >= value);
+}
 
 async function listView(main, route, ctx) {
   const offset = Math.max(0, Number.parseInt(route.params.get('offset') || '0', 10) || 0);
-  const { traces, total } = await api(`/traces?limit=${PAGE}&offset=${offset}`, { signal: ctx.signal });
+  const [{ traces, total }, recent] = await Promise.all([
+    api(`/traces?limit=${PAGE}&offset=${offset}`, { signal: ctx.signal }),
+    offset === 0 ? api(`/traces?limit=${CHART_RUNS}`, { signal: ctx.signal }) : null,
+  ]);
   const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' },
     offset > 0 ? h('a', { class: 'button ghost', href: `#/traces?offset=${Math.max(0, offset - PAGE)}` }, '← Newer') : null,
     h('span', { class: 'muted' }, total ? `${offset + 1}–${offset + traces.length} of ${total}` : ''),
     offset + PAGE < total ? h('a', { class: 'button ghost', href: `#/traces?offset=${offset + PAGE}` }, 'Older →') : null);
   const body = traces.length === 0
-    ? empty('No runs recorded yet. Every chat, CLI run, delegation and scheduled run leaves a trace.')
+    ? emptyState({
+      title: 'No runs recorded yet',
+      text: 'Every chat, CLI run, delegation and scheduled run leaves a trace here, with each LLM call and tool call and their timings.',
+      action: h('a', { class: 'button primary', href: '#/chat' }, 'Start a chat'),
+    })
     : table(['When', 'Agent', 'Source', 'Status', 'Model', 'Latency', 'Prompt'],
       traces.map((t) => ({
         props: { dataset: { trace: t.id } },
         cells: [
-          timeEl(t.created_at),
+          h('span', { class: 'nowrap' }, timeEl(t.created_at)),
           t.agent_profile_name || h('span', { class: 'muted' }, '—'),
           t.source,
           pill(t.status),
@@ -33,6 +96,7 @@ async function listView(main, route, ctx) {
     h('div', { class: 'view-header' },
       h('div', null, h('h1', { tabindex: '-1' }, 'Traces'),
         h('p', { class: 'sub' }, 'Every agent run, with its LLM calls and tool invocations.'))),
+    recent ? latencyChart(recent.traces) : null,
     body,
     pager));
 }

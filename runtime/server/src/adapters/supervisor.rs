@@ -264,6 +264,13 @@ impl Supervisor {
     /// A component that could not be loaded: the entry records why; a generation already
     /// serving keeps serving.
     pub fn load_failed(&self, name: &str, message: &str) {
+        tracing::warn!(adapter = %name, "cannot load component: {message}");
+        if self.is_native(name) {
+            // The native adapter keeps running; its entry says what was refused.
+            self.registry()
+                .note_error(name, FailureKind::LoadError, message);
+            return;
+        }
         write(&self.slots).entry(name.to_owned()).or_insert(Slot {
             runner: None,
             native: false,
@@ -277,7 +284,6 @@ impl Supervisor {
             entry.note = None;
         }
         self.registry().insert(entry);
-        tracing::warn!(adapter = %name, "cannot load component: {message}");
         self.registry()
             .mark_error(name, FailureKind::LoadError, message);
     }
@@ -336,8 +342,9 @@ impl Supervisor {
         }
     }
 
-    /// The entry of a runner being installed: what it says of itself, a fresh status, and the
-    /// history (activity, errors) kept.
+    /// The entry of a runner being installed: what it says of itself, a fresh status (`running`
+    /// unless it is off; its `start` follows at once and records what fails), and the history
+    /// (activity, errors) kept.
     fn publish(&self, runner: &dyn Managed) {
         let name = runner.name();
         let mut entry = self
@@ -345,8 +352,12 @@ impl Supervisor {
             .get(name)
             .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
         runner.describe(&mut entry);
-        entry.status = AdapterStatus::Stopped;
-        entry.note = None;
+        let off = self.off(name);
+        entry.status = match off {
+            Some(_) => AdapterStatus::Stopped,
+            None => AdapterStatus::Running,
+        };
+        entry.note = off;
         self.registry().insert(entry);
     }
 
@@ -408,9 +419,58 @@ impl Supervisor {
         Err(error)
     }
 
+    /// Settings changed: every serving adapter whose entry reports a configuration problem
+    /// looks again. A native adapter is started again (it reads its settings when it starts);
+    /// a component's required secrets are checked anew. An entry whose problem is gone is
+    /// `running` again.
+    pub async fn recheck(&self) {
+        let _lifecycle = self.lifecycle.lock().await;
+        let slots: Vec<(String, Arc<dyn Managed>, bool, bool)> = read(&self.slots)
+            .iter()
+            .filter_map(|(name, s)| {
+                Some((
+                    name.clone(),
+                    s.runner.clone()?,
+                    s.native,
+                    s.started.is_some(),
+                ))
+            })
+            .collect();
+        for (name, runner, native, started) in slots {
+            let config_error = self.registry().get(&name).is_some_and(|e| {
+                e.status == AdapterStatus::Error
+                    && e.error_message
+                        .is_some_and(|m| m.starts_with(FailureKind::ConfigError.as_str()))
+            });
+            if !config_error || self.off(&name).is_some() {
+                continue;
+            }
+            if native {
+                if started {
+                    let _ = self.stop(&name, runner.as_ref()).await;
+                }
+                let _ = self.start(&name, runner.as_ref()).await;
+                continue;
+            }
+            match runner.config_problem() {
+                None => self.registry().mark_running(&name),
+                Some(problem) => {
+                    let current = format!("{}: {problem}", FailureKind::ConfigError);
+                    if self.registry().get(&name).and_then(|e| e.error_message) != Some(current) {
+                        self.registry()
+                            .mark_error(&name, FailureKind::ConfigError, &problem);
+                    }
+                }
+            }
+        }
+    }
+
     /// Unloads a component: its `stop`, its slot and its entry.
     pub async fn remove(&self, name: &str) {
         let _lifecycle = self.lifecycle.lock().await;
+        if self.is_native(name) {
+            return;
+        }
         let removed = write(&self.slots).remove(name);
         if let Some(Slot {
             runner: Some(runner),
@@ -497,6 +557,30 @@ impl Supervisor {
             .ok_or_else(|| ToggleError::Unknown(name.to_owned()))
     }
 
+    /// After an answer that went well (below 500, nothing recorded while it was made), an
+    /// adapter whose entry says `error` from an earlier failure is `running` again: one slow
+    /// request is a count on its entry, not an adapter stuck in `error`. A configuration
+    /// problem it still has keeps it in `error`.
+    fn recovered(
+        &self,
+        name: &str,
+        runner: &dyn Managed,
+        answer: &HttpResponse,
+        errors_before: u64,
+    ) {
+        let in_error = self
+            .registry()
+            .get(name)
+            .is_some_and(|e| e.status == AdapterStatus::Error);
+        if in_error
+            && answer.status < 500
+            && self.errors(name) == errors_before
+            && runner.config_problem().is_none()
+        {
+            self.registry().mark_running(name);
+        }
+    }
+
     /// Answers a request to `/api/adapters/<name>/...`.
     pub async fn dispatch(
         &self,
@@ -527,6 +611,7 @@ impl Supervisor {
                 format!("adapter {name:?} is off: {reason}"),
             ));
         }
+        let errors_before = self.errors(name);
         let failure = match runner.handle_http(request).await {
             Ok(answer) => match response::check(&answer) {
                 Ok(()) => {
@@ -534,6 +619,7 @@ impl Supervisor {
                     if answer.status < 400 {
                         self.registry().touch(name);
                     }
+                    self.recovered(name, runner.as_ref(), &answer, errors_before);
                     return Ok(answer);
                 }
                 Err(problem) => AdapterError::new(FailureKind::BadResponse, problem),
@@ -759,7 +845,7 @@ mod tests {
         adapters.start_natives().await;
         let mut state = AppState::new(&app).unwrap();
         state.adapters = Arc::clone(&adapters);
-        let service = router(state, Binding { loopback: true });
+        let service = router(state, Binding { loopback: true }, Default::default());
         let call = |method: &str, path: &str| {
             let request = axum::http::Request::builder()
                 .method(method)

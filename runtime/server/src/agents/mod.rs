@@ -2,4 +2,6 @@
 
 pub mod bundle;
 pub mod profiles;
+pub mod references;
 pub mod store;
+pub mod tool_names;

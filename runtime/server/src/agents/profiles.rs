@@ -1,6 +1,7 @@
 //! Agent profiles: the persona, model and tool allowance an agent runs with.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::db;
@@ -44,11 +45,94 @@ pub struct ProfileInput {
 }
 
 /// Tools arrive as a JSON list or, from forms, as one comma-separated string.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum ToolsInput {
     List(Vec<String>),
     Csv(String),
+}
+
+impl<'de> Deserialize<'de> for ToolsInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = ToolsInput;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of tool names or a comma-separated string")
+            }
+
+            fn visit_str<E: de::Error>(self, csv: &str) -> std::result::Result<ToolsInput, E> {
+                Ok(ToolsInput::Csv(csv.to_owned()))
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<ToolsInput, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    names.push(name);
+                }
+                Ok(ToolsInput::List(names))
+            }
+        }
+
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// An update as it arrives: absent fields stay as they are, `null` clears one (`tools: null`
+/// unsets the tool list). The name cannot change.
+#[derive(Debug, Default, Deserialize)]
+pub struct ProfilePatch {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub system_prompt: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub color: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub default_model: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub tools: Option<Option<ToolsInput>>,
+}
+
+/// `Some(value)` for a field that is present, even as `null` (then `Some(None)`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+impl ProfilePatch {
+    /// The profile `current` becomes, still to be validated. A `name` other than the current
+    /// one is refused: schedules and adapters refer to profiles by name.
+    pub fn apply(self, current: &Profile) -> Result<ProfileInput> {
+        if self.name.as_ref().is_some_and(|name| *name != current.name) {
+            return Err(Error::field(
+                "name",
+                "an agent cannot be renamed (schedules and adapters refer to it by name); \
+                 create one under the new name and delete this one",
+            ));
+        }
+        let keep = |patch: Option<Option<String>>, current: Option<&String>| match patch {
+            Some(value) => value,
+            None => current.cloned(),
+        };
+        Ok(ProfileInput {
+            name: Some(current.name.clone()),
+            system_prompt: keep(self.system_prompt, Some(&current.system_prompt)),
+            description: keep(self.description, Some(&current.description)),
+            color: keep(self.color, current.color.as_ref()),
+            default_model: keep(self.default_model, current.default_model.as_ref()),
+            tools: match self.tools {
+                Some(tools) => tools,
+                None => current.tools.clone().map(ToolsInput::List),
+            },
+        })
+    }
 }
 
 /// A profile that passed validation and is ready to insert.
@@ -243,6 +327,52 @@ pub fn insert(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
         .ok_or_else(|| Error::Internal(anyhow::anyhow!("profile vanished after insert")))
 }
 
+/// Replaces every field of the profile named `profile.name`; 404 when there is none.
+pub fn update(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
+    let tools = profile
+        .tools
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(anyhow::Error::from)?;
+    let changed = conn.execute(
+        "UPDATE agent_profiles SET system_prompt = ?2, description = ?3, color = ?4, \
+         default_model = ?5, tools = ?6, updated_at = ?7 WHERE name = ?1",
+        params![
+            profile.name,
+            profile.system_prompt,
+            profile.description,
+            profile.color,
+            profile.default_model,
+            tools,
+            db::now()
+        ],
+    )?;
+    if changed == 0 {
+        return Err(not_found(&profile.name));
+    }
+    get(conn, &profile.name)?
+        .ok_or_else(|| Error::Internal(anyhow::anyhow!("profile vanished after update")))
+}
+
+/// Deletes a profile. `default` cannot be deleted: it answers when no agent is named.
+pub fn delete(conn: &Connection, name: &str) -> Result<()> {
+    if name == DEFAULT_PROFILE {
+        return Err(Error::conflict(
+            "the default agent cannot be deleted: it answers when no agent is named; edit it \
+             instead",
+        ));
+    }
+    if conn.execute("DELETE FROM agent_profiles WHERE name = ?1", [name])? == 0 {
+        return Err(not_found(name));
+    }
+    Ok(())
+}
+
+pub fn not_found(name: &str) -> Error {
+    Error::not_found(format!("no agent named {name:?}"))
+}
+
 /// Looks a profile up by its exact, case-sensitive name.
 pub fn get(conn: &Connection, name: &str) -> Result<Option<Profile>> {
     Ok(conn
@@ -361,5 +491,45 @@ mod tests {
             None,
             "names match case-sensitively"
         );
+    }
+
+    #[test]
+    fn a_patch_changes_what_it_names_and_keeps_the_rest() {
+        let conn = db::memory();
+        let mut original = input("Quill");
+        original.description = Some("editor".into());
+        original.tools = Some(ToolsInput::List(vec!["search_notes".into()]));
+        let current = insert(&conn, &original.validate().unwrap()).unwrap();
+
+        let patch: ProfilePatch =
+            serde_json::from_str(r##"{"color": "#112233", "tools": null}"##).unwrap();
+        let updated = update(&conn, &patch.apply(&current).unwrap().validate().unwrap()).unwrap();
+        assert_eq!(updated.color.as_deref(), Some("#112233"));
+        assert_eq!(updated.tools, None, "null unsets the tool list");
+        assert_eq!(updated.description, "editor", "absent fields stay");
+        assert_eq!(updated.created_at, current.created_at);
+
+        let same_name: ProfilePatch = serde_json::from_str(r#"{"name": "Quill"}"#).unwrap();
+        assert!(same_name.apply(&updated).is_ok());
+        let rename: ProfilePatch = serde_json::from_str(r#"{"name": "Ink"}"#).unwrap();
+        assert_eq!(field_of(rename.apply(&updated).unwrap_err()), "name");
+        let cleared: ProfilePatch = serde_json::from_str(r#"{"system_prompt": null}"#).unwrap();
+        let input = cleared.apply(&updated).unwrap();
+        assert_eq!(field_of(input.validate().unwrap_err()), "system_prompt");
+    }
+
+    #[test]
+    fn delete_refuses_the_default_and_unknown_names() {
+        let conn = db::memory();
+        ensure_default(&conn).unwrap();
+        insert(&conn, &input("Temp").validate().unwrap()).unwrap();
+        delete(&conn, "Temp").unwrap();
+        assert_eq!(get(&conn, "Temp").unwrap(), None);
+        assert!(matches!(delete(&conn, "Temp"), Err(Error::NotFound(_))));
+        assert!(matches!(
+            delete(&conn, DEFAULT_PROFILE),
+            Err(Error::Conflict(_))
+        ));
+        assert!(get(&conn, DEFAULT_PROFILE).unwrap().is_some());
     }
 }

@@ -34,6 +34,7 @@ pub async fn run(
     loop {
         tokio::select! {
             event = receiver.recv() => match event {
+                Some(Event::Started { .. }) => {}
                 Some(Event::Token { text }) => {
                     stdout.write_all(text.as_bytes())?;
                     stdout.flush()?;

@@ -7,6 +7,7 @@ use std::path::Path;
 use chrono::Utc;
 use chrono_tz::Tz;
 use clap::Subcommand;
+use service_contract::agent::RunFailureKind;
 use service_runtime::agents::profiles;
 use service_runtime::app::{self, App};
 use service_runtime::db::Db;
@@ -16,7 +17,7 @@ use service_runtime::scheduler::cron::{self, CronExpr};
 use service_runtime::scheduler::plan::{self, CatchUp};
 use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
 use service_runtime::scheduler::tick::Due;
-use service_runtime::tasks::{self, TaskStatus};
+use service_runtime::tasks;
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
@@ -267,14 +268,20 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                     anyhow::bail!("interrupted: the run of {name:?} was cancelled");
                 }
             };
-            let trace = ran.trace_id.as_deref().unwrap_or("-");
-            if ran.status != TaskStatus::Completed {
-                anyhow::bail!(
-                    "the run of {name:?} ended with status {} (trace_id: {trace})",
+            let trace = ran.trace_id().unwrap_or("-").to_owned();
+            match ran.outcome {
+                // The answer, then the trace id last, as `run` prints them.
+                Ok(reply) => println!("{}\ntrace_id: {trace}", reply.text),
+                Err(failure) if failure.kind == RunFailureKind::UnknownAgent => anyhow::bail!(
+                    "the run of {name:?} failed: {failure}; create that agent or point the \
+                     schedule at another with `schedule edit {name} --agent NAME` \
+                     (trace_id: {trace})"
+                ),
+                Err(failure) => anyhow::bail!(
+                    "the run of {name:?} ended with status {}: {failure} (trace_id: {trace})",
                     ran.status
-                );
+                ),
             }
-            println!("ran {name:?}; trace_id: {trace}");
         }
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::Connection;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -20,6 +20,9 @@ pub use migrations::SCHEMA_VERSION;
 
 /// File name of the database inside the data directory.
 pub const FILE_NAME: &str = "service.sqlite";
+
+/// The write-ahead log is cut back to this size once a burst has been checkpointed.
+pub const WAL_LIMIT: u64 = 16 << 20;
 
 /// A shared handle to the service's database.
 #[derive(Clone)]
@@ -38,6 +41,7 @@ impl Db {
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "journal_size_limit", WAL_LIMIT as i64)?;
         // Hot statements (kv, tasks, jobs) are prepared once: parsing one costs more than
         // running it.
         conn.set_prepared_statement_cache_capacity(64);
@@ -81,7 +85,8 @@ impl Db {
     /// Moves WAL checkpoints off the request path: the shared connection stops checkpointing
     /// when a commit fills the log (a stall of milliseconds for whichever request commits
     /// then), and a connection of its own copies the log into the database every half second
-    /// (PASSIVE: writers never wait for it), until `stop`.
+    /// (PASSIVE: writers never wait for it), until `stop`. A log grown past [`WAL_LIMIT`] by a
+    /// burst (or left so by an earlier process) is truncated once it is all copied.
     pub fn checkpoint_in_background(
         &self,
         path: &Path,
@@ -90,16 +95,36 @@ impl Db {
         let checkpointer = Connection::open(path)?;
         checkpointer.busy_timeout(Duration::from_secs(5))?;
         self.blocking(|conn| conn.pragma_update(None, "wal_autocheckpoint", 0))?;
+        let wal = path.with_file_name(format!(
+            "{}-wal",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        ));
         std::thread::Builder::new()
             .name("db-checkpoint".into())
             .spawn(move || {
                 while !stop.is_cancelled() {
-                    std::thread::sleep(Duration::from_millis(500));
-                    if let Err(e) =
-                        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
+                    let oversized = wal.metadata().is_ok_and(|m| m.len() > WAL_LIMIT);
+                    // (busy, frames in the log, frames copied): all copied means truncating
+                    // waits for no one.
+                    let checkpoint = |mode: &str| {
+                        checkpointer.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+                            Ok((
+                                r.get::<_, i64>(0)?,
+                                r.get::<_, i64>(1)?,
+                                r.get::<_, i64>(2)?,
+                            ))
+                        })
+                    };
+                    let done = match checkpoint("PASSIVE") {
+                        Ok((0, log, copied)) if oversized && log == copied => {
+                            checkpoint("TRUNCATE").map(drop)
+                        }
+                        other => other.map(drop),
+                    };
+                    if let Err(e) = done {
                         tracing::warn!("cannot checkpoint the database log: {e}");
                     }
+                    std::thread::sleep(Duration::from_millis(500));
                 }
             })?;
         Ok(())
@@ -109,14 +134,6 @@ impl Db {
     pub fn blocking<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
         f(&mut self.conn.lock().unwrap_or_else(PoisonError::into_inner))
     }
-}
-
-/// A transaction that takes the write lock when it begins, for one that reads before it writes.
-/// A deferred one fails with "database is locked" (SQLITE_BUSY_SNAPSHOT, which the busy timeout
-/// never retries) whenever another connection commits between its read and its write, as the
-/// API's and the components' connections do all the time under load; this one waits its turn.
-pub fn write_transaction(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
-    conn.transaction_with_behavior(TransactionBehavior::Immediate)
 }
 
 /// The current time as stored everywhere: UTC ISO 8601 with milliseconds, e.g.
@@ -147,29 +164,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_transaction_is_not_undone_by_another_connections_commit() {
+    fn a_burst_leaves_no_oversized_log_behind() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(FILE_NAME);
         let db = Db::open(&path).unwrap();
-        let other = Connection::open(&path).unwrap();
-        other.busy_timeout(Duration::ZERO).unwrap();
-        let insert = "INSERT INTO adapter_kv (adapter, key, value) VALUES (?1, 'k', x'')";
-        let read = "SELECT count(*) FROM adapter_kv";
+        let stop = CancellationToken::new();
+        db.checkpoint_in_background(&path, stop.clone()).unwrap();
         db.blocking(|conn| {
-            // Deferred: the read fixes a snapshot, the other connection commits, the write fails.
             let tx = conn.transaction().unwrap();
-            tx.query_row(read, [], |r| r.get::<_, i64>(0)).unwrap();
-            other.execute(insert, ["other"]).unwrap();
-            let failed = tx.execute(insert, ["deferred"]).unwrap_err();
-            assert!(failed.to_string().contains("locked"), "{failed}");
-            drop(tx);
-            // Immediate: the other connection waits (here: gives up at once) instead.
-            let tx = write_transaction(conn).unwrap();
-            tx.query_row(read, [], |r| r.get::<_, i64>(0)).unwrap();
-            assert!(other.execute(insert, ["late"]).is_err());
-            tx.execute(insert, ["immediate"]).unwrap();
+            for i in 0..2_000 {
+                tx.execute(
+                    "INSERT INTO adapter_kv (adapter, key, value) VALUES ('burst', ?1, ?2)",
+                    (i.to_string(), vec![7u8; 20_000]),
+                )
+                .unwrap();
+            }
             tx.commit().unwrap();
         });
+        let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
+        assert!(
+            wal.metadata().unwrap().len() > WAL_LIMIT,
+            "the burst grew the log"
+        );
+        let shrunk = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            wal.metadata().map_or(0, |m| m.len()) <= WAL_LIMIT
+        });
+        stop.cancel();
+        assert!(
+            shrunk,
+            "the log is still {} bytes",
+            wal.metadata().unwrap().len()
+        );
     }
 
     #[test]

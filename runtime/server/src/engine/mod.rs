@@ -36,6 +36,10 @@ pub const DEFAULT_LLM_CALL_BUDGET: u32 = 100;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
+    /// The run's trace exists: sent once, before anything else.
+    Started {
+        trace_id: String,
+    },
     Token {
         text: String,
     },
@@ -315,6 +319,11 @@ impl Engine {
                 })
                 .await?
         };
+        if let Some(events) = events {
+            let _ = events.send(Event::Started {
+                trace_id: trace_id.clone(),
+            });
+        }
         let run = Run {
             engine: self,
             trace_id: trace_id.clone(),

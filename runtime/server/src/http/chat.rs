@@ -4,9 +4,9 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use futures_util::Stream;
+use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::api::{ApiError, ApiResult, JsonBody};
 use crate::agents::profiles::DEFAULT_PROFILE;
-use crate::engine::{ProfileChoice, RunError, RunOutput, RunRequest};
+use crate::engine::{Event, ProfileChoice, RunError, RunOutput, RunRequest};
+
+/// The response header of a chat stream that names the run's trace.
+const TRACE_HEADER: &str = "x-trace-id";
 
 #[derive(Deserialize)]
 pub struct ChatBody {
@@ -74,17 +77,19 @@ fn frame(value: &Value) -> Result<SseEvent, Infallible> {
 }
 
 /// Streams `token`, `tool_call` and `tool_result` frames as the run works, then one `done`
-/// or `error` frame. Problems found before the run starts are plain HTTP errors.
+/// or `error` frame. The run's trace id is in the `X-Trace-Id` header, so a client that stops
+/// the run early can still link to it. Problems found before the run starts are plain HTTP
+/// errors.
 pub async fn stream(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
-) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+) -> ApiResult<Response> {
     let prepared = app
         .engine
         .prepare(body.into_request())
         .await
         .map_err(run_error)?;
-    let (events, receiver) = mpsc::unbounded_channel();
+    let (events, mut receiver) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = oneshot::channel();
     let cancel = app.shutdown.child_token();
     let finished = CancellationToken::new();
@@ -107,10 +112,20 @@ pub async fn stream(
         let _ = result_tx.send(result);
     });
 
-    let frames = stream::unfold(Some((receiver, result_rx)), |state| async move {
-        let (mut receiver, result_rx) = state?;
-        if let Some(event) = receiver.recv().await {
-            return Some((frame(&json!(event)), Some((receiver, result_rx))));
+    // The first event names the trace; without it the run failed before writing one, and
+    // the last frame says why.
+    let (trace_id, pending) = match receiver.recv().await {
+        Some(Event::Started { trace_id }) => (Some(trace_id), None),
+        other => (None, other),
+    };
+    let frames = stream::unfold(Some((pending, receiver, result_rx)), |state| async move {
+        let (pending, mut receiver, result_rx) = state?;
+        let next = match pending {
+            Some(event) => Some(event),
+            None => receiver.recv().await,
+        };
+        if let Some(event) = next {
+            return Some((frame(&json!(event)), Some((None, receiver, result_rx))));
         }
         let last = match result_rx.await {
             Ok(Ok(output)) => {
@@ -123,5 +138,11 @@ pub async fn stream(
         };
         Some((frame(&last), None))
     });
-    Ok(Sse::new(frames).keep_alive(KeepAlive::default()))
+    let mut response = Sse::new(frames)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    if let Some(id) = trace_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        response.headers_mut().insert(TRACE_HEADER, id);
+    }
+    Ok(response)
 }

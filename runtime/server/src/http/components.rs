@@ -6,6 +6,7 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use service_contract::{HttpRequest, HttpResponse};
@@ -31,8 +32,16 @@ pub async fn dispatch(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let mut response = ApiError::from(rejection).into_response();
+            fence(response.headers_mut());
+            return response;
+        }
+    };
     let request = HttpRequest {
         method: method.as_str().to_owned(),
         path: format!("/{rest}"),

@@ -14,6 +14,11 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
+/// The dashboard loads only its own files and may not be framed by another page (so no page
+/// can overlay it and trick a click on Delete).
+const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+    form-action 'self'; object-src 'none'";
+
 macro_rules! asset {
     ($name:literal, $type:expr) => {
         (
@@ -49,6 +54,11 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
                 header::X_CONTENT_TYPE_OPTIONS,
                 HeaderValue::from_static("nosniff"),
             ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(POLICY),
+            ),
+            (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
         ],
         body,
     )

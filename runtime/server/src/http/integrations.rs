@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{ApiResult, JsonBody, PathParam};
 use super::guards::LoopbackPeer;
+use crate::environment::MAX_VALUE_BYTES;
 use crate::error::Error;
 use crate::integrations::{self, Integration};
 
@@ -57,6 +58,13 @@ pub async fn write_key(
     if key.value.contains(['\n', '\r', '\0']) {
         return Err(Error::field("value", "value must be a single line").into());
     }
+    if key.value.len() > MAX_VALUE_BYTES {
+        return Err(Error::field(
+            "value",
+            format!("value must be at most {MAX_VALUE_BYTES} bytes"),
+        )
+        .into());
+    }
     let env = app.env.clone();
     let id = integration.id;
     app.db
@@ -66,6 +74,8 @@ pub async fn write_key(
         })
         .await?;
     tracing::info!(integration = id, "stored a key in .env");
+    // An adapter that reported the missing setting looks again.
+    app.adapters.recheck().await;
     Ok(Json(json!({
         "id": id,
         "configured": integration.is_configured(&app.env),

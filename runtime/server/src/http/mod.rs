@@ -6,9 +6,12 @@ pub mod api;
 mod chat;
 mod components;
 mod dashboard;
+mod decode;
 pub mod guards;
 mod health;
 mod integrations;
+pub mod limits;
+pub mod listener;
 mod schedules;
 mod store;
 mod tasks;
@@ -60,7 +63,7 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState, binding: guards::Binding) -> Router {
+pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits) -> Router {
     let api = Router::new()
         .route("/health", get(health::show))
         .route("/adapters", get(adapters::list))
@@ -69,7 +72,13 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .route("/adapters/{name}/{*rest}", any(components::dispatch))
         .route("/schedules", get(schedules::list))
         .route("/agents", get(agents::list).post(agents::create))
-        .route("/agents/{name}", get(agents::show))
+        .route(
+            "/agents/{name}",
+            get(agents::show)
+                .patch(agents::update)
+                .delete(agents::remove),
+        )
+        .route("/agents/{name}/references", get(agents::references))
         .route("/agents/{name}/export", get(agents::export))
         .route("/store", get(store::list))
         .route("/store/import", post(store::import))
@@ -90,6 +99,7 @@ pub fn router(state: AppState, binding: guards::Binding) -> Router {
         .nest("/api", api)
         .merge(dashboard::router())
         .fallback(api::not_found)
+        .layer(middleware::from_fn_with_state(limits, limits::read_body))
         .layer(middleware::from_fn_with_state(
             binding,
             guards::browser_guard,

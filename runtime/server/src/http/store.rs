@@ -8,9 +8,10 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::agents::{check_tools, unavailable_tools, view};
 use super::api::{ApiResult, JsonBody, PathParam};
 use crate::agents::bundle::Bundle;
-use crate::agents::profiles::{self, Profile};
+use crate::agents::profiles;
 use crate::agents::store;
 use crate::error::Error;
 
@@ -31,7 +32,8 @@ fn find(slug: &str) -> Result<&'static Bundle, Error> {
     store::find(slug).ok_or_else(|| Error::not_found(format!("no bundle with slug {slug:?}")))
 }
 
-/// Every bundle without its persona (that is in the detail view).
+/// Every bundle without its persona (that is in the detail view), with the recommended tools
+/// that would be unavailable here and why.
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let installed = installed_names(&app).await?;
     let bundles: Vec<Value> = store::bundles()
@@ -39,6 +41,8 @@ pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
         .map(|bundle| {
             let mut value = with_installed(bundle, &installed);
             value.as_object_mut().map(|o| o.remove("system_prompt"));
+            value["unavailable_tools"] =
+                json!(unavailable_tools(&app, bundle.recommended_tools.as_deref()));
             value
         })
         .collect();
@@ -53,20 +57,22 @@ pub async fn show(
     Ok(Json(with_installed(bundle, &installed_names(&app).await?)))
 }
 
-/// Installs a bundle as a profile; never overwrites one of the same name.
-async fn install_bundle(app: &AppState, bundle: &Bundle) -> ApiResult<(StatusCode, Json<Profile>)> {
+/// Installs a bundle as a profile; never overwrites one of the same name. Its tools are
+/// checked as on create.
+async fn install_bundle(app: &AppState, bundle: &Bundle) -> ApiResult<(StatusCode, Json<Value>)> {
     let profile = bundle.profile_input().validate()?;
+    check_tools(app, &profile, &[])?;
     let created = app
         .db
         .call(move |conn| profiles::insert(conn, &profile))
         .await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((StatusCode::CREATED, Json(view(app, &created))))
 }
 
 pub async fn install(
     State(app): State<AppState>,
     PathParam(slug): PathParam<String>,
-) -> ApiResult<(StatusCode, Json<Profile>)> {
+) -> ApiResult<(StatusCode, Json<Value>)> {
     install_bundle(&app, find(&slug)?).await
 }
 
@@ -74,6 +80,6 @@ pub async fn install(
 pub async fn import(
     State(app): State<AppState>,
     JsonBody(bundle): JsonBody<Bundle>,
-) -> ApiResult<(StatusCode, Json<Profile>)> {
+) -> ApiResult<(StatusCode, Json<Value>)> {
     install_bundle(&app, &bundle).await
 }

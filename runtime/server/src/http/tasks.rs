@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::api::{ApiResult, Page, PathParam, QueryParams};
@@ -13,29 +13,32 @@ use crate::tasks::{self, Removal, TaskStatus};
 #[derive(Deserialize)]
 pub struct Filter {
     status: Option<String>,
-    // Not a flattened `Page`: query strings cannot fill numbers through `flatten`.
-    limit: Option<u32>,
-    offset: Option<u32>,
+    #[serde(flatten)]
+    page: Page,
 }
 
-/// A page of the tasks (100 by default), newest first, with the total.
+/// A page of the tasks (100 by default), newest first, with the total of the filter and the
+/// count of every status (for the dashboard's filter tabs).
 pub async fn list(
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
     let status = filter.status.map(|s| s.parse::<TaskStatus>()).transpose()?;
-    let page = Page {
-        limit: filter.limit,
-        offset: filter.offset,
-    };
-    let (limit, offset) = page.resolve(100)?;
-    let (tasks, total) = app
+    let (limit, offset) = filter.page.resolve(100)?;
+    let (tasks, total, counts) = app
         .db
-        .call(move |conn| tasks::list(conn, status, limit, offset))
+        .call(move |conn| {
+            let (tasks, total) = tasks::list(conn, status, limit, offset)?;
+            Ok((tasks, total, tasks::counts(conn)?))
+        })
         .await?;
-    Ok(Json(
-        json!({ "tasks": tasks, "limit": limit, "offset": offset, "total": total }),
-    ))
+    let counts: Map<String, Value> = counts
+        .into_iter()
+        .map(|(status, count)| (status.as_str().to_owned(), json!(count)))
+        .collect();
+    Ok(Json(json!({
+        "tasks": tasks, "limit": limit, "offset": offset, "total": total, "counts": counts,
+    })))
 }
 
 /// Cancels a pending or running task, deletes a finished one. Loopback peers only.

@@ -66,12 +66,7 @@ pub fn parse(input: &str) -> Result<CronExpr, String> {
         None => joined,
     };
 
-    let schedule = CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-        .parse(&canonical)
-        .map_err(|err| invalid(err.to_string().trim_end_matches('.')))?;
+    let schedule = parse_fields(&canonical).map_err(|_| invalid(&blame_field(&canonical)))?;
     // Patterns like "0 0 31 2 *" parse but never match; rejecting them here means a stored
     // schedule always has a next slot.
     schedule
@@ -87,6 +82,51 @@ pub fn parse(input: &str) -> Result<CronExpr, String> {
         schedule,
         fixed_time,
     })
+}
+
+fn parse_fields(cron: &str) -> Result<Cron, croner::errors::CronError> {
+    CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(cron)
+}
+
+/// The five fields in order: name and the values each takes.
+const FIELDS: [(&str, &str); 5] = [
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 (0 and 7 are Sunday) or SUN-SAT"),
+];
+
+/// Says which field of a 5-field expression the cron parser refused, and what that field
+/// takes: each field is tried alone with `*` in the others.
+fn blame_field(cron: &str) -> String {
+    let fields: Vec<&str> = cron.split(' ').collect();
+    for (i, (name, range)) in FIELDS.iter().enumerate() {
+        let probe: Vec<&str> = (0..fields.len())
+            .map(|j| if i == j { fields[j] } else { "*" })
+            .collect();
+        if let Err(e) = parse_fields(&probe.join(" ")) {
+            let detail = e.to_string();
+            let what = if detail.contains("out of bounds") {
+                "is out of range".to_owned()
+            } else {
+                let detail = detail.rsplit(": ").next().unwrap_or(&detail);
+                format!(
+                    "is not valid ({})",
+                    detail.trim_end_matches('.').to_lowercase()
+                )
+            };
+            return format!(
+                "the {name} field \"{}\" {what}; it takes {range}",
+                fields[i]
+            );
+        }
+    }
+    "the fields do not form a valid cron expression".to_owned()
 }
 
 impl CronExpr {
@@ -249,11 +289,25 @@ mod tests {
             ("every 1 m", "unknown shorthand"),
             ("@reboot", "unknown shorthand"),
             ("@DAILY", "unknown shorthand"),
-            ("61 * * * *", "out of bounds"),
-            ("0 24 * * *", "out of bounds"),
-            ("0 0 32 * *", "out of bounds"),
-            ("*/0 * * * *", "Step cannot be zero"),
-            ("x y z a b", "illegal character"),
+            (
+                "61 * * * *",
+                "the minute field \"61\" is out of range; it takes 0-59",
+            ),
+            (
+                "0 24 * * *",
+                "the hour field \"24\" is out of range; it takes 0-23",
+            ),
+            (
+                "0 0 32 * *",
+                "the day-of-month field \"32\" is out of range; it takes 1-31",
+            ),
+            ("0 0 * 13 *", "the month field \"13\" is out of range"),
+            ("0 0 * * 8", "the day-of-week field \"8\" is out of range"),
+            (
+                "*/0 * * * *",
+                "the minute field \"*/0\" is not valid (step cannot be zero)",
+            ),
+            ("x y z a b", "the minute field \"x\" is not valid"),
             ("0 0 31 2 *", "it never matches a real date"),
         ] {
             let err = parse(input).unwrap_err();

@@ -1,7 +1,7 @@
 //! Running one due schedule: an agent run as a task of the schedule's, and the trace id
 //! written back.
 
-use service_contract::agent::{ProfileChoice, RunRequest};
+use service_contract::agent::{ProfileChoice, RunFailure, RunReply, RunRequest};
 use tokio_util::sync::CancellationToken;
 
 use super::store;
@@ -10,11 +10,20 @@ use crate::error::Result;
 use crate::task_runs::{self, AgentTasks, NewRun};
 use crate::tasks::TaskStatus;
 
-/// How a dispatched run ended.
+/// How a dispatched run ended: its task's status, and the answer or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ran {
     pub status: TaskStatus,
-    pub trace_id: Option<String>,
+    pub outcome: std::result::Result<RunReply, RunFailure>,
+}
+
+impl Ran {
+    pub fn trace_id(&self) -> Option<&str> {
+        match &self.outcome {
+            Ok(reply) => Some(&reply.trace_id),
+            Err(failure) => failure.trace_id.as_deref(),
+        }
+    }
 }
 
 pub struct Dispatcher {
@@ -39,18 +48,17 @@ impl Dispatcher {
             let failure = result.err().map(|f| f.message).unwrap_or_default();
             return Err(crate::error::Error::Internal(anyhow::anyhow!(failure)));
         }
-        let status = task_runs::status_of(&result);
-        let trace_id = match result {
-            Ok(reply) => Some(reply.trace_id),
-            Err(failure) => failure.trace_id,
+        let ran = Ran {
+            status: task_runs::status_of(&result),
+            outcome: result,
         };
-        if let Some(trace) = trace_id.clone() {
+        if let Some(trace) = ran.trace_id().map(str::to_owned) {
             let name = due.name;
             self.tasks
                 .db
                 .call(move |conn| store::set_last_trace(conn, &name, &trace))
                 .await?;
         }
-        Ok(Ran { status, trace_id })
+        Ok(ran)
     }
 }

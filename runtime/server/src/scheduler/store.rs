@@ -143,6 +143,14 @@ pub fn list(conn: &Connection) -> Result<Vec<Schedule>> {
 }
 
 /// Enabled schedules whose next run is unset or at or before `now`, via the `schedules_due` index.
+/// The names of the schedules that run the profile `profile`, sorted.
+pub fn naming_profile(conn: &Connection, profile: &str) -> Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM schedules WHERE agent_profile_name = ?1 ORDER BY name")?;
+    let names = stmt.query_map([profile], |row| row.get(0))?;
+    Ok(names.collect::<rusqlite::Result<_>>()?)
+}
+
 pub fn due(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<Schedule>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM schedules WHERE enabled = 1 AND (next_run_at IS NULL OR next_run_at <= ?1)"
@@ -165,7 +173,7 @@ pub fn edit(conn: &mut Connection, name: &str, edit: &Edit<'_>) -> Result<Schedu
     if let Some(prompt) = edit.prompt {
         validate_prompt(prompt)?;
     }
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     require(&tx, name)?;
     let now = db::now();
     if let Some((cron, next)) = edit.cron {

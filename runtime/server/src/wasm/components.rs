@@ -6,11 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::cache;
-use super::exports::JobFailure;
 use super::generation::Generation;
 use super::grants::Grant;
 use super::loader::Loader;
-use super::state::JobContext;
 use super::tool_bridge::ToolBridge;
 use super::watcher::{self, Files};
 use crate::adapters::Supervisor;
@@ -151,29 +149,5 @@ impl Components {
             .map(|g| g.sha256.clone())
             .collect();
         cache::prune(self.loader.cache_dir(), &keep);
-    }
-
-    /// Runs a job of `adapter` in a fresh instance of the generation serving it.
-    pub async fn run_job(
-        &self,
-        adapter: &str,
-        job: JobContext,
-        payload: Vec<u8>,
-    ) -> Result<(), JobFailure> {
-        let generation = self.generation(adapter).ok_or_else(|| JobFailure {
-            message: format!("adapter {adapter:?} is not loaded"),
-            retry_after_ms: None,
-        })?;
-        match generation.run_job(job, payload).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                let registry = &generation.prepared.caller.services.registry;
-                registry.mark_error(adapter, &e.kind, &e.message);
-                Err(JobFailure {
-                    message: format!("adapter {adapter:?} failed: {e}"),
-                    retry_after_ms: None,
-                })
-            }
-        }
     }
 }

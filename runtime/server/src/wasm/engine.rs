@@ -1,6 +1,8 @@
-//! The one wasmtime engine: pooling allocator when the address space can be reserved
-//! (on-demand otherwise), and epoch interruption driven by a ticker on its own OS thread, so a
-//! busy async executor can never stall it.
+//! The wasmtime engines: pooling allocator when the address space can be reserved (on-demand
+//! otherwise), and epoch interruption driven by a ticker on its own OS thread, so a busy async
+//! executor can never stall it. Two flavours differ in how an instance's memory starts: small
+//! components copy their data segments in, large ones (interpreters with a snapshot of their
+//! state) map them copy-on-write.
 
 use std::time::Duration;
 
@@ -21,7 +23,20 @@ pub const MAX_MEMORY: usize = 256 << 20;
 pub const MAX_MEMORIES: usize = 2;
 pub const MAX_TABLES: usize = 8;
 
-fn config(pooling: bool) -> Config {
+/// How an instance's linear memory gets its initial contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryInit {
+    /// Copied in, into a slot zeroed in place: no page faults and no cross-core TLB shootdowns
+    /// per request, which is what short calls of small guests spend their time on
+    /// (benches/teamchat_events.rs).
+    Copy,
+    /// Mapped copy-on-write from the component's memory image: only the pages a call touches
+    /// cost anything, so a 20 MB interpreter snapshot starts in microseconds
+    /// (benches/guest_languages.rs).
+    CopyOnWrite,
+}
+
+fn config(pooling: bool, init: MemoryInit) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     // Trap text without a frame list: the registry shows the reason, not addresses.
@@ -38,27 +53,31 @@ fn config(pooling: bool) -> Config {
             .max_memories_per_component(MAX_MEMORIES as u32)
             .max_tables_per_component(MAX_TABLES as u32)
             .max_memory_size(MAX_MEMORY)
-            // A freed slot's memory (up to 2 MiB) is zeroed in place rather than unmapped, and
-            // a new instance copies its data segments in rather than mapping a copy-on-write
-            // image: no page faults and no cross-core TLB shootdowns per request, which is
-            // what dominates short calls on a busy server (benches/teamchat_events.rs).
             .max_unused_warm_slots(MAX_INSTANCES as u32 * 2)
-            .linear_memory_keep_resident(2 << 20)
             .table_keep_resident(16 << 10);
+        match init {
+            // A freed slot's memory (up to 2 MiB) is zeroed in place rather than unmapped.
+            MemoryInit::Copy => pool.linear_memory_keep_resident(2 << 20),
+            // Only the pages a call dirtied are put back from the image (found with Linux's
+            // PAGEMAP_SCAN where the kernel has it), and they stay mapped for the next call.
+            MemoryInit::CopyOnWrite => pool
+                .linear_memory_keep_resident(MAX_MEMORY)
+                .pagemap_scan(wasmtime::Enabled::Auto),
+        };
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        config.memory_init_cow(false);
     }
+    config.memory_init_cow(init == MemoryInit::CopyOnWrite);
     config
 }
 
 /// Builds the engine, pooling when possible, and starts the epoch ticker. Returns whether the
 /// pool is in use.
-pub fn build(pooling: bool) -> anyhow::Result<(Engine, bool)> {
-    let (engine, pooled) = match Engine::new(&config(pooling)) {
+pub fn build(pooling: bool, init: MemoryInit) -> anyhow::Result<(Engine, bool)> {
+    let (engine, pooled) = match Engine::new(&config(pooling, init)) {
         Ok(engine) => (engine, pooling),
         Err(e) if pooling => {
             tracing::warn!("cannot reserve the instance pool ({e:#}); allocating on demand");
-            (Engine::new(&config(false))?, false)
+            (Engine::new(&config(false, init))?, false)
         }
         Err(e) => return Err(e.into()),
     };

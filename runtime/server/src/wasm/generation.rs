@@ -9,10 +9,11 @@ use service_contract::{
     AdapterEntry, AdapterError, AdapterKind, FailureKind, HttpRequest, HttpResponse, Route,
 };
 
+
 use super::caps::RunContext;
 use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
 use super::grants::Request;
-use super::sandbox::{Prepared, Sandbox, Wait};
+use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
 use super::state::JobContext;
 use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, json_error};
 
@@ -66,18 +67,37 @@ impl Generation {
         })
     }
 
-    /// Runs a job's payload; agent runs it starts report to the job's task. A job waits for
-    /// a free instance.
+    /// A place among its instances for a job, if one is free now within the background share.
+    pub fn free_place(&self) -> Option<AdapterPlace> {
+        AdapterPlace::try_take(&self.prepared.caller)
+    }
+
+    /// Runs a job's payload in the instance place the worker took for it; agent runs it
+    /// starts report to the job's task.
     pub async fn run_job(
         &self,
         job: JobContext,
         payload: Vec<u8>,
-    ) -> Result<Result<(), JobFailure>, AdapterError> {
+        place: AdapterPlace,
+    ) -> Result<(), JobFailure> {
         let limit = self.prepared.caller.granted.limits.run_job();
-        self.sandbox
-            .call(&self.prepared, RunJob { job, payload }, limit, Wait::Yes)
+        let run = RunJob { job, payload };
+        match self
+            .sandbox
+            .call(&self.prepared, run, limit, Wait::Holding(place))
             .await
-            .map_err(failure)
+        {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let e = failure(e);
+                let registry = &self.prepared.caller.services.registry;
+                registry.mark_error(&self.name, &e.kind, &e.message);
+                Err(JobFailure {
+                    message: format!("adapter {:?} failed: {e}", self.name),
+                    retry_after_ms: None,
+                })
+            }
+        }
     }
 
     /// The tools it offers (called once when it loads).

@@ -294,6 +294,77 @@ mod tests {
     }
 
     #[test]
+    fn credentials_follow_configurable_origins() {
+        let grant = Grant::parse(
+            "secrets = [\"USER\", \"TOKEN\"]\n\
+             [outbound_env]\nAPI = \"https://api.example\"\nDAV = \"\"\n\
+             [secret_origins]\nTOKEN = [\"API\"]\nUSER = [\"DAV\", \"https://x.example\"]\n",
+        )
+        .unwrap();
+        let asked = request(&["secrets", "outbound-http"], None);
+        let origin = |text: &str| Origin::parse(text).unwrap();
+
+        // Unset: the API's default, and nothing for a server only the operator can name.
+        let granted = Granted::new(&asked, &grant, |_| None).unwrap();
+        assert_eq!(
+            granted.outbound_http.origins.iter().collect::<Vec<_>>(),
+            [&origin("https://api.example")]
+        );
+        assert!(
+            granted
+                .secrets
+                .may_send("TOKEN", &origin("https://api.example"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("USER", &origin("https://api.example"))
+        );
+        assert!(
+            granted
+                .secrets
+                .may_send("USER", &origin("https://x.example"))
+        );
+
+        // Pointed elsewhere (a test's fake, a self-hosted server), the credentials follow.
+        let env = |name: &str| match name {
+            "API" => Some("http://127.0.0.1:9000/v1".to_owned()),
+            "DAV" => Some("https://dav.example/user/".to_owned()),
+            _ => None,
+        };
+        let granted = Granted::new(&asked, &grant, env).unwrap();
+        assert!(
+            granted
+                .secrets
+                .may_send("TOKEN", &origin("http://127.0.0.1:9000"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("TOKEN", &origin("https://api.example"))
+        );
+        assert!(
+            granted
+                .secrets
+                .may_send("USER", &origin("https://dav.example"))
+        );
+        assert!(
+            !granted
+                .secrets
+                .may_send("USER", &origin("http://127.0.0.1:9000"))
+        );
+
+        let unknown =
+            Grant::parse("secrets = [\"TOKEN\"]\n[secret_origins]\nTOKEN = [\"NOWHERE\"]\n")
+                .unwrap();
+        let refused = Granted::new(&asked, &unknown, |_| None).unwrap_err();
+        assert!(
+            refused.contains("NOWHERE is not an [outbound_env] variable"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn every_capability_reads_only_its_own_keys() {
         // A grant naming every key parses: the key lists and the structs agree.
         let grant = Grant::parse(

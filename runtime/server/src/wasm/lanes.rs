@@ -16,7 +16,7 @@
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -83,10 +83,17 @@ impl<F: Future> Future for Clocked<F> {
 #[derive(Default)]
 pub struct Lanes {
     runtime: OnceLock<Runtime>,
+    /// Held while the runtime is built, so only one is (dropping a spare one on an executor
+    /// thread would panic).
+    building: Mutex<()>,
 }
 
 impl Lanes {
     fn handle(&self) -> std::io::Result<&Handle> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime.handle());
+        }
+        let _building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(runtime) = self.runtime.get() {
             return Ok(runtime.handle());
         }

@@ -123,13 +123,13 @@ impl Loader {
         bytes: Vec<u8>,
         grant: Option<Grant>,
     ) -> anyhow::Result<Generation> {
-        let (engine, cache_dir) = (self.sandbox.engine().clone(), self.cache_dir.clone());
+        let flavor = self.sandbox.flavor(bytes.len());
+        let (engine, cache_dir) = (flavor.engine().clone(), self.cache_dir.clone());
         let compiled =
             tokio::task::spawn_blocking(move || cache::compile(&engine, &cache_dir, &bytes))
                 .await??;
-        let (version, imports) = contract_of(self.sandbox.engine(), &compiled.component)?;
-        let pre = self
-            .sandbox
+        let (version, imports) = contract_of(flavor.engine(), &compiled.component)?;
+        let pre = flavor
             .linker()
             .instantiate_pre(&compiled.component)
             .map_err(|e| anyhow::anyhow!("cannot link: {e:#}"))?;

@@ -13,7 +13,7 @@ use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
-use super::engine;
+use super::engine::{self, MemoryInit};
 use super::exports::{Call, Exports};
 use super::lanes::{Lanes, Slice};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
@@ -27,12 +27,15 @@ pub struct Prepared {
 }
 
 /// Whether a call may wait for a free instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Wait {
     /// A request: when none is free it gets 503 at once, not a queue.
     No,
-    /// Background work (jobs, hooks, tools at load) waits its turn.
+    /// Background work (hooks, tools at load) waits its turn.
     Yes,
+    /// The adapter's place is taken already (the job worker takes it before it claims a job,
+    /// so a job never holds a worker while it waits); the server's is waited for.
+    Holding(AdapterPlace),
 }
 
 /// How many of `instances` background calls (jobs, hooks, tool listings) may hold at once: all
@@ -42,20 +45,64 @@ pub fn background_share(instances: usize) -> usize {
     instances - instances / 8
 }
 
-pub struct Sandbox {
+/// One of an adapter's instances taken for background work, within its background share.
+#[derive(Debug)]
+pub struct AdapterPlace {
+    _share: OwnedSemaphorePermit,
+    _instance: OwnedSemaphorePermit,
+}
+
+impl AdapterPlace {
+    /// A place among `caller`'s instances for background work, if one is free now.
+    pub fn try_take(caller: &Caller) -> Option<Self> {
+        Some(Self {
+            _share: Arc::clone(&caller.background).try_acquire_owned().ok()?,
+            _instance: Arc::clone(&caller.instances).try_acquire_owned().ok()?,
+        })
+    }
+
+    async fn take(caller: &Caller) -> Self {
+        Self {
+            _share: waited(&caller.background).await,
+            _instance: waited(&caller.instances).await,
+        }
+    }
+}
+
+async fn waited(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    Arc::clone(semaphore)
+        .acquire_owned()
+        .await
+        .expect("never closed")
+}
+
+/// The places one call holds while it runs.
+enum Places {
+    Request {
+        _adapter: OwnedSemaphorePermit,
+        _server: OwnedSemaphorePermit,
+    },
+    Background {
+        _adapter: AdapterPlace,
+        _server_share: OwnedSemaphorePermit,
+        _server: OwnedSemaphorePermit,
+    },
+}
+
+/// Components this large or larger (mostly interpreters and the state they snapshot) get the
+/// copy-on-write flavour of the engine; smaller ones copy their memory in.
+pub const LARGE_COMPONENT_BYTES: usize = 4 << 20;
+
+/// One engine and the linker of its host functions.
+pub struct Flavor {
     engine: Engine,
     pooled: bool,
     linker: Linker<HostState>,
-    lanes: Lanes,
-    /// Instances of all adapters together.
-    instances: Arc<Semaphore>,
-    /// The part of them background calls may hold.
-    background: Arc<Semaphore>,
 }
 
-impl Sandbox {
-    pub fn new(pooling: bool) -> anyhow::Result<Self> {
-        let (engine, pooled) = engine::build(pooling)?;
+impl Flavor {
+    fn new(pooling: bool, init: MemoryInit) -> anyhow::Result<Self> {
+        let (engine, pooled) = engine::build(pooling, init)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         super::caps::shadow_preopens(&mut linker)?;
@@ -64,9 +111,6 @@ impl Sandbox {
             engine,
             pooled,
             linker,
-            lanes: Lanes::default(),
-            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
-            background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
         })
     }
 
@@ -81,40 +125,70 @@ impl Sandbox {
     pub fn pooled(&self) -> bool {
         self.pooled
     }
+}
+
+pub struct Sandbox {
+    small: Flavor,
+    large: Flavor,
+    lanes: Lanes,
+    /// Instances of all adapters together.
+    instances: Arc<Semaphore>,
+    /// The part of them background calls may hold.
+    background: Arc<Semaphore>,
+}
+
+impl Sandbox {
+    pub fn new(pooling: bool) -> anyhow::Result<Self> {
+        Ok(Self {
+            small: Flavor::new(pooling, MemoryInit::Copy)?,
+            large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
+            lanes: Lanes::default(),
+            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+            background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
+        })
+    }
+
+    /// The flavour a component of `size` bytes runs in.
+    pub fn flavor(&self, size: usize) -> &Flavor {
+        if size >= LARGE_COMPONENT_BYTES {
+            &self.large
+        } else {
+            &self.small
+        }
+    }
+
+    pub fn pooled(&self) -> bool {
+        self.small.pooled && self.large.pooled
+    }
 
     /// A place for one more instance: the adapter's own cap, then the server's (for background
-    /// work, within their background shares first).
-    async fn places(
-        &self,
-        caller: &Caller,
-        wait: Wait,
-    ) -> Result<Vec<OwnedSemaphorePermit>, CallError> {
-        let adapter = Arc::clone(&caller.instances);
-        let server = Arc::clone(&self.instances);
+    /// work, within their background shares too).
+    async fn places(&self, caller: &Caller, wait: Wait) -> Result<Places, CallError> {
         let busy = |whose: &str| {
             CallError::Busy(format!(
                 "{whose} are all busy; try again (limits.max_instances of {:?} is {})",
                 caller.adapter, caller.granted.limits.max_instances
             ))
         };
-        match wait {
-            Wait::No => Ok(vec![
-                adapter
-                    .try_acquire_owned()
-                    .map_err(|_| busy("this adapter's instances"))?,
-                server
-                    .try_acquire_owned()
-                    .map_err(|_| busy("the server's instances"))?,
-            ]),
-            Wait::Yes => {
-                let mut places = Vec::with_capacity(4);
-                for semaphore in [&caller.background, &self.background, &adapter, &server] {
-                    let place = Arc::clone(semaphore).acquire_owned().await;
-                    places.push(place.expect("never closed"));
-                }
-                Ok(places)
+        let adapter = match wait {
+            Wait::No => {
+                return Ok(Places::Request {
+                    _adapter: Arc::clone(&caller.instances)
+                        .try_acquire_owned()
+                        .map_err(|_| busy("this adapter's instances"))?,
+                    _server: Arc::clone(&self.instances)
+                        .try_acquire_owned()
+                        .map_err(|_| busy("the server's instances"))?,
+                });
             }
-        }
+            Wait::Yes => AdapterPlace::take(caller).await,
+            Wait::Holding(place) => place,
+        };
+        Ok(Places::Background {
+            _adapter: adapter,
+            _server_share: waited(&self.background).await,
+            _server: waited(&self.instances).await,
+        })
     }
 
     /// Runs one export call of `prepared` in a fresh instance, within `limit`.
@@ -133,7 +207,7 @@ impl Sandbox {
         call.prepare(&mut state);
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
         let _cancel_runs_on_drop = state.cancel.clone().drop_guard();
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(prepared.pre.engine(), state);
         store.limiter(|state| &mut state.limits);
         let slice = Arc::new(Slice::default());
         let deadline = Instant::now() + limit;
@@ -143,7 +217,9 @@ impl Sandbox {
             Ok(if now >= deadline {
                 UpdateDeadline::Interrupt
             } else if clock.spent(now) {
-                UpdateDeadline::Yield(1)
+                // tokio's yield goes to the back of the queue (wasmtime's own would be polled
+                // again at once from the worker's LIFO slot): the other tasks run first.
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             } else {
                 UpdateDeadline::Continue(1)
             })

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::components::Components;
 use super::exports::JobFailure;
+use super::generation::Generation;
+use super::sandbox::AdapterPlace;
 use super::state::JobContext;
 use crate::adapters::Supervisor;
 use crate::config::JobsSection;
@@ -22,6 +24,13 @@ use crate::db::Db;
 use crate::jobs::{self, Job};
 use crate::task_runs;
 use crate::tasks::{self, RunningTasks, TaskStatus};
+
+/// A job taken off the queue, with the generation that runs it and its instance place.
+struct Claimed {
+    job: Job,
+    generation: Arc<Generation>,
+    place: AdapterPlace,
+}
 
 /// The longest wait a component may ask for before a retry.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -50,10 +59,10 @@ impl Worker {
                 () = stop.cancelled() => break,
             };
             match this.next(&mut last, &mut backlog).await {
-                Some(job) => {
+                Some(claimed) => {
                     let worker = Arc::clone(&this);
                     in_flight.spawn(async move {
-                        worker.run_one(job).await;
+                        worker.run_one(claimed).await;
                         drop(permit);
                         // A slot is free, and a retry may have been scheduled.
                         worker.ready.notify_one();
@@ -84,9 +93,14 @@ impl Worker {
     }
 
     /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
-    /// job ready, serves, and has room in its instances' background share (the rest stays free
-    /// for its requests). Also brings each adapter's backlog on its registry entry up to date.
-    async fn next(&self, last: &mut Option<String>, backlog: &mut HashSet<String>) -> Option<Job> {
+    /// job ready, serves, and has an instance free within its background share (the rest stays
+    /// free for its requests; taken here, so a job never holds a worker while it waits for one).
+    /// Also brings each adapter's backlog on its registry entry up to date.
+    async fn next(
+        &self,
+        last: &mut Option<String>,
+        backlog: &mut HashSet<String>,
+    ) -> Option<Claimed> {
         let now = jobs::now_ms();
         let found = self
             .db
@@ -100,34 +114,40 @@ impl Worker {
             }
         };
         self.show_backlog(&pending, backlog);
-        let candidates: Vec<&String> = ready
+        let after = |adapter: &String| last.as_ref().is_none_or(|last| adapter > last);
+        let turn = ready
             .iter()
-            .filter(|adapter| {
-                self.supervisor.is_serving(adapter)
-                    && self
-                        .components
-                        .generation(adapter)
-                        .is_some_and(|g| g.prepared.caller.background.available_permits() > 0)
-            })
-            .collect();
-        let pick = candidates
-            .iter()
-            .find(|adapter| last.as_ref().is_none_or(|last| **adapter > last))
-            .or(candidates.first())?
-            .to_string();
-        let adapter = pick.clone();
-        let claimed = self
-            .db
-            .call(move |conn| jobs::claim_next(conn, &adapter, now))
-            .await;
-        *last = Some(pick);
-        match claimed {
-            Ok(job) => job,
-            Err(e) => {
-                tracing::error!("cannot claim a job: {e}");
-                None
+            .filter(|a| after(a))
+            .chain(ready.iter().filter(|a| !after(a)));
+        for adapter in turn {
+            if !self.supervisor.is_serving(adapter) {
+                continue;
+            }
+            let Some(generation) = self.components.generation(adapter) else {
+                continue;
+            };
+            let Some(place) = generation.free_place() else {
+                continue;
+            };
+            let name = adapter.clone();
+            let claimed = self
+                .db
+                .call(move |conn| jobs::claim_next(conn, &name, now))
+                .await;
+            match claimed {
+                Ok(Some(job)) => {
+                    *last = Some(adapter.clone());
+                    return Some(Claimed {
+                        job,
+                        generation,
+                        place,
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!("cannot claim a job: {e}"),
             }
         }
+        None
     }
 
     /// Puts each adapter's number of waiting jobs on its registry entry.
@@ -158,13 +178,18 @@ impl Worker {
         })
     }
 
-    async fn run_one(&self, job: Job) {
-        let Job {
-            task_id,
-            adapter,
-            payload,
-            attempt,
-        } = job;
+    async fn run_one(&self, claimed: Claimed) {
+        let Claimed {
+            job:
+                Job {
+                    task_id,
+                    payload,
+                    attempt,
+                    ..
+                },
+            generation,
+            place,
+        } = claimed;
         let context = JobContext {
             task_id: task_id.clone(),
             attempt,
@@ -186,7 +211,7 @@ impl Worker {
                     return None;
                 }
                 tokio::select! {
-                    outcome = self.components.run_job(&adapter, context, payload) => Some(outcome),
+                    outcome = generation.run_job(context, payload, place) => Some(outcome),
                     () = cancel.cancelled() => None,
                 }
             },

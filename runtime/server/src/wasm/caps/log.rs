@@ -86,10 +86,12 @@ impl Capability for Log {
     }
 }
 
-/// One line: control characters escaped, cut to [`MAX_LINE_CHARS`].
+/// One line: control characters escaped, cut to [`MAX_LINE_CHARS`] (looking no further into
+/// a long message than the line needs).
 fn one_line(message: &str) -> String {
     let escaped: String = message
         .chars()
+        .take(MAX_LINE_CHARS + 1)
         .flat_map(|c| match c {
             c if c.is_control() => c.escape_default().collect::<Vec<_>>(),
             c => vec![c],

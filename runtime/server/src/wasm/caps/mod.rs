@@ -116,10 +116,14 @@ macro_rules! capabilities {
                 grant: &Grant,
                 env: impl Fn(&str) -> Option<String>,
             ) -> Result<Self, String> {
-                Ok(Self {
+                let mut granted = Self {
                     limits: grant.limits,
                     $($field: <$cap>::grant(request, &grant.$field, &env)?,)*
-                })
+                };
+                granted.secrets.bind_variables(|variable| {
+                    grant.outbound_http.env_origin(variable, &env)
+                })?;
+                Ok(granted)
             }
 
             /// The registry entry's list of capabilities.

@@ -20,9 +20,36 @@ pub struct Grant {
     #[serde(default)]
     outbound_hosts: Vec<String>,
     /// Origins of URLs held in environment variables (an adapter whose API base is
-    /// configurable): variable name → the URL used when it is unset.
+    /// configurable): variable name → the URL used when it is unset; an empty one grants
+    /// nothing while the variable is unset (a server only the operator can name).
     #[serde(default)]
     outbound_env: BTreeMap<String, String>,
+}
+
+impl Grant {
+    /// The origin `[outbound_env]` grants through `variable`: `None` while an empty default
+    /// stands; an error when the variable is not listed there or is not a URL.
+    pub fn env_origin(
+        &self,
+        variable: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Origin>, String> {
+        let default = self
+            .outbound_env
+            .get(variable)
+            .ok_or_else(|| format!("{variable} is not an [outbound_env] variable of this grant"))?;
+        let value = env(variable)
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| default.clone());
+        if value.is_empty() {
+            return Ok(None);
+        }
+        let url = reqwest::Url::parse(&value)
+            .map_err(|e| format!("{variable} is not a URL ({value:?}): {e}"))?;
+        Origin::of(&url)
+            .map(Some)
+            .ok_or_else(|| format!("{variable} has no host"))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,11 +73,8 @@ impl Capability for OutboundHttp {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Granted, String> {
         let mut granted = Origin::parse_all(&grant.outbound_hosts)?;
-        for (variable, default) in &grant.outbound_env {
-            let value = env(variable).unwrap_or_else(|| default.clone());
-            let url = reqwest::Url::parse(&value)
-                .map_err(|e| format!("{variable} is not a URL ({value:?}): {e}"))?;
-            granted.insert(Origin::of(&url).ok_or_else(|| format!("{variable} has no host"))?);
+        for variable in grant.outbound_env.keys() {
+            granted.extend(grant.env_origin(variable, env)?);
         }
         if !request.imports.contains(Self::INTERFACE) {
             return Ok(Granted::default());

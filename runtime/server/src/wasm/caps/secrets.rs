@@ -21,7 +21,8 @@ use v0_2::service::adapter::types::Error;
 pub struct Grant {
     #[serde(default)]
     secrets: Vec<String>,
-    /// Secret name → the only origins an outbound placeholder may send it to.
+    /// Secret name → the only origins an outbound placeholder may send it to: origins, or
+    /// `[outbound_env]` variables standing for the origin each grants.
     #[serde(default)]
     secret_origins: BTreeMap<String, Vec<String>>,
 }
@@ -35,9 +36,27 @@ pub struct Granted {
     pub required_ungranted: Vec<String>,
     /// Secrets bound to origins; an unbound secret may go to any granted origin.
     pub origins: BTreeMap<String, BTreeSet<Origin>>,
+    /// Secrets bound to `[outbound_env]` variables, until [`Granted::bind_variables`] turns
+    /// them into origins.
+    variables: BTreeMap<String, Vec<String>>,
 }
 
 impl Granted {
+    /// Adds the origin each variable binding stands for (`origin_of` answers `None` for a
+    /// variable that grants nothing now, which leaves the secret bound to less).
+    pub fn bind_variables(
+        &mut self,
+        origin_of: impl Fn(&str) -> Result<Option<Origin>, String>,
+    ) -> Result<(), String> {
+        for (name, variables) in std::mem::take(&mut self.variables) {
+            let bound = self.origins.entry(name).or_default();
+            for variable in variables {
+                bound.extend(origin_of(&variable).map_err(|e| format!("[secret_origins]: {e}"))?);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a placeholder may send `name` to `origin`.
     pub fn may_send(&self, name: &str, origin: &Origin) -> bool {
         self.names.contains(name)
@@ -64,13 +83,20 @@ impl Capability for Secrets {
         _: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Granted, String> {
         let mut origins = BTreeMap::new();
+        let mut variables = BTreeMap::new();
         for (name, bound) in &grant.secret_origins {
             if !grant.secrets.contains(name) {
                 return Err(format!(
                     "[secret_origins] names {name}, which `secrets` does not grant"
                 ));
             }
-            origins.insert(name.clone(), Origin::parse_all(bound)?);
+            // An origin has a scheme; anything else names a variable.
+            let (urls, names): (Vec<String>, Vec<String>) = bound
+                .iter()
+                .cloned()
+                .partition(|entry| entry.contains("://"));
+            origins.insert(name.clone(), Origin::parse_all(&urls)?);
+            variables.insert(name.clone(), names);
         }
         // A 0.1 component lists the secrets it wants; a newer one may use every granted
         // secret (through this interface or an outbound placeholder).
@@ -95,6 +121,7 @@ impl Capability for Secrets {
             required,
             required_ungranted,
             origins,
+            variables,
         })
     }
 

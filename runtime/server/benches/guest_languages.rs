@@ -1,0 +1,95 @@
+//! `cargo bench -p service-runtime --bench guest_languages`
+//!
+//! The time of one request to a trivial route (a fresh instance per request, as the server
+//! does) for guests written in Rust (`echo`), Python (`python-echo`, componentize-py) and
+//! JavaScript (`js-echo`, componentize-js), measured in one run; the Rust guest is the baseline.
+//! Target: every language under 1 ms.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use service_contract::HttpRequest;
+use service_runtime::adapters::Managed;
+use service_runtime::app::App;
+use service_runtime::wasm::Generation;
+use service_runtime::wasm::grants::Grant;
+
+// The tests' guest builders.
+#[allow(dead_code)]
+#[path = "../../../tests/e2e/guests.rs"]
+mod guests;
+
+const CALLS: usize = 2_000;
+
+/// Loads a component with nothing granted but what its route needs (nothing).
+async fn load(app: &App, wasm: PathBuf) -> Generation {
+    let bytes = std::fs::read(&wasm).unwrap();
+    let grant = Grant::parse("").unwrap();
+    app.components
+        .loader()
+        .load(None, bytes, Some(grant))
+        .await
+        .unwrap()
+}
+
+/// Median and 99th percentile of `CALLS` sequential requests after a warm-up.
+async fn measure(guest: &Generation, path: &str) -> (Duration, Duration) {
+    let request = || HttpRequest {
+        method: "GET".into(),
+        path: path.into(),
+        query: String::new(),
+        headers: vec![],
+        body: vec![],
+    };
+    for _ in 0..50 {
+        guest.handle_http(request()).await.unwrap();
+    }
+    let mut samples = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        let response = guest.handle_http(request()).await.unwrap();
+        samples.push(started.elapsed());
+        assert_eq!(response.status, 200);
+    }
+    samples.sort();
+    (samples[CALLS / 2], samples[CALLS * 99 / 100])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::open(tmp.path()).unwrap();
+        let guests = [
+            ("Rust (echo, baseline)", guests::guest("echo")),
+            ("Python (python-echo)", guests::python_echo()),
+        ];
+        println!("one request to GET /hello, a fresh instance each ({CALLS} sequential):");
+        let mut baseline = None;
+        let mut met = true;
+        for (label, wasm) in guests {
+            let size = std::fs::metadata(&wasm).unwrap().len();
+            let guest = Arc::new(load(&app, wasm).await);
+            let (p50, p99) = measure(&guest, "/hello").await;
+            let base = *baseline.get_or_insert(p50);
+            met &= p50 < Duration::from_millis(1);
+            println!(
+                "  {label:24} {:6.1} MB  p50 {:7.3} ms  p99 {:7.3} ms  ({:5.1}x the Rust guest)",
+                size as f64 / 1e6,
+                ms(p50),
+                ms(p99),
+                ms(p50) / ms(base)
+            );
+        }
+        println!(
+            "  target: under 1 ms each: {}",
+            if met { "met" } else { "MISSED" }
+        );
+        std::process::exit(0);
+    });
+}

@@ -1,0 +1,229 @@
+//! `cargo bench -p service-runtime --bench isolation`
+//!
+//! The latency of `/api/health` and of another adapter's route (echo's `GET /hello`) on the real
+//! server binary while twice as many guests as the machine has cores spin (half of them in jobs,
+//! half in requests), against the same with idle guests, in alternating rounds of one run (so a
+//! slow moment of a shared machine hits both). Targets: p99 under 20 ms, and under twice the
+//! idle p99 (medians over the rounds).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// The tests' guest builder; this benchmark needs `guest`.
+#[allow(dead_code)]
+#[path = "../../../tests/e2e/guests.rs"]
+mod guests;
+
+const SAMPLES: usize = 1_000;
+const ROUNDS: usize = 5;
+/// How long each spinner spins (its deadline); a round measures while they all spin.
+const SPIN_MS: u64 = 8_000;
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The release binary on a fresh data directory with echo and hostile installed.
+fn start(data_dir: &Path) -> Server {
+    let adapters = data_dir.join("adapters");
+    std::fs::create_dir_all(&adapters).unwrap();
+    for (name, grant) in [
+        (
+            "echo",
+            &"agent = true\nkv = true\njobs = true\noutbound_hosts = [\"http://127.0.0.1:9\"]\n"
+                .to_owned(),
+        ),
+        (
+            "hostile",
+            &format!(
+                "jobs = true\noutbound_hosts = [\"http://127.0.0.1:9\"]\n\
+                 [limits]\nhandle_http_ms = {SPIN_MS}\nrun_job_ms = {SPIN_MS}\n"
+            ),
+        ),
+    ] {
+        std::fs::copy(guests::guest(name), adapters.join(format!("{name}.wasm"))).unwrap();
+        std::fs::write(adapters.join(format!("{name}.toml")), grant).unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_service-runtime"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", data_dir)
+        .env("RUST_LOG", "warn")
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("service-runtime listening on ")
+        .expect("the server did not start")
+        .to_owned();
+    Server { child, url }
+}
+
+async fn wait_for(client: &reqwest::Client, url: &str, what: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(response) = client.get(url).send().await
+            && what(&response.text().await.unwrap_or_default())
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting for {url}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+}
+
+/// `SAMPLES` sequential requests to `path`.
+async fn measure(client: &reqwest::Client, base: &str, path: &str) -> Figures {
+    let url = format!("{base}{path}");
+    let mut samples = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let started = Instant::now();
+        let response = client.get(&url).send().await.unwrap();
+        let status = response.status();
+        response.bytes().await.unwrap();
+        samples.push(started.elapsed());
+        assert!(status.is_success(), "{path}: {status}");
+    }
+    samples.sort();
+    Figures {
+        p50: samples[SAMPLES / 2],
+        p99: samples[SAMPLES * 99 / 100],
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn both(client: &reqwest::Client, base: &str) -> [Figures; 2] {
+    [
+        measure(client, base, "/api/health").await,
+        measure(client, base, "/api/adapters/echo/hello").await,
+    ]
+}
+
+/// Starts `cores` spinning jobs and `cores` spinning requests and waits until all spin; the
+/// handles end when the requests hit their deadline.
+async fn spin(
+    client: &reqwest::Client,
+    base: &str,
+    cores: usize,
+) -> Vec<tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>> {
+    let mut jobs = Vec::new();
+    for _ in 0..cores {
+        let started = client
+            .get(format!("{base}/api/adapters/hostile/spin-job"))
+            .send()
+            .await
+            .unwrap();
+        let status = started.status();
+        let body = started.text().await.unwrap();
+        assert_eq!(status, 202, "{body}");
+        jobs.push(body);
+    }
+    let requests = (0..cores)
+        .map(|_| {
+            tokio::spawn(
+                client
+                    .get(format!("{base}/api/adapters/hostile/loop"))
+                    .send(),
+            )
+        })
+        .collect();
+    wait_for(
+        client,
+        &format!("{base}/api/tasks?status=running"),
+        |body| jobs.iter().all(|job| body.contains(job.as_str())),
+    )
+    .await;
+    requests
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let server = start(tmp.path());
+
+        let client = reqwest::Client::new();
+        let base = server.url.clone();
+        wait_for(&client, &format!("{base}/api/health"), |body| {
+            body.contains(r#""adapters":"ready""#)
+        })
+        .await;
+        // Warm-up.
+        measure(&client, &base, "/api/adapters/echo/hello").await;
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let (mut idle, mut busy) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            idle.push(both(&client, &base).await);
+            let spinners = spin(&client, &base, cores).await;
+            busy.push(both(&client, &base).await);
+            assert!(
+                spinners.iter().all(|s| !s.is_finished()),
+                "a spinner ended before the round was measured; raise SPIN_MS"
+            );
+            for spinner in spinners {
+                let status = spinner.await.unwrap().unwrap().status();
+                assert_eq!(status, 503, "a spinner ends at its deadline");
+            }
+        }
+        println!(
+            "latency of {SAMPLES} sequential requests, idle guests against {} spinning ({cores} jobs + {cores} requests on {cores} cores), medians of {ROUNDS} alternating rounds:",
+            2 * cores
+        );
+        let mut met = true;
+        for (i, label) in ["/api/health", "echo GET /hello"].into_iter().enumerate() {
+            let p = |rounds: &[[Figures; 2]], f: fn(&Figures) -> Duration| {
+                median(rounds.iter().map(|r| ms(f(&r[i]))).collect())
+            };
+            let ratio = median(
+                idle.iter()
+                    .zip(&busy)
+                    .map(|(idle, busy)| ms(busy[i].p99) / ms(idle[i].p99))
+                    .collect(),
+            );
+            let busy_p99 = p(&busy, |f| f.p99);
+            let ok = busy_p99 < 20.0 && ratio < 2.0;
+            met &= ok;
+            println!(
+                "  {label:16} idle p50 {:6.2} ms p99 {:6.2} ms | spinning p50 {:6.2} ms p99 {busy_p99:6.2} ms | p99 ratio {ratio:.2} ({})",
+                p(&idle, |f| f.p50),
+                p(&idle, |f| f.p99),
+                p(&busy, |f| f.p50),
+                if ok { "met" } else { "MISSED" }
+            );
+        }
+        println!("  target: p99 < 20 ms and < 2x the idle p99: {}", if met { "met" } else { "MISSED" });
+        drop(server);
+        std::process::exit(0);
+    });
+}
