@@ -9,7 +9,6 @@ use service_contract::{
     AdapterEntry, AdapterError, AdapterKind, FailureKind, HttpRequest, HttpResponse, Route,
 };
 
-
 use super::caps::RunContext;
 use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
 use super::grants::Request;
