@@ -129,7 +129,13 @@ async fn complete(
 
 /// The Web API's `chat.postMessage`: replies counted per mention, and when the last came.
 #[derive(Clone, Default)]
-struct Replies(Arc<Mutex<(HashMap<usize, usize>, Option<Instant>)>>);
+struct Replies(Arc<Mutex<Seen>>);
+
+#[derive(Default)]
+struct Seen {
+    per_mention: HashMap<usize, usize>,
+    last_at: Option<Instant>,
+}
 
 impl Replies {
     async fn start(&self) -> String {
@@ -140,20 +146,20 @@ impl Replies {
     }
 
     fn counts(&self) -> HashMap<usize, usize> {
-        self.0.lock().unwrap().0.clone()
+        self.0.lock().unwrap().per_mention.clone()
     }
 
     fn last_at(&self) -> Option<Instant> {
-        self.0.lock().unwrap().1
+        self.0.lock().unwrap().last_at
     }
 }
 
 async fn post_message(State(replies): State<Replies>, Json(body): Json<Value>) -> Json<Value> {
     let mut seen = replies.0.lock().unwrap();
     if let Some(n) = body["text"].as_str().and_then(tag) {
-        *seen.0.entry(n).or_default() += 1;
+        *seen.per_mention.entry(n).or_default() += 1;
     }
-    seen.1 = Some(Instant::now());
+    seen.last_at = Some(Instant::now());
     Json(json!({"ok": true, "ts": "1700000000.000100"}))
 }
 
@@ -357,6 +363,8 @@ struct Acks {
     resent: Vec<Duration>,
     /// What the sends that were not acknowledged got, and how often.
     refused: HashMap<String, usize>,
+    /// The slowest ack and its mention, to tell a lone outlier from a pattern.
+    slowest: Option<(Duration, usize)>,
 }
 
 fn quantile(samples: &[Duration], q: f64) -> Duration {
@@ -368,6 +376,11 @@ fn quantile(samples: &[Duration], q: f64) -> Duration {
 impl Acks {
     fn record(&mut self, n: usize, sent: Result<Duration, String>, resent: bool) {
         self.acked[n] = sent.is_ok();
+        if let Ok(latency) = sent
+            && self.slowest.is_none_or(|(worst, _)| latency > worst)
+        {
+            self.slowest = Some((latency, n));
+        }
         match sent {
             Ok(latency) if resent => self.resent.push(latency),
             Ok(latency) => self.latencies.push(latency),
@@ -394,8 +407,11 @@ impl Acks {
                 ms(quantile(samples, 1.0))
             ),
         };
+        let slowest = self.slowest.map_or(String::new(), |(_, n)| {
+            format!(" (the slowest: mention #{n})")
+        });
         format!(
-            "p50 / p99 / max: burst {} ({}), re-sent {} ({}); not acknowledged: {:?}",
+            "p50 / p99 / max: burst {} ({}), re-sent {} ({}){slowest}; not acknowledged: {:?}",
             figures(&self.latencies),
             self.latencies.len(),
             figures(&self.resent),

@@ -127,17 +127,18 @@ impl FakePlatform {
     }
 }
 
-fn authorized(headers: &HeaderMap) -> Result<String, Response> {
-    let auth = headers
+fn authorization(headers: &HeaderMap) -> String {
+    headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
-        .to_owned();
-    if auth == format!("Bearer {BOT_TOKEN}") {
-        Ok(auth)
-    } else {
-        Err(Json(json!({"ok": false, "error": "invalid_auth"})).into_response())
-    }
+        .to_owned()
+}
+
+/// The Web API's answer to a call without the bot token, if this one came without it.
+fn unauthorized(headers: &HeaderMap) -> Option<Response> {
+    (authorization(headers) != format!("Bearer {BOT_TOKEN}"))
+        .then(|| Json(json!({"ok": false, "error": "invalid_auth"})).into_response())
 }
 
 async fn post_message(
@@ -145,11 +146,7 @@ async fn post_message(
     headers: HeaderMap,
     Json(mut body): Json<Value>,
 ) -> Response {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let auth = authorization(&headers);
     let mut platform = state.lock().unwrap_or_else(PoisonError::into_inner);
     let scripted = platform.script.pop_front().flatten();
     let (status, retry_after, mut answer) =
@@ -222,7 +219,7 @@ async fn replies(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Response {
-    if let Err(refused) = authorized(&headers) {
+    if let Some(refused) = unauthorized(&headers) {
         return refused;
     }
     let Some(thread) = page.ts.clone() else {
@@ -246,7 +243,7 @@ async fn history(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Response {
-    if let Err(refused) = authorized(&headers) {
+    if let Some(refused) = unauthorized(&headers) {
         return refused;
     }
     let platform = state.lock().unwrap_or_else(PoisonError::into_inner);
