@@ -17,7 +17,7 @@ use crate::service::adapter::secrets;
 const DEFAULT_MESSAGES: usize = 20;
 /// The host keeps no more turns than this anyway.
 const MAX_MESSAGES: usize = 50;
-/// One page of a thread; a longer thread's earliest replies are left out.
+/// One page of a thread, read from its start: a longer thread's latest replies are left out.
 const THREAD_PAGE: usize = 200;
 
 /// How many earlier messages a reply carries (0: none).
