@@ -1,70 +1,28 @@
-//! The bundled teamchat adapter through the real binary, against a fake of the platform's Web
-//! API (real HTTP, recording `chat.postMessage`): the handshake, signatures and replay window,
-//! mentions in threads and DMs, retries run once, failed posts, slash commands, missing
-//! secrets and a component that failed to load.
+//! The bundled teamchat adapter through the real binary, against a fake of the platform
+//! (`fakes::teamchat`: real HTTP, the Web API and the hooks origin): the handshake,
+//! signatures and replay window, mentions in threads and DMs with their context, retries run
+//! once, refused posts sent again after the wait, long replies in several messages, replies
+//! delivered once across a crash and a shutdown, the platform's other requests, slash
+//! commands inline or later, missing secrets and a component that failed to load.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::routing::post;
 use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, assert_error, eventually, json_of, openai_env, spawn_fake};
+use crate::fakes::teamchat::{BOT_TOKEN, BOT_USER, FakePlatform};
+use crate::support::{Server, assert_error, eventually, json_of, openai_env};
 
 const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
-const BOT_TOKEN: &str = "xoxb-test-token";
 
 /// A posted message: the bearer token it came with and its JSON body.
 type Posted = (String, Value);
 
-/// The platform's Web API: `chat.postMessage` answers with `answer` and records the call.
-struct FakeApi {
-    base: String,
-    posted: Arc<Mutex<Vec<Posted>>>,
-}
-
-impl FakeApi {
-    async fn start(answer: Value) -> Self {
-        let posted: Arc<Mutex<Vec<Posted>>> = Arc::default();
-        let router = axum::Router::new()
-            .route(
-                "/api/chat.postMessage",
-                post(
-                    async |State((posted, answer)): State<(Arc<Mutex<Vec<Posted>>>, Value)>,
-                           headers: HeaderMap,
-                           Json(body): Json<Value>| {
-                        let auth = headers["authorization"].to_str().unwrap().to_owned();
-                        posted.lock().unwrap().push((auth, body));
-                        Json(answer)
-                    },
-                ),
-            )
-            .with_state((Arc::clone(&posted), answer));
-        Self {
-            base: format!("{}/api", spawn_fake(router).await),
-            posted,
-        }
-    }
-
-    fn posted(&self) -> Vec<Posted> {
-        self.posted.lock().unwrap().clone()
-    }
-
-    /// The settings of a configured teamchat adapter talking to this fake.
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("SERVICE_TEAMCHAT_SIGNING_SECRET", SIGNING_SECRET.into()),
-            ("SERVICE_TEAMCHAT_BOT_TOKEN", BOT_TOKEN.into()),
-            ("SERVICE_TEAMCHAT_API_BASE", self.base.clone()),
-        ]
-    }
+async fn platform(usual: Value) -> FakePlatform {
+    FakePlatform::start(usual).await
 }
 
 fn now() -> i64 {
@@ -129,12 +87,16 @@ fn callback(event_id: &str, event: Value) -> String {
 }
 
 fn mention(text: &str, thread_ts: Option<&str>) -> Value {
+    mention_at("C1", "1700000001.000200", text, thread_ts)
+}
+
+fn mention_at(channel: &str, ts: &str, text: &str, thread_ts: Option<&str>) -> Value {
     let mut event = json!({
         "type": "app_mention",
         "user": "U1",
         "text": text,
-        "ts": "1700000001.000200",
-        "channel": "C1",
+        "ts": ts,
+        "channel": channel,
     });
     if let Some(thread_ts) = thread_ts {
         event["thread_ts"] = json!(thread_ts);
@@ -142,7 +104,7 @@ fn mention(text: &str, thread_ts: Option<&str>) -> Value {
     event
 }
 
-async fn posts(api: &FakeApi, count: usize) -> Vec<Posted> {
+async fn posts(api: &FakePlatform, count: usize) -> Vec<Posted> {
     eventually(20, async || {
         let posted = api.posted();
         (posted.len() >= count).then_some(posted)
@@ -165,10 +127,45 @@ async fn runs(server: &Server) -> Vec<(Value, Value)> {
     out
 }
 
+/// The adapter's job tasks, once none of them is waiting or running any more.
+async fn settled_jobs(server: &Server) -> Vec<Value> {
+    eventually(60, async || {
+        let (_, tasks) = server.get("/api/tasks").await;
+        let jobs: Vec<Value> = tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["title"] == "teamchat job")
+            .cloned()
+            .collect();
+        let settled = jobs
+            .iter()
+            .all(|t| t["status"] == "completed" || t["status"] == "error");
+        (!jobs.is_empty() && settled).then_some(jobs)
+    })
+    .await
+}
+
+/// The (role, text) turns of a request to the fake model, system prompt left out.
+fn turns(request: &llm::Recorded) -> Vec<(String, String)> {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn handshake_signatures_and_replay_window() {
-    let api = FakeApi::start(json!({"ok": true})).await;
-    let server = Server::start_with_owned(&api.env());
+    let api = platform(json!({"ok": true})).await;
+    let server = Server::start_with_owned(&api.env(SIGNING_SECRET));
     let entry = server.adapter("teamchat").await.unwrap();
     assert_eq!(entry["status"], "running", "{entry}");
     assert_eq!(entry["kind"], "wasm");
@@ -235,8 +232,8 @@ async fn handshake_signatures_and_replay_window() {
 
 #[tokio::test]
 async fn mentions_in_threads_and_direct_messages_get_replies() {
-    let api = FakeApi::start(json!({"ok": true, "ts": "1700000002.000300"})).await;
-    let server = Server::start_with_owned(&api.env());
+    let api = platform(json!({"ok": true, "ts": "1700000002.000300"})).await;
+    let server = Server::start_with_owned(&api.env(SIGNING_SECRET));
 
     let in_thread = callback(
         "Ev001",
@@ -312,8 +309,8 @@ async fn mentions_in_threads_and_direct_messages_get_replies() {
 
 #[tokio::test]
 async fn a_retried_event_runs_once_even_across_a_restart() {
-    let api = FakeApi::start(json!({"ok": true})).await;
-    let server = Server::start_with_owned(&api.env());
+    let api = platform(json!({"ok": true})).await;
+    let server = Server::start_with_owned(&api.env(SIGNING_SECRET));
     let event = callback("EvRetried", mention("<@UBOT> once please", None));
     let mut outcomes = Vec::new();
     for _ in 0..3 {
@@ -323,6 +320,8 @@ async fn a_retried_event_runs_once_even_across_a_restart() {
     }
     assert_eq!(outcomes, ["queued", "duplicate", "duplicate"]);
     posts(&api, 1).await;
+    // The job has ended, its post counted: a crash in between is the crash test's subject.
+    settled_jobs(&server).await;
 
     let server = server.restart();
     let (status, body) = signed(&server, "events", &event).await;
@@ -334,33 +333,33 @@ async fn a_retried_event_runs_once_even_across_a_restart() {
         signed(&server, "events", &fresh).await.1["outcome"],
         "queued"
     );
-    let posted = posts(&api, 2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(api.posted().len(), 2, "{posted:?}");
+    posts(&api, 2).await;
+    assert_eq!(settled_jobs(&server).await.len(), 2);
+    assert_eq!(api.calls().len(), 2, "{:?}", api.calls());
     assert_eq!(runs(&server).await.len(), 2);
 }
 
 #[tokio::test]
-async fn a_failed_post_is_noted_and_the_route_still_answers() {
-    let api = FakeApi::start(json!({"ok": false, "error": "not_in_channel"})).await;
-    let server = Server::start_with_owned(&api.env());
+async fn a_refused_post_is_noted_the_job_fails_and_the_route_still_answers() {
+    let api = platform(json!({"ok": false, "error": "not_in_channel"})).await;
+    let server = Server::start_with_owned(&api.env(SIGNING_SECRET));
     let event = callback("EvNoScope", mention("<@UBOT> can you hear me?", None));
     let (status, _) = signed(&server, "events", &event).await;
     assert_eq!(status, StatusCode::OK);
-    posts(&api, 1).await;
-    let (task, trace) = eventually(20, async || {
-        runs(&server)
-            .await
-            .into_iter()
-            .find(|(task, _)| task["status"] == "completed")
-    })
-    .await;
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(jobs[0]["status"], "error", "{jobs:?}");
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            jobs[0]["trace_id"].as_str().unwrap()
+        ))
+        .await;
     let warnings = trace["warnings"].to_string();
     assert!(warnings.contains("reply not delivered"), "{trace}");
     assert!(warnings.contains("not_in_channel"), "{trace}");
-    assert!(task["trace_id"].is_string());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(api.posted().len(), 1, "no retry storm");
+    // A final refusal is not retried.
+    assert_eq!(api.calls().len(), 1, "no retry storm");
+    assert!(api.posted().is_empty());
     assert_eq!(server.get("/api/health").await.0, StatusCode::OK);
     let handshake = r#"{"type":"url_verification","challenge":"still-here"}"#;
     assert_eq!(
@@ -370,10 +369,431 @@ async fn a_failed_post_is_noted_and_the_route_still_answers() {
 }
 
 #[tokio::test]
+async fn a_post_refused_for_now_is_sent_after_the_wait_and_the_model_runs_once() {
+    let llm = llm::openai(vec![Reply::Text("worth the wait")]).await;
+    let api = platform(json!({"ok": true})).await;
+    api.refuse_next(
+        503,
+        None,
+        json!({"ok": false, "error": "service_unavailable"}),
+    );
+    api.refuse_next(429, Some(1), json!({"ok": false, "error": "ratelimited"}));
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+    let event = callback("EvRefused", mention("<@UBOT> busy platform?", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(
+        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
+        (Some("completed"), &json!(3)),
+        "{jobs:?}"
+    );
+    let calls = api.calls();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    // A 5xx waits for the backoff (2 s at the first attempt), a 429 for its Retry-After.
+    let gaps: Vec<Duration> = calls.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert!(gaps[0] >= Duration::from_millis(1_900), "{gaps:?}");
+    assert!(gaps[1] >= Duration::from_millis(900), "{gaps:?}");
+    assert_eq!(api.posted().len(), 1);
+    assert_eq!(api.posted()[0].1["text"], "worth the wait");
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "the kept answer is posted, not asked again"
+    );
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            jobs[0]["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert!(
+        trace["warnings"]
+            .to_string()
+            .contains("not delivered yet (attempt 1)"),
+        "{trace}"
+    );
+}
+
+/// A reply of about 9,500 characters: prose, a code block, prose.
+fn long_reply() -> String {
+    let prose = |topic: &str| {
+        (0..12)
+            .map(|i| {
+                format!(
+                    "{topic} paragraph {i}: {}",
+                    "lorem ipsum dolor sit amet ".repeat(12)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    let code: Vec<String> = (0..60)
+        .map(|i| format!("    let value_{i:02} = compute({i});"))
+        .collect();
+    format!(
+        "{}\n\n```\n{}\n```\n\n{}",
+        prose("intro"),
+        code.join("\n"),
+        prose("outro")
+    )
+}
+
+#[tokio::test]
+async fn a_long_reply_arrives_whole_in_order_in_its_thread_each_part_once() {
+    let text = long_reply();
+    let llm = llm::openai(vec![Reply::Text(text.clone().leak())]).await;
+    let api = platform(json!({"ok": true})).await;
+    // The second message is refused once: the retry goes on from there.
+    api.accept_next();
+    api.refuse_next(500, None, json!({"ok": false, "error": "internal_error"}));
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+    let event = callback(
+        "EvLong",
+        mention("<@UBOT> tell me everything", Some("1700000000.000100")),
+    );
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(jobs[0]["status"], "completed", "{jobs:?}");
+
+    let parts: Vec<String> = api
+        .posted()
+        .iter()
+        .map(|(_, m)| {
+            assert_eq!(m["thread_ts"], "1700000000.000100", "{m}");
+            m["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(parts.len(), 3, "{parts:#?}");
+    assert_eq!(api.calls().len(), 4, "one refused, none posted twice");
+    for part in &parts {
+        assert!(part.chars().count() <= 4_000, "{}", part.chars().count());
+        assert_eq!(
+            part.matches("```").count() % 2,
+            0,
+            "a block left open: {part}"
+        );
+    }
+    let code_lines = |t: &str| t.lines().filter(|l| l.contains("compute(")).count();
+    assert!(
+        parts.iter().any(|p| code_lines(p) == 60),
+        "the code block is in one message"
+    );
+    // In order, no word cut: the messages together are the reply.
+    let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(words(&parts.join("\n\n")), words(&text));
+    assert_eq!(llm.requests().len(), 1);
+}
+
+/// Waits until the model has been asked `count` times.
+async fn asked(llm: &llm::FakeLlm, count: usize) {
+    eventually(20, async || (llm.requests().len() >= count).then_some(())).await;
+}
+
+#[tokio::test]
+async fn a_reply_cut_off_by_a_crash_is_delivered_once_after_the_restart() {
+    let (cut_off, _pieces) = llm::by_hand();
+    let llm = llm::openai(vec![cut_off, Reply::Text("after the restart")]).await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+    let event = callback("EvCrash", mention("<@UBOT> survive this", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    asked(&llm, 1).await;
+
+    // kill -9 while the model is answering; the job runs again at the next start.
+    let server = server.restart();
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(
+        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
+        (Some("completed"), &json!(2)),
+        "{jobs:?}"
+    );
+    let posted = api.posted();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].1["text"], "after the restart");
+    // The platform's retry of the event is still a duplicate.
+    assert_eq!(
+        signed(&server, "events", &event).await.1["outcome"],
+        "duplicate"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_in_progress_at_shutdown_is_delivered_before_exit_and_not_again() {
+    let (in_progress, pieces) = llm::by_hand();
+    let llm = llm::openai(vec![in_progress]).await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    let server = Server::start_in(&data_dir, &env);
+    let event = callback("EvShutdown", mention("<@UBOT> finish this", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    asked(&llm, 1).await;
+
+    // SIGTERM while the model answers; the answer completes during the grace period.
+    let exited = tokio::task::spawn_blocking(move || server.terminate());
+    pieces.send("finished during the drain").unwrap();
+    drop(pieces);
+    let status = exited.await.unwrap();
+    assert!(status.success(), "{status:?}");
+    let posted = api.posted();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].1["text"], "finished during the drain");
+
+    let server = Server::start_in(&data_dir, &env);
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(
+        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
+        (Some("completed"), &json!(1)),
+        "{jobs:?}"
+    );
+    assert_eq!(api.calls().len(), 1, "nothing runs again after the restart");
+    drop(server);
+    drop(tmp);
+}
+
+#[tokio::test]
+async fn threads_and_direct_messages_keep_their_context_within_the_bound() {
+    let llm = llm::openai(vec![Reply::Text("Rome."), Reply::Text("Noon.")]).await;
+    let api = platform(json!({"ok": true})).await;
+    let parent = "1700000100.000100";
+    let said = |ts: &str, user: &str, text: &str, channel: &str, thread: Option<&str>| {
+        let mut message =
+            json!({"type": "message", "ts": ts, "user": user, "text": text, "channel": channel});
+        if user == BOT_USER {
+            message["bot_id"] = json!("B1");
+        }
+        if let Some(thread) = thread {
+            message["thread_ts"] = json!(thread);
+        }
+        api.seed(message);
+    };
+    said(
+        parent,
+        "U1",
+        "<@UBOT> what is the capital of France?",
+        "C7",
+        Some(parent),
+    );
+    said("1700000100.000200", BOT_USER, "Paris.", "C7", Some(parent));
+    said("1700000100.000300", "U2", "thanks!", "C7", Some(parent));
+    said(
+        "1700000100.000350",
+        "U1",
+        "one more thing",
+        "C7",
+        Some(parent),
+    );
+    said(
+        "1700000100.000500",
+        "U1",
+        "said after the mention",
+        "C7",
+        Some(parent),
+    );
+    said("1700000200.000100", "U1", "hi", "D9", None);
+    said(
+        "1700000200.000200",
+        BOT_USER,
+        "Hello! How can I help?",
+        "D9",
+        None,
+    );
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    env.push(("SERVICE_TEAMCHAT_CONTEXT_MESSAGES", "3".into()));
+    let server = Server::start_with_owned(&env);
+
+    let in_thread = mention_at(
+        "C7",
+        "1700000100.000400",
+        "<@UBOT> and of Italy?",
+        Some(parent),
+    );
+    assert_eq!(
+        signed(&server, "events", &callback("EvCtx1", in_thread))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    posts(&api, 1).await;
+    let expected = [
+        ("assistant", "Paris."),
+        ("user", "thanks!"),
+        ("user", "one more thing"),
+        ("user", "and of Italy?"),
+    ];
+    let turns_of = |i: usize| turns(&llm.requests()[i]);
+    assert_eq!(
+        turns_of(0),
+        expected.map(|(r, t)| (r.to_owned(), t.to_owned())),
+        "the last 3 earlier messages of the thread, the bot's own as the assistant's"
+    );
+
+    let dm = json!({"type": "message", "channel_type": "im", "channel": "D9", "user": "U1", "text": "what time is it?", "ts": "1700000200.000300"});
+    assert_eq!(
+        signed(&server, "events", &callback("EvCtx2", dm)).await.0,
+        StatusCode::OK
+    );
+    let posted = posts(&api, 2).await;
+    assert_eq!(
+        turns_of(1),
+        [
+            ("user", "hi"),
+            ("assistant", "Hello! How can I help?"),
+            ("user", "what time is it?")
+        ]
+        .map(|(r, t)| (r.to_owned(), t.to_owned()))
+    );
+    assert_eq!(posted[0].1["thread_ts"], parent);
+    assert_eq!(posted[1].1["channel"], "D9");
+}
+
+#[tokio::test]
+async fn the_platforms_other_requests_are_answered_right() {
+    let api = platform(json!({"ok": true})).await;
+    let server = Server::start_with_owned(&api.env(SIGNING_SECRET));
+
+    // The certificate check (the platform SDK's own test body), signed or not: an empty 200.
+    let ssl_check = "token=random&ssl_check=1";
+    for is_signed in [true, false] {
+        let timestamp = now().to_string();
+        let mut request = reqwest::Client::new()
+            .post(server.url("/api/adapters/teamchat/commands"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(ssl_check);
+        if is_signed {
+            request = request
+                .header("x-slack-request-timestamp", &timestamp)
+                .header(
+                    "x-slack-signature",
+                    signature(SIGNING_SECRET, &timestamp, ssl_check),
+                );
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.text().await.unwrap(), "");
+    }
+
+    // The platform dropped events: 200, and the operator learns it from the entry.
+    let rate_limited = json!({"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "type": "app_rate_limited", "team_id": "T123456", "minute_rate_limited": 1518467820, "api_app_id": "A123456"});
+    let (status, body) = signed(&server, "events", &rate_limited.to_string()).await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (StatusCode::OK, Some("recorded: app_rate_limited"))
+    );
+    let entry = server.adapter("teamchat").await.unwrap();
+    let message = entry["error_message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("app_rate_limited") && message.contains("1518467820"),
+        "{entry}"
+    );
+
+    // Direct messages with a subtype that still carries a question are answered; the bodies
+    // are the platform SDK's test scenarios, in a direct conversation.
+    let file_share = json!({
+        "token": "xxx", "team_id": "T111", "api_app_id": "A111",
+        "event": {
+            "type": "message", "text": "Hi there!",
+            "files": [{"id": "F111", "created": 1652227642, "timestamp": 1652227642, "name": "file.png", "title": "file.png", "mimetype": "image/png", "filetype": "png", "pretty_type": "PNG", "user": "U111", "editable": false, "size": 92582, "mode": "hosted", "is_external": false, "external_type": "", "is_public": true, "public_url_shared": false, "display_as_bot": false, "username": "", "url_private": "https://files.slack.com/files-pri/T111-F111/file.png", "permalink": "https://xxx.slack.com/files/U111/F111/file.png", "has_rich_preview": false}],
+            "upload": false, "user": "U111", "display_as_bot": false, "ts": "1652227646.593159",
+            "blocks": [{"type": "rich_text", "block_id": "ba4", "elements": [{"type": "rich_text_section", "elements": [{"type": "text", "text": "Hi there!"}]}]}],
+            "client_msg_id": "ca088267-717f-41a8-9db8-c98ae14ad6a0", "channel": "D111",
+            "subtype": "file_share", "event_ts": "1652227646.593159", "channel_type": "im"
+        },
+        "type": "event_callback", "event_id": "Ev03EGJQAVMM", "event_time": 1652227646,
+        "authorizations": [{"enterprise_id": null, "team_id": "T111", "user_id": "U222", "is_bot": true, "is_enterprise_install": false}],
+        "is_ext_shared_channel": false, "event_context": "4-xxx"
+    });
+    let thread_broadcast = json!({
+        "token": "verification-token", "team_id": "T111", "enterprise_id": "E111", "api_app_id": "A111",
+        "event": {
+            "type": "message", "subtype": "thread_broadcast", "text": "Hi there!", "user": "U111",
+            "ts": "1633670813.007500", "thread_ts": "1633663824.000500",
+            "root": {"client_msg_id": "111-222-333-444-555", "type": "message", "text": "Write in the thread :bow:", "user": "U111", "ts": "1633663824.000500", "team": "T111", "thread_ts": "1633663824.000500", "reply_count": 17, "reply_users_count": 1, "latest_reply": "1633670813.007500", "reply_users": ["U111"], "is_locked": false},
+            "client_msg_id": "111-222-333-444-666", "channel": "D111", "event_ts": "1633670813.007500", "channel_type": "im"
+        },
+        "type": "event_callback", "event_id": "Ev111", "event_time": 1610261659,
+        "authorizations": [{"enterprise_id": "E111", "team_id": "T111", "user_id": "W111", "is_bot": true, "is_enterprise_install": false}],
+        "is_ext_shared_channel": false, "event_context": "1-message-T111-C111"
+    });
+    for body in [&file_share, &thread_broadcast] {
+        let (status, answer) = signed(&server, "events", &body.to_string()).await;
+        assert_eq!(
+            (status, answer["outcome"].as_str()),
+            (StatusCode::OK, Some("queued")),
+            "{answer}"
+        );
+    }
+    let posted = posts(&api, 2).await;
+    assert!(posted.iter().all(|(_, m)| m["channel"] == "D111"));
+    assert!(
+        posted
+            .iter()
+            .any(|(_, m)| m["thread_ts"] == "1633663824.000500"),
+        "{posted:?}"
+    );
+
+    // Edits, deletions, joins and bot messages stay ignored.
+    let changed = json!({
+        "token": "verification-token", "team_id": "T111", "enterprise_id": "E111", "api_app_id": "A111",
+        "event": {
+            "type": "message", "subtype": "message_changed",
+            "message": {"type": "message", "text": "updated message", "user": "U111", "team": "T111", "edited": {"user": "U111", "ts": "1665102362.000000"}},
+            "previous_message": {"type": "message", "text": "original message", "user": "U222", "team": "T111", "ts": "1665102338.901939"},
+            "channel": "D111", "hidden": true, "ts": "1665102362.013600", "event_ts": "1665102362.013600", "channel_type": "im"
+        },
+        "type": "event_callback", "event_id": "Ev112", "event_time": 1665102362,
+        "authorizations": [{"enterprise_id": "E111", "team_id": "T111", "user_id": "U111", "is_bot": true, "is_enterprise_install": false}],
+        "is_ext_shared_channel": false, "event_context": "1-message-T111-C111"
+    });
+    let deleted = json!({
+        "token": "verification-token", "team_id": "T111", "enterprise_id": "E111", "api_app_id": "A111",
+        "event": {
+            "type": "message", "subtype": "message_deleted",
+            "previous_message": {"type": "message", "text": "Delete this message", "user": "U111", "team": "T111", "ts": "1665368619.804829"},
+            "channel": "D111", "hidden": true, "deleted_ts": "1665368619.804829", "event_ts": "1665368629.007100", "ts": "1665368629.007100", "channel_type": "im"
+        },
+        "type": "event_callback", "event_id": "Ev113", "event_time": 1665368629,
+        "authorizations": [{"enterprise_id": "E111", "team_id": "T111", "user_id": "U111", "is_bot": true, "is_enterprise_install": false}],
+        "is_ext_shared_channel": false, "event_context": "1-message-T111-C111"
+    });
+    let joined = callback(
+        "Ev114",
+        json!({"type": "message", "subtype": "channel_join", "user": "U3", "inviter": "U1", "channel": "D111", "channel_type": "im", "text": "<@U3> has joined the channel", "ts": "1665368700.000100"}),
+    );
+    let from_bot = callback(
+        "Ev115",
+        json!({"type": "message", "subtype": "bot_message", "bot_id": "B9", "username": "other bot", "channel": "D111", "channel_type": "im", "text": "beep", "ts": "1665368800.000100"}),
+    );
+    for body in [changed.to_string(), deleted.to_string(), joined, from_bot] {
+        let (status, answer) = signed(&server, "events", &body).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            answer["outcome"].as_str().unwrap().starts_with("ignored"),
+            "{answer}"
+        );
+    }
+    assert_eq!(
+        settled_jobs(&server).await.len(),
+        2,
+        "only the two questions ran"
+    );
+}
+
+#[tokio::test]
 async fn the_ack_never_waits_for_a_slow_model() {
     let llm = llm::openai(vec![Reply::Slow(Duration::from_secs(10), "finally")]).await;
-    let api = FakeApi::start(json!({"ok": true})).await;
-    let mut env = api.env();
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
     env.extend(openai_env(&llm.url));
     let server = Server::start_with_owned(&env);
     // Warm the route (the component's first instance) before timing it.
@@ -400,33 +820,109 @@ async fn the_ack_never_waits_for_a_slow_model() {
     assert_eq!(posted[0].1["text"], "finally");
 }
 
-#[tokio::test]
-async fn slash_commands_answer_inline() {
-    let api = FakeApi::start(json!({"ok": true})).await;
-    let server = Server::start_with_owned(&api.env());
-    let form = "token=x&team_id=T1&channel_id=C1&user_id=U1&command=%2Fask&text=what+is+1%2B1%3F&response_url=https%3A%2F%2Fhooks.example%2Fx";
-    let (status, body) = signed(&server, "commands", form).await;
+/// A slash command form as the platform sends it (the SDK's test body, with this text).
+fn command_form(api: &FakePlatform, text: &str, id: &str) -> String {
+    let response_url = api.response_url(id);
+    format!(
+        "token=verification_token&team_id=T111&team_domain=test-domain&channel_id=C111\
+         &channel_name=random&user_id=W111&user_name=primary-owner&command=%2Fask&text={}\
+         &enterprise_id=E111&enterprise_name=Org+Name&response_url={}&trigger_id=111.111.xxx",
+        text.replace(' ', "+"),
+        form_encode(&response_url)
+    )
+}
+
+fn form_encode(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// A command's answer and how long it took.
+async fn command(server: &Server, form: &str) -> (Value, Duration) {
+    let started = Instant::now();
+    let (status, body) = signed(server, "commands", form).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["response_type"], "in_channel");
-    assert!(
-        body["text"]
-            .as_str()
-            .unwrap()
-            .contains("You said: \"what is 1+1?\""),
-        "{body}"
+    (body, started.elapsed())
+}
+
+#[tokio::test]
+async fn slash_commands_answer_inline_when_the_agent_is_fast_and_later_when_it_is_not() {
+    let llm = llm::openai(vec![
+        Reply::Text("the first answer"),
+        Reply::Text("the inline answer"),
+        Reply::Slow(Duration::from_secs(4), "a slow mention"),
+        Reply::Slow(Duration::from_secs(4), "a slow command"),
+    ])
+    .await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+
+    // Nothing known about the agent's pace yet: acknowledged, answered through response_url.
+    let (body, took) = command(&server, &command_form(&api, "what is 1+1?", "1")).await;
+    assert_eq!(body["response_type"], "ephemeral", "{body}");
+    assert!(body["text"].as_str().unwrap().contains("Working on it"));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let responses = eventually(20, async || {
+        let r = api.responses();
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(responses[0].0, "T1/1/token");
+    assert_eq!(
+        responses[0].1,
+        json!({"response_type": "in_channel", "text": "the first answer"})
     );
 
-    let (status, body) = signed(&server, "commands", "command=%2Fask&text=++&user_id=U1").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["response_type"], "ephemeral");
-    assert!(body["text"].as_str().unwrap().contains("Usage: /ask"));
+    // The agent was fast: the next command is answered inline.
+    let (body, _) = command(&server, &command_form(&api, "and 2+2?", "2")).await;
+    assert_eq!(
+        body,
+        json!({"response_type": "in_channel", "text": "the inline answer"})
+    );
 
-    let runs = runs(&server).await;
-    assert_eq!(runs.len(), 1, "the usage hint runs no agent");
-    assert_eq!(runs[0].0["status"], "completed");
+    // A slow run (a mention's reply) makes the next command deferred again, well within 3 s.
+    let mention = callback("EvSlowRun", mention("<@UBOT> take your time", None));
+    assert_eq!(signed(&server, "events", &mention).await.0, StatusCode::OK);
+    posts(&api, 1).await;
+    let (body, took) = command(&server, &command_form(&api, "and 3+3?", "3")).await;
+    assert_eq!(body["response_type"], "ephemeral", "{body}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let responses = eventually(20, async || {
+        let r = api.responses();
+        (r.len() == 2).then_some(r)
+    })
+    .await;
+    assert_eq!(responses[1].0, "T1/3/token");
+    assert_eq!(responses[1].1["text"], "a slow command");
+
+    // Usage hint, and requests that are not the platform's.
+    let (body, _) = command(&server, "command=%2Fask&text=++&user_id=U1").await;
     assert!(
-        api.posted().is_empty(),
-        "commands answer inline, not by post"
+        body["text"].as_str().unwrap().contains("Usage: /ask"),
+        "{body}"
+    );
+    let forged = "command=%2Fask&text=hi&response_url=https%3A%2F%2Fevil.example%2Fhook";
+    assert_error(
+        &signed(&server, "commands", forged).await,
+        StatusCode::BAD_REQUEST,
+        "hooks origin",
+    );
+    assert_error(
+        &signed(&server, "commands", "command=%2Fask&text=hi").await,
+        StatusCode::BAD_REQUEST,
+        "response_url",
+    );
+    assert_eq!(
+        llm.requests().len(),
+        4,
+        "the usage hint and refusals run no agent"
+    );
+    let entry = server.adapter("teamchat").await.unwrap();
+    assert_eq!(
+        (entry["status"].as_str(), &entry["error_count"]),
+        (Some("running"), &json!(0)),
+        "{entry}"
     );
 }
 
@@ -478,13 +974,13 @@ async fn missing_secrets_are_registry_errors() {
 
 #[tokio::test]
 async fn a_teamchat_component_that_fails_to_load_is_not_installed() {
-    let api = FakeApi::start(json!({"ok": true})).await;
+    let api = platform(json!({"ok": true})).await;
     let tmp = tempfile::tempdir().unwrap();
     let adapters = tmp.path().join("data/adapters");
     std::fs::create_dir_all(&adapters).unwrap();
     // A truncated component overrides the bundled one, and fails.
     std::fs::write(adapters.join("teamchat.wasm"), b"\0asm\x0d\0\x01\0").unwrap();
-    let server = Server::start_in(&tmp.path().join("data"), &api.env());
+    let server = Server::start_in(&tmp.path().join("data"), &api.env(SIGNING_SECRET));
     let entry = server.adapter("teamchat").await.unwrap();
     assert_eq!(entry["status"], "error", "{entry}");
     for route in ["events", "commands"] {
@@ -516,8 +1012,8 @@ async fn the_configured_profile_answers_and_a_missing_one_falls_back_to_the_defa
         Reply::Text("as the default"),
     ])
     .await;
-    let api = FakeApi::start(json!({"ok": true})).await;
-    let mut env = api.env();
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
     env.extend(openai_env(&llm.url));
     env.push(("SERVICE_TEAMCHAT_AGENT_PROFILE", "Concierge".into()));
     let server = Server::start_with_owned(&env);

@@ -227,6 +227,13 @@ mod tests {
     }
 
     #[test]
+    fn encodes_what_a_query_value_cannot_hold() {
+        assert_eq!(percent_encode("1700000000.000100"), "1700000000.000100");
+        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(percent_decode(&percent_encode("x?y=1&z")), "x?y=1&z");
+    }
+
+    #[test]
     fn keeps_malformed_escapes() {
         assert_eq!(percent_decode("100%"), "100%");
         assert_eq!(percent_decode("%zz%41"), "%zzA");

@@ -1,13 +1,15 @@
-//! `POST /events`: the URL handshake and event callbacks. A callback worth answering is
-//! claimed by its `event_id` (so the platform's retries, even across restarts, run it once)
-//! and handed to a job; the platform gets its 200 at once.
+//! `POST /events`: the URL handshake, event callbacks and the platform's notice that it
+//! dropped events. A callback worth answering is claimed by its `event_id` (so the platform's
+//! retries, even across restarts, run it once) and handed to a job; the platform gets its 200
+//! at once.
 
 use serde_json::{Value, json};
 
 use guest_util::Response;
 
-use crate::reply::Job;
-use crate::service::adapter::{jobs, kv};
+use crate::job::{EventJob, Work};
+use crate::service::adapter::log::{self, Level};
+use crate::service::adapter::{jobs, kv, registry};
 
 /// How long an `event_id` is remembered; the platform retries within minutes.
 const CLAIM_TTL_MS: u64 = 24 * 60 * 60 * 1000;
@@ -22,6 +24,7 @@ pub fn handle(body: &[u8]) -> Response {
             None => Response::error(400, "url_verification without a challenge"),
         },
         Some("event_callback") => callback(&envelope),
+        Some("app_rate_limited") => rate_limited(&envelope),
         Some(_) => ack("ignored: not an event callback"),
         None => Response::error(400, "the body has no type"),
     }
@@ -31,6 +34,25 @@ fn ack(outcome: &str) -> Response {
     Response::json(200, &json!({ "ok": true, "outcome": outcome }))
 }
 
+/// The platform dropped this app's events for a minute (more than it delivers per hour): the
+/// operator has to know, so it goes on the registry entry and in the log.
+fn rate_limited(envelope: &Value) -> Response {
+    let minute = envelope["minute_rate_limited"].as_i64().map_or_else(
+        || "an unstated minute".to_owned(),
+        |m| format!("the minute starting at {m} (unix time)"),
+    );
+    let message = format!(
+        "the platform rate-limited this app's events (app_rate_limited) and dropped events of {minute}"
+    );
+    log::log(Level::Warn, &message);
+    registry::mark_error(&message);
+    ack("recorded: app_rate_limited")
+}
+
+/// Direct-message subtypes that still carry a question; edits, deletions, joins and bot
+/// messages (other subtypes) are not prompts.
+const ANSWERED_SUBTYPES: &[&str] = &["file_share", "thread_broadcast"];
+
 fn callback(envelope: &Value) -> Response {
     let (Some(event_id), Some(event)) =
         (envelope["event_id"].as_str(), envelope["event"].as_object())
@@ -38,18 +60,18 @@ fn callback(envelope: &Value) -> Response {
         return Response::error(400, "event_callback without event_id or event");
     };
     let kind = event.get("type").and_then(Value::as_str);
-    let direct = kind == Some("message")
-        && event.get("channel_type").and_then(Value::as_str) == Some("im")
-        // Edits, deletions and joins carry a subtype; only new messages are prompts.
-        && event.get("subtype").is_none();
+    let subtype = event.get("subtype").and_then(Value::as_str);
+    // The bot never answers itself or other bots.
+    if event.contains_key("bot_id") || subtype == Some("bot_message") {
+        return ack("ignored: from a bot");
+    }
+    let direct =
+        kind == Some("message") && event.get("channel_type").and_then(Value::as_str) == Some("im");
     if kind != Some("app_mention") && !direct {
         return ack("ignored: not a mention or a direct message");
     }
-    // The bot never answers itself or other bots.
-    if event.contains_key("bot_id")
-        || event.get("subtype").and_then(Value::as_str) == Some("bot_message")
-    {
-        return ack("ignored: from a bot");
+    if subtype.is_some_and(|s| !ANSWERED_SUBTYPES.contains(&s)) {
+        return ack("ignored: not a new message");
     }
     let (Some(channel), Some(text)) = (
         event.get("channel").and_then(Value::as_str),
@@ -70,14 +92,15 @@ fn callback(envelope: &Value) -> Response {
         // Let the platform's retry try again.
         Err(e) => return Response::error(503, &format!("cannot claim the event: {e}")),
     }
-    let job = Job {
+    let text_of = |name: &str| event.get(name).and_then(Value::as_str).map(str::to_owned);
+    let job = Work::Event(EventJob {
         channel: channel.to_owned(),
-        thread_ts: event
-            .get("thread_ts")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        thread_ts: text_of("thread_ts"),
+        ts: text_of("ts"),
         prompt: prompt.to_owned(),
-    };
+        bot: bot.map(str::to_owned),
+        direct,
+    });
     match jobs::enqueue(&job.to_bytes()) {
         Ok(_) => ack("queued"),
         Err(e) => {
@@ -91,7 +114,7 @@ fn callback(envelope: &Value) -> Response {
 /// Drops the bot's leading `<@BOT>` mention tokens (also `<@BOT|name>`); other people
 /// mentioned stay in the prompt. Without the bot's id the first leading mention is taken to be
 /// the bot's, as an `app_mention` starts with it.
-fn strip_mentions<'a>(text: &'a str, bot: Option<&str>) -> &'a str {
+pub fn strip_mentions<'a>(text: &'a str, bot: Option<&str>) -> &'a str {
     let mut rest = text.trim_start();
     while let Some(after) = rest.strip_prefix("<@") {
         let Some(end) = after.find('>') else {

@@ -1,6 +1,8 @@
 //! `teamchat`: the team-chat platform's Events API (`POST /events`) and slash commands
-//! (`POST /commands`). Every request is signature-checked first; events are acknowledged at
-//! once and answered from a job, so the platform's 3 s deadline never waits for a model.
+//! (`POST /commands`). Every request but the certificate check is signature-checked first;
+//! events are acknowledged at once and answered from a job, commands inline only when the
+//! agent is fast, so the platform's 3 s deadline never waits for a model. Jobs deliver every
+//! acknowledged answer once: see `reply`.
 
 wit_bindgen::generate!({
     world: "adapter",
@@ -8,9 +10,14 @@ wit_bindgen::generate!({
 });
 
 mod commands;
+mod context;
 mod events;
+mod job;
+mod pace;
+mod platform;
 mod reply;
 mod signature;
+mod split;
 
 use exports::service::adapter::handler::{
     self, Description, HttpRequest, HttpResponse, Job, JobFailure,
@@ -22,6 +29,8 @@ const SIGNING_SECRET: &str = "SERVICE_TEAMCHAT_SIGNING_SECRET";
 const BOT_TOKEN: &str = "SERVICE_TEAMCHAT_BOT_TOKEN";
 const AGENT_PROFILE: &str = "SERVICE_TEAMCHAT_AGENT_PROFILE";
 const API_BASE: &str = "SERVICE_TEAMCHAT_API_BASE";
+const HOOKS_BASE: &str = "SERVICE_TEAMCHAT_HOOKS_BASE";
+const CONTEXT_MESSAGES: &str = "SERVICE_TEAMCHAT_CONTEXT_MESSAGES";
 
 struct Teamchat;
 
@@ -52,11 +61,18 @@ impl handler::Guest for Teamchat {
                     "hmac-sha256 over v0:<X-Slack-Request-Timestamp>:<body>, X-Slack-Signature: v0=<hex>, at most 300 s old".into(),
                 ),
                 ("events".into(), "app_mention, message.im".into()),
+                (
+                    "commands".into(),
+                    "inline when the agent is fast, else acknowledged and answered through response_url".into(),
+                ),
             ],
         }
     }
 
     fn handle_http(request: HttpRequest) -> HttpResponse {
+        if commands::is_ssl_check(&request) {
+            return Response::text(200, "").into();
+        }
         if let Err(rejected) = signature::verify(&request) {
             return rejected.into();
         }
@@ -68,10 +84,7 @@ impl handler::Guest for Teamchat {
     }
 
     fn run_job(job: Job) -> Result<(), JobFailure> {
-        reply::run(&job.payload).map_err(|message| JobFailure {
-            message,
-            retry_after_ms: None,
-        })
+        reply::run(job)
     }
 }
 

@@ -1,109 +1,313 @@
-//! The work behind an event: run the agent and post its whole reply with `chat.postMessage`
-//! into the same channel (and thread). A post that fails is logged and noted on the run's
-//! trace, never retried.
+//! The work behind an event or a deferred command. A job runs at least once; its effects
+//! happen once: the answer is kept in kv as soon as the agent gives it (a later attempt posts
+//! it without asking the model again), and so is how many of its messages were posted (a later
+//! attempt goes on from there, and one after the last posts nothing). A post the platform
+//! refuses for now (429 with `Retry-After`, a 5xx, no answer) asks the host for another
+//! attempt; a final refusal is logged and noted on the run's trace.
+//!
+//! What is not covered: a crash between the platform accepting a message and its count being
+//! stored (a few milliseconds) repeats that one message at the next attempt.
 
 use serde_json::{Value, json};
 
-use crate::service::adapter::agent::{self, RunError, RunReply, RunRequest};
+use crate::exports::service::adapter::handler::{Job, JobFailure};
+use crate::job::{CommandJob, Work};
+use crate::platform::{self, Failure};
+use crate::service::adapter::agent::{self, FailureKind, RunRequest, Turn};
+use crate::service::adapter::kv;
 use crate::service::adapter::log::{self, Level};
-use crate::service::adapter::{outbound_http, registry, secrets};
-use crate::{AGENT_PROFILE, API_BASE, BOT_TOKEN};
+use crate::service::adapter::{registry, secrets};
+use crate::split::{MESSAGE_CHARS, split};
+use crate::{AGENT_PROFILE, context, pace};
 
-const DEFAULT_API_BASE: &str = "https://slack.com/api";
+/// How long a job's answer and progress are remembered: longer than any job keeps retrying.
+const MEMORY_TTL_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// The platform takes this many messages through one `response_url`.
+const RESPONSE_URL_MESSAGES: usize = 5;
+/// Attempts that wait for a free agent slot before the user is told the agent is busy; the
+/// host's default `[jobs] attempts`.
+const LIMITED_ATTEMPTS: u32 = 3;
+const LIMITED_WAIT_MS: u64 = 15_000;
+/// A refused post with no `Retry-After` waits 2 s, then 4 s, 8 s, ... up to 5 minutes.
+const FIRST_BACKOFF_MS: u64 = 2_000;
+const MAX_BACKOFF_MS: u64 = 5 * 60 * 1000;
 
-/// A queued reply.
-pub struct Job {
-    pub channel: String,
-    /// Set when the mention was inside a thread: the reply goes there.
-    pub thread_ts: Option<String>,
-    pub prompt: String,
-}
+const SORRY: &str = "Sorry, I could not answer that: the agent run failed.";
+const TOO_LONG: &str = "(The answer goes on, but a slash command's reply is limited to 5 \
+                        messages: mention me with the question to get all of it.)";
 
-impl Job {
-    pub fn to_bytes(&self) -> Vec<u8> {
-        json!({ "channel": self.channel, "thread_ts": self.thread_ts, "prompt": self.prompt })
-            .to_string()
-            .into_bytes()
-    }
-
-    fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("bad job payload: {e}"))?;
-        let field = |name: &str| value[name].as_str().map(str::to_owned);
-        Ok(Self {
-            channel: field("channel").ok_or("job payload without channel")?,
-            thread_ts: field("thread_ts"),
-            prompt: field("prompt").ok_or("job payload without prompt")?,
-        })
-    }
-}
-
-/// Runs the profile `SERVICE_TEAMCHAT_AGENT_PROFILE` (default `default`); a missing profile
-/// runs with the server's defaults.
-pub fn run_agent(prompt: &str) -> Result<RunReply, RunError> {
-    let result = agent::run(&RunRequest {
+/// The request for the profile `SERVICE_TEAMCHAT_AGENT_PROFILE` (default `default`; a missing
+/// profile runs with the server's defaults).
+pub fn request(prompt: &str, history: Vec<Turn>) -> RunRequest {
+    RunRequest {
         prompt: prompt.to_owned(),
         profile: secrets::get(AGENT_PROFILE).filter(|p| !p.trim().is_empty()),
         profile_required: false,
-        history: Vec::new(),
-    });
-    registry::touch();
-    result
+        history,
+    }
 }
 
-pub fn run(payload: &[u8]) -> Result<(), String> {
-    let job = Job::from_bytes(payload)?;
-    let (text, trace_id, outcome) = match run_agent(&job.prompt) {
-        Ok(reply) => (reply.text, Some(reply.trace_id), Ok(())),
-        Err(e) => (
-            "Sorry, I could not answer that: the agent run failed.".to_owned(),
-            e.trace_id,
-            Err(format!("agent run failed: {}", e.message)),
-        ),
-    };
-    if let Err(problem) = post(&job, &text) {
-        let note = format!("reply not delivered: {problem}");
-        log::log(Level::Warn, &note);
-        if let Some(trace_id) = &trace_id {
-            // Best effort: the trace is where the operator looks for what happened.
-            let _ = agent::annotate(trace_id, &note);
+/// What to post, and the run it came from.
+struct Answer {
+    text: String,
+    trace_id: Option<String>,
+    /// Set when the text is an apology for a failed run: the job fails once it is posted.
+    failed: Option<String>,
+}
+
+/// How far a job got, kept in kv under its task id.
+struct Progress {
+    sent_key: String,
+    answer_key: String,
+}
+
+/// `sent_key`'s value once every message is posted.
+const ALL_SENT: &str = "all";
+
+impl Progress {
+    fn of(job_id: &str) -> Self {
+        Self {
+            sent_key: format!("sent:{job_id}"),
+            answer_key: format!("answer:{job_id}"),
         }
     }
-    outcome
+
+    /// Messages already posted; `None` once all were.
+    fn sent(&self) -> Result<Option<usize>, Failure> {
+        let value = kv::get(&self.sent_key).map_err(unreadable)?;
+        let text = value.map(|v| String::from_utf8_lossy(&v).into_owned());
+        Ok(match text.as_deref() {
+            Some(ALL_SENT) => None,
+            Some(count) => Some(count.parse().unwrap_or(0)),
+            None => Some(0),
+        })
+    }
+
+    fn answer(&self) -> Result<Option<Answer>, Failure> {
+        let Some(bytes) = kv::get(&self.answer_key).map_err(unreadable)? else {
+            return Ok(None);
+        };
+        let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let field = |name: &str| value[name].as_str().map(str::to_owned);
+        Ok(field("text").map(|text| Answer {
+            text,
+            trace_id: field("trace_id"),
+            failed: field("failed"),
+        }))
+    }
+
+    fn keep(&self, answer: &Answer) {
+        let value =
+            json!({ "text": answer.text, "trace_id": answer.trace_id, "failed": answer.failed });
+        if let Err(e) = kv::set(
+            &self.answer_key,
+            value.to_string().as_bytes(),
+            Some(MEMORY_TTL_MS),
+        ) {
+            log::log(
+                Level::Warn,
+                &format!("cannot keep the answer; a retry asks the agent again: {e}"),
+            );
+        }
+    }
+
+    fn posted(&self, count: usize) {
+        self.set_sent(&count.to_string());
+    }
+
+    /// Every message is out (or never will be): later attempts post nothing.
+    fn finish(&self) {
+        self.set_sent(ALL_SENT);
+        let _ = kv::delete(&self.answer_key);
+    }
+
+    fn set_sent(&self, value: &str) {
+        if let Err(e) = kv::set(&self.sent_key, value.as_bytes(), Some(MEMORY_TTL_MS)) {
+            log::log(
+                Level::Warn,
+                &format!("cannot record a posted message; a retry may post it again: {e}"),
+            );
+        }
+    }
 }
 
-/// `chat.postMessage`; the platform answers 200 with `"ok": false` for most failures.
-fn post(job: &Job, text: &str) -> Result<(), String> {
-    let base = secrets::get(API_BASE).unwrap_or_else(|| DEFAULT_API_BASE.to_owned());
-    let mut message = json!({ "channel": job.channel, "text": text });
-    if let Some(thread_ts) = &job.thread_ts {
-        message["thread_ts"] = json!(thread_ts);
+fn unreadable(e: crate::service::adapter::types::Error) -> Failure {
+    Failure::Later {
+        after_ms: None,
+        message: format!("cannot read the job's progress: {e}"),
     }
-    let response = outbound_http::send(&outbound_http::Request {
-        method: "POST".into(),
-        url: format!("{}/chat.postMessage", base.trim_end_matches('/')),
-        headers: vec![
-            (
-                "content-type".into(),
-                "application/json; charset=utf-8".into(),
-            ),
-            // The host puts the token in after its checks; it never enters the sandbox.
-            (
-                "authorization".into(),
-                format!("Bearer {{{{secret:{BOT_TOKEN}}}}}"),
-            ),
-        ],
-        body: message.to_string().into_bytes(),
-        timeout_ms: None,
-    })
-    .map_err(|e| e.to_string())?;
-    let answer: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
-    if response.status == 200 && answer["ok"] == true {
+}
+
+fn backoff_ms(attempt: u32) -> u64 {
+    FIRST_BACKOFF_MS
+        .saturating_mul(1 << attempt.saturating_sub(1).min(20))
+        .min(MAX_BACKOFF_MS)
+}
+
+fn give_up(message: String) -> JobFailure {
+    JobFailure {
+        message,
+        retry_after_ms: None,
+    }
+}
+
+/// Runs a job: see the module's notes.
+pub fn run(job: Job) -> Result<(), JobFailure> {
+    let work = Work::from_bytes(&job.payload).map_err(give_up)?;
+    let progress = Progress::of(&job.id);
+    let later = |failure: Failure| match failure {
+        Failure::Later { after_ms, message } => JobFailure {
+            message,
+            retry_after_ms: Some(after_ms.unwrap_or_else(|| backoff_ms(job.attempt))),
+        },
+        Failure::Final(message) => give_up(message),
+    };
+    let Some(posted) = progress.sent().map_err(later)? else {
         return Ok(());
+    };
+    let answer = match progress.answer().map_err(later)? {
+        Some(answer) => answer,
+        None => {
+            let answer = answer(&work, job.attempt)?;
+            progress.keep(&answer);
+            answer
+        }
+    };
+    match deliver(&work, &messages(&work, &answer.text), posted, &progress) {
+        Ok(()) => {
+            progress.finish();
+            answer.failed.map_or(Ok(()), |failed| Err(give_up(failed)))
+        }
+        Err(failure) => {
+            let note = match &failure {
+                Failure::Later { .. } => format!(
+                    "reply not delivered yet (attempt {}): {}; trying again later",
+                    job.attempt,
+                    failure.message()
+                ),
+                Failure::Final(message) => {
+                    progress.finish();
+                    format!("reply not delivered: {message}")
+                }
+            };
+            log::log(Level::Warn, &note);
+            if let Some(trace_id) = &answer.trace_id {
+                // Best effort: the trace is where the operator looks for what happened.
+                let _ = agent::annotate(trace_id, &note);
+            }
+            Err(later(failure))
+        }
     }
-    Err(format!(
-        "chat.postMessage answered {}: {}",
-        response.status,
-        answer["error"].as_str().unwrap_or("no error given")
-    ))
+}
+
+/// The agent's answer; a run refused for the adapter's limits asks for another attempt.
+fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
+    let request = match work {
+        Work::Event(event) => request(&event.prompt, context::turns(event)),
+        Work::Command(CommandJob {
+            answer: Some(text), ..
+        }) => {
+            return Ok(Answer {
+                text: text.clone(),
+                trace_id: None,
+                failed: None,
+            });
+        }
+        Work::Command(command) => request(&command.prompt, Vec::new()),
+    };
+    let result = pace::run(&request);
+    registry::touch();
+    match result {
+        Ok(reply) => Ok(Answer {
+            text: reply.text,
+            trace_id: Some(reply.trace_id),
+            failed: None,
+        }),
+        Err(e) if matches!(e.kind, FailureKind::Limited) && attempt < LIMITED_ATTEMPTS => {
+            Err(JobFailure {
+                message: e.message,
+                retry_after_ms: Some(LIMITED_WAIT_MS),
+            })
+        }
+        // Deleted by the operator: nobody is waiting for an apology.
+        Err(e) if matches!(e.kind, FailureKind::Cancelled) => Err(give_up(e.message)),
+        Err(e) => Ok(Answer {
+            text: SORRY.to_owned(),
+            trace_id: e.trace_id,
+            failed: Some(format!("agent run failed: {}", e.message)),
+        }),
+    }
+}
+
+/// The messages an answer is posted as.
+fn messages(work: &Work, text: &str) -> Vec<String> {
+    let mut parts = split(text, MESSAGE_CHARS);
+    if matches!(work, Work::Command(_)) && parts.len() > RESPONSE_URL_MESSAGES {
+        parts.truncate(RESPONSE_URL_MESSAGES - 1);
+        parts.push(TOO_LONG.to_owned());
+    }
+    parts
+}
+
+/// Posts `messages` from the `from`-th on, in order, counting each one that got out.
+fn deliver(
+    work: &Work,
+    messages: &[String],
+    from: usize,
+    progress: &Progress,
+) -> Result<(), Failure> {
+    for (i, text) in messages.iter().enumerate().skip(from) {
+        match work {
+            Work::Event(event) => {
+                let mut message = json!({ "channel": event.channel, "text": text });
+                if let Some(thread_ts) = &event.thread_ts {
+                    message["thread_ts"] = json!(thread_ts);
+                }
+                platform::post("chat.postMessage", &message)?;
+            }
+            Work::Command(command) => platform::respond(
+                &command.response_url,
+                &json!({ "response_type": "in_channel", "text": text }),
+            )?,
+        }
+        progress.posted(i + 1);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::EventJob;
+
+    #[test]
+    fn backoff_doubles_up_to_five_minutes() {
+        let waits: Vec<u64> = (1..=4).map(backoff_ms).collect();
+        assert_eq!(waits, [2_000, 4_000, 8_000, 16_000]);
+        assert_eq!(backoff_ms(30), MAX_BACKOFF_MS);
+    }
+
+    #[test]
+    fn a_command_reply_keeps_to_what_a_response_url_takes() {
+        let long = "word ".repeat(MESSAGE_CHARS * 2);
+        let command = Work::Command(CommandJob {
+            response_url: "https://hooks.slack.com/x".into(),
+            prompt: "q".into(),
+            answer: None,
+        });
+        let event = Work::Event(EventJob {
+            channel: "C1".into(),
+            thread_ts: None,
+            ts: None,
+            prompt: "q".into(),
+            bot: None,
+            direct: false,
+        });
+        let all = messages(&event, &long);
+        assert!(all.len() > RESPONSE_URL_MESSAGES, "{}", all.len());
+        let parts = messages(&command, &long);
+        assert_eq!(parts.len(), RESPONSE_URL_MESSAGES);
+        assert_eq!(parts[..4], all[..4]);
+        assert_eq!(parts.last().unwrap(), TOO_LONG);
+    }
 }

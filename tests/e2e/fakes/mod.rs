@@ -3,4 +3,5 @@
 
 pub mod google_calendar;
 pub mod llm;
+pub mod teamchat;
 pub mod twilio;

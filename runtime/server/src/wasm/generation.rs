@@ -9,12 +9,10 @@ use service_contract::{
     AdapterEntry, AdapterError, AdapterKind, FailureKind, HttpRequest, HttpResponse, Route,
 };
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use super::caps::RunContext;
 use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
 use super::grants::Request;
-use super::sandbox::{Prepared, Sandbox, Wait};
+use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
 use super::state::JobContext;
 use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, json_error};
 
@@ -68,11 +66,9 @@ impl Generation {
         })
     }
 
-    /// A place among its instances, if one is free now.
-    pub fn free_place(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.prepared.caller.instances)
-            .try_acquire_owned()
-            .ok()
+    /// A place among its instances for a job, if one is free now within the background share.
+    pub fn free_place(&self) -> Option<AdapterPlace> {
+        AdapterPlace::try_take(&self.prepared.caller)
     }
 
     /// Runs a job's payload in the instance place the worker took for it; agent runs it
@@ -81,7 +77,7 @@ impl Generation {
         &self,
         job: JobContext,
         payload: Vec<u8>,
-        place: OwnedSemaphorePermit,
+        place: AdapterPlace,
     ) -> Result<(), JobFailure> {
         let limit = self.prepared.caller.granted.limits.run_job();
         let run = RunJob { job, payload };

@@ -35,7 +35,58 @@ pub enum Wait {
     Yes,
     /// The adapter's place is taken already (the job worker takes it before it claims a job,
     /// so a job never holds a worker while it waits); the server's is waited for.
-    Holding(OwnedSemaphorePermit),
+    Holding(AdapterPlace),
+}
+
+/// How many of `instances` background calls (jobs, hooks, tool listings) may hold at once: all
+/// but an eighth, which stays free for requests. A request gets 503 rather than wait, so a
+/// backlog of jobs waiting on a slow model must never hold every instance.
+pub fn background_share(instances: usize) -> usize {
+    instances - instances / 8
+}
+
+/// One of an adapter's instances taken for background work, within its background share.
+#[derive(Debug)]
+pub struct AdapterPlace {
+    _share: OwnedSemaphorePermit,
+    _instance: OwnedSemaphorePermit,
+}
+
+impl AdapterPlace {
+    /// A place among `caller`'s instances for background work, if one is free now.
+    pub fn try_take(caller: &Caller) -> Option<Self> {
+        Some(Self {
+            _share: Arc::clone(&caller.background).try_acquire_owned().ok()?,
+            _instance: Arc::clone(&caller.instances).try_acquire_owned().ok()?,
+        })
+    }
+
+    async fn take(caller: &Caller) -> Self {
+        Self {
+            _share: waited(&caller.background).await,
+            _instance: waited(&caller.instances).await,
+        }
+    }
+}
+
+async fn waited(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    Arc::clone(semaphore)
+        .acquire_owned()
+        .await
+        .expect("never closed")
+}
+
+/// The places one call holds while it runs.
+enum Places {
+    Request {
+        _adapter: OwnedSemaphorePermit,
+        _server: OwnedSemaphorePermit,
+    },
+    Background {
+        _adapter: AdapterPlace,
+        _server_share: OwnedSemaphorePermit,
+        _server: OwnedSemaphorePermit,
+    },
 }
 
 /// Components this large or larger (mostly interpreters and the state they snapshot) get the
@@ -82,6 +133,8 @@ pub struct Sandbox {
     lanes: Lanes,
     /// Instances of all adapters together.
     instances: Arc<Semaphore>,
+    /// The part of them background calls may hold.
+    background: Arc<Semaphore>,
 }
 
 impl Sandbox {
@@ -91,6 +144,7 @@ impl Sandbox {
             large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
             lanes: Lanes::default(),
             instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+            background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
         })
     }
 
@@ -107,37 +161,34 @@ impl Sandbox {
         self.small.pooled && self.large.pooled
     }
 
-    /// A place for one more instance: the adapter's own cap, then the server's.
-    async fn places(
-        &self,
-        caller: &Caller,
-        wait: Wait,
-    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), CallError> {
-        let adapter = Arc::clone(&caller.instances);
-        let server = Arc::clone(&self.instances);
+    /// A place for one more instance: the adapter's own cap, then the server's (for background
+    /// work, within their background shares too).
+    async fn places(&self, caller: &Caller, wait: Wait) -> Result<Places, CallError> {
         let busy = |whose: &str| {
             CallError::Busy(format!(
                 "{whose} are all busy; try again (limits.max_instances of {:?} is {})",
                 caller.adapter, caller.granted.limits.max_instances
             ))
         };
-        match wait {
-            Wait::No => Ok((
-                adapter
-                    .try_acquire_owned()
-                    .map_err(|_| busy("this adapter's instances"))?,
-                server
-                    .try_acquire_owned()
-                    .map_err(|_| busy("the server's instances"))?,
-            )),
-            Wait::Yes => Ok((
-                adapter.acquire_owned().await.expect("never closed"),
-                server.acquire_owned().await.expect("never closed"),
-            )),
-            Wait::Holding(place) => {
-                Ok((place, server.acquire_owned().await.expect("never closed")))
+        let adapter = match wait {
+            Wait::No => {
+                return Ok(Places::Request {
+                    _adapter: Arc::clone(&caller.instances)
+                        .try_acquire_owned()
+                        .map_err(|_| busy("this adapter's instances"))?,
+                    _server: Arc::clone(&self.instances)
+                        .try_acquire_owned()
+                        .map_err(|_| busy("the server's instances"))?,
+                });
             }
-        }
+            Wait::Yes => AdapterPlace::take(caller).await,
+            Wait::Holding(place) => place,
+        };
+        Ok(Places::Background {
+            _adapter: adapter,
+            _server_share: waited(&self.background).await,
+            _server: waited(&self.instances).await,
+        })
     }
 
     /// Runs one export call of `prepared` in a fresh instance, within `limit`.
@@ -223,5 +274,21 @@ pub fn trap_text(error: &wasmtime::Error, guest_stderr: &str) -> String {
         format!("{error:#}")
     } else {
         format!("{error:#} ({tail})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::background_share;
+
+    #[test]
+    fn requests_keep_an_eighth_of_the_instances() {
+        assert_eq!(background_share(64), 56);
+        assert_eq!(background_share(16), 14);
+        assert_eq!(
+            background_share(7),
+            7,
+            "too few to spare one: jobs may use all"
+        );
     }
 }

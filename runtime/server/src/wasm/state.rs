@@ -17,6 +17,7 @@ use super::caps::{Granted, RunContext, States};
 use super::engine;
 use super::grants::Origin;
 use super::outbound::{Failure, Outbound};
+use super::sandbox::background_share;
 use crate::db::Db;
 use crate::environment::Environment;
 use crate::task_runs::AgentTasks;
@@ -44,6 +45,8 @@ pub struct Caller {
     pub outbound: Outbound,
     /// Its instances at once (`limits.max_instances`).
     pub instances: Arc<Semaphore>,
+    /// The part of them its background calls (jobs, hooks) may hold; requests keep the rest.
+    pub background: Arc<Semaphore>,
     pub services: Arc<Services>,
 }
 
@@ -54,6 +57,9 @@ impl Caller {
             outbound: Outbound::new(&granted.outbound_http.origins)?,
             states: States::new(&granted),
             instances: Arc::new(Semaphore::new(granted.limits.max_instances as usize)),
+            background: Arc::new(Semaphore::new(background_share(
+                granted.limits.max_instances as usize,
+            ))),
             granted,
             services,
         })

@@ -9,13 +9,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::components::Components;
 use super::exports::JobFailure;
 use super::generation::Generation;
+use super::sandbox::AdapterPlace;
 use super::state::JobContext;
 use crate::adapters::Supervisor;
 use crate::config::JobsSection;
@@ -28,7 +29,7 @@ use crate::tasks::{self, RunningTasks, TaskStatus};
 struct Claimed {
     job: Job,
     generation: Arc<Generation>,
-    place: OwnedSemaphorePermit,
+    place: AdapterPlace,
 }
 
 /// The longest wait a component may ask for before a retry.
@@ -92,9 +93,9 @@ impl Worker {
     }
 
     /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
-    /// job ready, serves, and has an instance free (taken here, so a job never holds a worker
-    /// while it waits for one). Also brings each adapter's backlog on its registry entry up to
-    /// date.
+    /// job ready, serves, and has an instance free within its background share (the rest stays
+    /// free for its requests; taken here, so a job never holds a worker while it waits for one).
+    /// Also brings each adapter's backlog on its registry entry up to date.
     async fn next(
         &self,
         last: &mut Option<String>,

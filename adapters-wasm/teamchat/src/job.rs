@@ -1,0 +1,110 @@
+//! What a queued job carries: a reply to an event (posted with `chat.postMessage`) or to a
+//! slash command (posted to its `response_url`). Stored as JSON; a payload without `kind` was
+//! queued by an earlier version, which queued event replies only.
+
+use serde_json::{Value, json};
+
+/// A mention or direct message to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventJob {
+    pub channel: String,
+    /// Set when the message was inside a thread: the reply goes there.
+    pub thread_ts: Option<String>,
+    /// The message's own timestamp: the conversation before it is the context.
+    pub ts: Option<String>,
+    pub prompt: String,
+    /// The bot's user id, which tells its own earlier messages apart.
+    pub bot: Option<String>,
+    /// A direct conversation (its history is the context) rather than a channel.
+    pub direct: bool,
+}
+
+/// A slash command answered later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandJob {
+    pub response_url: String,
+    pub prompt: String,
+    /// The answer, when the agent already gave it inline but it needs several messages.
+    pub answer: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    Event(EventJob),
+    Command(CommandJob),
+}
+
+impl Work {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let value = match self {
+            Self::Event(e) => json!({
+                "kind": "event", "channel": e.channel, "thread_ts": e.thread_ts, "ts": e.ts,
+                "prompt": e.prompt, "bot": e.bot, "direct": e.direct,
+            }),
+            Self::Command(c) => json!({
+                "kind": "command", "response_url": c.response_url, "prompt": c.prompt,
+                "answer": c.answer,
+            }),
+        };
+        value.to_string().into_bytes()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("bad job payload: {e}"))?;
+        let field = |name: &str| value[name].as_str().map(str::to_owned);
+        let required =
+            |name: &str| field(name).ok_or_else(|| format!("job payload without {name}"));
+        match value["kind"].as_str() {
+            None | Some("event") => Ok(Self::Event(EventJob {
+                channel: required("channel")?,
+                thread_ts: field("thread_ts"),
+                ts: field("ts"),
+                prompt: required("prompt")?,
+                bot: field("bot"),
+                direct: value["direct"] == true,
+            })),
+            Some("command") => Ok(Self::Command(CommandJob {
+                response_url: required("response_url")?,
+                prompt: required("prompt")?,
+                answer: field("answer"),
+            })),
+            Some(other) => Err(format!("unknown job kind {other:?}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_old_ones_still_read() {
+        let event = Work::Event(EventJob {
+            channel: "C1".into(),
+            thread_ts: Some("1.2".into()),
+            ts: Some("1.3".into()),
+            prompt: "hi".into(),
+            bot: Some("UBOT".into()),
+            direct: false,
+        });
+        let command = Work::Command(CommandJob {
+            response_url: "https://hooks.slack.com/commands/1".into(),
+            prompt: "q".into(),
+            answer: None,
+        });
+        for work in [event, command] {
+            assert_eq!(Work::from_bytes(&work.to_bytes()), Ok(work));
+        }
+        let old = br#"{"channel":"C1","thread_ts":null,"prompt":"hello"}"#;
+        let Ok(Work::Event(job)) = Work::from_bytes(old) else {
+            panic!("an earlier version's payload");
+        };
+        assert_eq!(
+            (job.channel.as_str(), job.ts, job.direct),
+            ("C1", None, false)
+        );
+        assert!(Work::from_bytes(br#"{"kind":"command"}"#).is_err());
+        assert!(Work::from_bytes(br#"{"kind":"other"}"#).is_err());
+    }
+}
