@@ -210,7 +210,9 @@ async fn a_guest_stays_within_its_quotas_and_says_so() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(dropped >= 900, "{hostile}");
+    // At most 100 of the 1,000 pass at once, plus the refill (100 a minute) while the
+    // request runs, which takes seconds at most even on a loaded machine.
+    assert!(dropped >= 850, "{hostile}");
     let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
     assert!(
         !log.lines().any(|line| line.starts_with("FORGED")),
