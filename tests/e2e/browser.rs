@@ -1919,7 +1919,7 @@ async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapter
         .await;
     assert_eq!(
         chip,
-        json!({"text": "origin:https://slack.com:443", "whole": true, "oneLine": true})
+        json!({"text": "origin:https://hooks.slack.com:443", "whole": true, "oneLine": true})
     );
     browser.screenshot("adapters-facts").await;
 

@@ -2,7 +2,9 @@
 //! grant, hostile components contained, hot replacement, toggles and the compile cache.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
@@ -840,27 +842,43 @@ async fn a_component_still_being_written_loads_only_once_complete() {
     let dir = server.data_dir.join("adapters");
     std::fs::write(dir.join("echo.toml"), ECHO_GRANT).unwrap();
     let bytes = std::fs::read(guest("echo")).unwrap();
-    // Half the component, written in place and kept open, as a slow copy would.
-    let mut written = bytes.len() / 2;
+    // The watcher starts once the components are loaded, just after the server says ready.
+    eventually(10, async || {
+        let log = std::fs::read_to_string(server.data_dir.join("server.log")).ok()?;
+        log.contains("watching the adapters folder (file-system notifications)")
+            .then_some(())
+    })
+    .await;
+    // Half the component, written in place and kept open, and then a little more every
+    // 20 ms, as a slow copy goes (one that stalls past the watcher's quiet limit of 2 s counts
+    // as complete). A thread of its own writes, so a slow test server cannot stall it.
+    let half = bytes.len() / 2;
     let mut file = std::fs::File::create(dir.join("echo.wasm")).unwrap();
-    file.write_all(&bytes[..written]).unwrap();
+    file.write_all(&bytes[..half]).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (bytes, done) = (bytes.clone(), Arc::clone(&done));
+        move || {
+            let mut written = half;
+            while !done.load(Ordering::Relaxed) {
+                let next = (written + 16).min(bytes.len() - 1);
+                file.write_all(&bytes[written..next]).unwrap();
+                written = next;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (file, written)
+        }
+    });
 
     // Another file, dropped in and refused, shows that the watcher looked at the folder since.
-    // Meanwhile the copy goes on a little at a time, as a slow one does (a copy that stalls
-    // for longer than the watcher's quiet limit counts as complete).
     let junk = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(junk.path(), b"\0asm junk").unwrap();
     drop_in(&server, "broken", junk.path(), "");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while server.adapter("broken").await.is_none() {
-        assert!(Instant::now() < deadline, "the junk was never looked at");
-        let next = (written + 64).min(bytes.len() - 1);
-        file.write_all(&bytes[written..next]).unwrap();
-        written = next;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(10, async || server.adapter("broken").await).await;
     assert_eq!(server.adapter("echo").await, None, "half a file was loaded");
 
+    done.store(true, Ordering::Relaxed);
+    let (mut file, written) = writer.join().unwrap();
     file.write_all(&bytes[written..]).unwrap();
     drop(file);
     let entry = loaded(&server, "echo").await;

@@ -77,7 +77,10 @@ pub async fn watch(components: Arc<Components>, stop: CancellationToken) {
         return poll(&components, &dir, stop).await;
     }
     match Notifications::start(&dir) {
-        Ok(notifications) => notified(&components, &dir, &notifications, stop).await,
+        Ok(notifications) => {
+            tracing::info!(folder = %dir.display(), "watching the adapters folder (file-system notifications)");
+            notified(&components, &dir, &notifications, stop).await;
+        }
         Err(e) => {
             tracing::warn!(folder = %dir.display(), "no file-system notifications ({e}); polling the adapters folder every {POLL:?}");
             poll(&components, &dir, stop).await;
