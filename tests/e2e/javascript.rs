@@ -7,12 +7,12 @@
 
 use std::process::Command;
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::{js_echo, js_example};
-use crate::support::{Server, assert_error, eventually, openai_env, stream_frames};
+use crate::support::{Server, assert_error, eventually, openai_env, stream_frames, tool_available};
 use crate::wasm::drop_in;
 
 /// Whether npm and the example's componentize-js can run here; panics on CI when they cannot.
@@ -21,31 +21,14 @@ pub fn npm_tools_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success());
-    if npm_runs
-        && js_example()
-            .join("node_modules/.bin/componentize-js")
-            .exists()
-    {
-        return true;
-    }
-    let message = "JAVASCRIPT ADAPTER TEST SKIPPED: npm or the example's tools are missing \
-                   (run `npm install` in adapters-wasm/examples/js-echo)";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{message}; CI=true requires them"
-    );
-    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
-    false
-}
-
-async fn call(server: &Server, route: &str, body: &str) -> (StatusCode, String) {
-    let response = reqwest::Client::new()
-        .post(server.url(&format!("/api/adapters/js-echo{route}")))
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.text().await.unwrap())
+    tool_available(
+        npm_runs
+            && js_example()
+                .join("node_modules/.bin/componentize-js")
+                .exists(),
+        "JAVASCRIPT ADAPTER TEST SKIPPED: npm or the example's tools are missing \
+         (run `npm install` in adapters-wasm/examples/js-echo)",
+    )
 }
 
 #[tokio::test]
@@ -106,12 +89,20 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
         "hello Ada L., from js-echo 0.1.0"
     );
     assert_eq!(
-        call(server, "/echo", "hi from Rust \u{1F980}").await,
+        server
+            .send_text(
+                Method::POST,
+                "/api/adapters/js-echo/echo",
+                "hi from Rust \u{1F980}"
+            )
+            .await,
         (StatusCode::OK, "js-echo got: hi from Rust \u{1F980}".into())
     );
 
     // Errors of the helper module: `{"error": ...}` with the status the handler chose.
-    let not_json = call(server, "/ask", "{not json").await;
+    let not_json = server
+        .send_text(Method::POST, "/api/adapters/js-echo/ask", "{not json")
+        .await;
     assert_eq!(not_json.0, StatusCode::BAD_REQUEST);
     let not_json: Value = serde_json::from_str(&not_json.1).unwrap();
     assert!(

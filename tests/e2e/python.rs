@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::{COMPONENTIZE_PY, python_echo};
-use crate::support::{Server, eventually, openai_env, stream_frames};
+use crate::support::{Server, eventually, openai_env, stream_frames, tool_available};
 
 /// Whether componentize-py can run here; panics on CI when it cannot.
 pub fn componentize_py_available() -> bool {
@@ -20,31 +20,11 @@ pub fn componentize_py_available() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success());
-    if runs {
-        return true;
-    }
-    let message = "PYTHON ADAPTER TEST SKIPPED: componentize-py is not on PATH \
-                   (pip install componentize-py==0.25.1)";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{message}; CI=true requires it"
-    );
-    eprintln!("\n{}\n!!! {message}\n{}\n", "!".repeat(78), "!".repeat(78));
-    false
-}
-
-/// A request to one of python-echo's routes: the status and the body as text.
-async fn call(server: &Server, method: Method, route: &str, body: &str) -> (StatusCode, String) {
-    let response = reqwest::Client::new()
-        .request(
-            method,
-            server.url(&format!("/api/adapters/python-echo{route}")),
-        )
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.text().await.unwrap())
+    tool_available(
+        runs,
+        "PYTHON ADAPTER TEST SKIPPED: componentize-py is not on PATH \
+         (pip install componentize-py==0.25.1)",
+    )
 }
 
 #[tokio::test]
@@ -98,25 +78,42 @@ async fn a_python_component_serves_http_and_a_tool_to_agents() {
     );
 
     assert_eq!(
-        call(&server, Method::POST, "/echo", "hi from Rust \u{1F980}").await,
+        server
+            .send_text(
+                Method::POST,
+                "/api/adapters/python-echo/echo",
+                "hi from Rust \u{1F980}"
+            )
+            .await,
         (
             StatusCode::OK,
             "python-echo got: hi from Rust \u{1F980}".into()
         )
     );
     assert_eq!(
-        call(&server, Method::GET, "/hello", "").await,
+        server
+            .send_text(Method::GET, "/api/adapters/python-echo/hello", "")
+            .await,
         (StatusCode::OK, "hello from python-echo 0.1.0".into())
     );
     assert_eq!(
-        call(&server, Method::GET, "/hello?name=Ada%20L.", "").await,
+        server
+            .send_text(
+                Method::GET,
+                "/api/adapters/python-echo/hello?name=Ada%20L.",
+                ""
+            )
+            .await,
         (
             StatusCode::OK,
             "hello Ada L., from python-echo 0.1.0".into()
         )
     );
     assert_eq!(
-        call(&server, Method::GET, "/nowhere", "").await.0,
+        server
+            .send_text(Method::GET, "/api/adapters/python-echo/nowhere", "")
+            .await
+            .0,
         StatusCode::NOT_FOUND
     );
     assert!(

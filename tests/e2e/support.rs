@@ -187,6 +187,19 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A request with a raw body, answered as text (an adapter's route).
+    pub async fn send_text(&self, method: Method, path: &str, body: &str) -> (StatusCode, String) {
+        let response = reqwest::Client::new()
+            .request(method, self.url(path))
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
