@@ -88,10 +88,19 @@ pub async fn watch(components: Arc<Components>, stop: CancellationToken) {
     }
 }
 
-/// What the notifications said: which files are being written, and a wake-up for the loop.
+/// What a notification last said about a file.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    /// Written to (or created), not closed since; when that was last seen.
+    Writing(Instant),
+    /// Closed after writing, or moved into place: complete.
+    Complete,
+}
+
+/// What the notifications said: which files are being written or complete, and a wake-up for
+/// the loop.
 struct Notifications {
-    /// Files written to and not yet closed, with when that was last seen.
-    writing: Arc<Mutex<HashMap<PathBuf, Instant>>>,
+    files: Arc<Mutex<HashMap<PathBuf, Seen>>>,
     changed: Arc<Notify>,
     // Watching stops when this is dropped.
     _watcher: RecommendedWatcher,
@@ -99,26 +108,44 @@ struct Notifications {
 
 impl Notifications {
     fn start(dir: &Path) -> notify::Result<Self> {
-        let writing: Arc<Mutex<HashMap<PathBuf, Instant>>> = Arc::default();
+        let files: Arc<Mutex<HashMap<PathBuf, Seen>>> = Arc::default();
         let changed = Arc::new(Notify::new());
-        let (files, wake) = (Arc::clone(&writing), Arc::clone(&changed));
-        let mut watcher = notify::recommended_watcher(move |event| note(event, &files, &wake))?;
+        let (noted, wake) = (Arc::clone(&files), Arc::clone(&changed));
+        let mut watcher = notify::recommended_watcher(move |event| note(event, &noted, &wake))?;
         watcher.watch(dir, RecursiveMode::NonRecursive)?;
         Ok(Self {
-            writing,
+            files,
             changed,
             _watcher: watcher,
         })
     }
 
-    /// Adapters with a file still being written: changed within [`QUIET_LIMIT`], not closed.
-    fn unfinished(&self) -> BTreeSet<String> {
-        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        writing.retain(|_, last| last.elapsed() < QUIET_LIMIT);
-        writing
-            .keys()
-            .filter_map(|path| adapter_of(path).map(|(name, _)| name))
-            .collect()
+    /// Adapters with a file that may still be being written: one written to and not closed
+    /// since, or one modified within [`QUIET_LIMIT`] that no notification has called complete
+    /// yet (a scan can see a file before its notifications arrive). Either counts as complete
+    /// once it has not changed for [`QUIET_LIMIT`].
+    fn unfinished(&self, dir: &Path, scanned: &BTreeMap<String, Files>) -> BTreeSet<String> {
+        let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        let writing = files.iter().filter_map(|(path, seen)| match seen {
+            Seen::Writing(last) if last.elapsed() < QUIET_LIMIT => adapter_of(path),
+            _ => None,
+        });
+        let unconfirmed = scanned.iter().filter_map(|(name, found)| {
+            let fresh = |path: &Path, stamp: &Stamp| {
+                !matches!(files.get(path), Some(Seen::Complete))
+                    && stamp.1.elapsed().is_ok_and(|age| age < QUIET_LIMIT)
+            };
+            let wasm = found
+                .wasm
+                .as_ref()
+                .is_some_and(|(path, stamp)| fresh(path, stamp));
+            let grant = found
+                .grant
+                .as_ref()
+                .is_some_and(|stamp| fresh(&dir.join(format!("{name}.toml")), stamp));
+            (wasm || grant).then(|| name.clone())
+        });
+        writing.map(|(name, _)| name).chain(unconfirmed).collect()
     }
 }
 
@@ -126,7 +153,7 @@ impl Notifications {
 /// event only continues a write.
 fn note(
     event: notify::Result<notify::Event>,
-    writing: &Mutex<HashMap<PathBuf, Instant>>,
+    files: &Mutex<HashMap<PathBuf, Seen>>,
     wake: &Notify,
 ) {
     // An error (a full event queue, say) may have hidden changes: look at the folder.
@@ -134,29 +161,33 @@ fn note(
         wake.notify_one();
         return;
     };
-    let mut writing = writing.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut files = files.lock().unwrap_or_else(PoisonError::into_inner);
     match event.kind {
         // Reading a file (the loader does) changes nothing.
         EventKind::Access(AccessKind::Open(_)) => return,
         // A write goes on: the close or rename that ends it wakes the loop.
         EventKind::Modify(ModifyKind::Data(_)) => {
             for path in event.paths {
-                writing.insert(path, Instant::now());
+                files.insert(path, Seen::Writing(Instant::now()));
             }
             return;
         }
         // A new file may be written next (or is a link, complete at once: see QUIET_LIMIT).
         EventKind::Create(_) => {
             for path in event.paths {
-                writing.insert(path, Instant::now());
+                files.insert(path, Seen::Writing(Instant::now()));
             }
         }
-        // Complete: closed after writing, moved into place, or gone.
+        // Complete: closed after writing, or moved into place.
         EventKind::Access(AccessKind::Close(AccessMode::Write))
-        | EventKind::Modify(ModifyKind::Name(_))
-        | EventKind::Remove(_) => {
+        | EventKind::Modify(ModifyKind::Name(_)) => {
+            for path in event.paths {
+                files.insert(path, Seen::Complete);
+            }
+        }
+        EventKind::Remove(_) => {
             for path in &event.paths {
-                writing.remove(path);
+                files.remove(path);
             }
         }
         _ => {}
@@ -174,8 +205,9 @@ async fn notified(
     stop: CancellationToken,
 ) {
     loop {
-        let unfinished = notifications.unfinished();
-        components.reload_changed(scan(dir), &unfinished).await;
+        let scanned = scan(dir);
+        let unfinished = notifications.unfinished(dir, &scanned);
+        components.reload_changed(scanned, &unfinished).await;
         let next = if unfinished.is_empty() {
             SAFETY_POLL
         } else {
