@@ -1,8 +1,7 @@
 //! Starting the binary, and small HTTP helpers.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -12,6 +11,9 @@ use service_runtime::db::{self, Db};
 #[path = "../shared/tool_available.rs"]
 mod tool_available;
 pub use tool_available::tool_available;
+// Shared with the benches that drive the binary.
+#[path = "../shared/serve.rs"]
+mod serve;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 
@@ -28,12 +30,7 @@ pub struct Server {
 /// A command for the binary with a clean environment: nothing leaks in from the developer's
 /// shell (real keys, a real data directory).
 pub fn command(home: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("RUST_LOG", "info");
-    cmd
+    serve::clean_command(BIN, home, "info")
 }
 
 impl Server {
@@ -67,26 +64,13 @@ impl Server {
             .append(true)
             .open(data_dir.join("server.log"))
             .unwrap();
-        let mut child = command(data_dir.parent().unwrap())
-            .args(["serve", "--port", "0", "--data-dir"])
-            .arg(&data_dir)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("service-runtime listening on ")
-            .unwrap_or_else(|| {
-                let log = std::fs::read_to_string(data_dir.join("server.log")).unwrap_or_default();
-                panic!("server did not start: {line:?}\n{log}")
-            })
-            .to_owned();
+        let mut serve = command(data_dir.parent().unwrap());
+        serve.envs(env.iter().map(|(k, v)| (k, v))).stderr(log);
+        let (child, url) = serve::spawn_serving(serve, &data_dir);
+        let url = url.unwrap_or_else(|line| {
+            let log = std::fs::read_to_string(data_dir.join("server.log")).unwrap_or_default();
+            panic!("server did not start: {line:?}\n{log}")
+        });
         Self {
             child,
             url,

@@ -8,9 +8,8 @@
 //! time measured in the same run. Target: a cached component answers within 100 ms of its copy
 //! with notifications.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -20,6 +19,9 @@ use sha2::{Digest, Sha256};
 #[allow(dead_code)]
 #[path = "../../../tests/e2e/guests.rs"]
 mod guests;
+// The tests' way of starting the binary.
+#[path = "../../../tests/shared/serve.rs"]
+mod serve;
 
 const ROUNDS: usize = 5;
 /// What the fixture needs to start (its grant stays in the folder throughout).
@@ -37,27 +39,11 @@ struct Server {
 impl Server {
     fn start(env: &[(&str, &str)]) -> Self {
         let data = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_service-runtime"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", data.path())
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .args(["serve", "--port", "0", "--data-dir"])
-            .arg(data.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("service-runtime listening on ")
-            .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
-            .to_owned();
+        let mut serve =
+            serve::clean_command(env!("CARGO_BIN_EXE_service-runtime"), data.path(), "warn");
+        serve.envs(env.iter().copied()).stderr(Stdio::null());
+        let (child, url) = serve::spawn_serving(serve, data.path());
+        let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
         let adapters = data.path().join("adapters");
         std::fs::write(adapters.join("echo.toml"), GRANT).unwrap();
         Self {

@@ -6,15 +6,17 @@
 //! slow moment of a shared machine hits both). Targets: p99 under 20 ms, and under twice the
 //! idle p99 (medians over the rounds).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 // The tests' guest builder; this benchmark needs `guest`.
 #[allow(dead_code)]
 #[path = "../../../tests/e2e/guests.rs"]
 mod guests;
+// The tests' way of starting the binary.
+#[path = "../../../tests/shared/serve.rs"]
+mod serve;
 
 const SAMPLES: usize = 1_000;
 const ROUNDS: usize = 5;
@@ -54,26 +56,10 @@ fn start(data_dir: &Path) -> Server {
         std::fs::copy(guests::guest(name), adapters.join(format!("{name}.wasm"))).unwrap();
         std::fs::write(adapters.join(format!("{name}.toml")), grant).unwrap();
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_service-runtime"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", data_dir)
-        .env("RUST_LOG", "warn")
-        .args(["serve", "--port", "0", "--data-dir"])
-        .arg(data_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("service-runtime listening on ")
-        .expect("the server did not start")
-        .to_owned();
+    let mut serve = serve::clean_command(env!("CARGO_BIN_EXE_service-runtime"), data_dir, "warn");
+    serve.stderr(Stdio::null());
+    let (child, url) = serve::spawn_serving(serve, data_dir);
+    let url = url.expect("the server did not start");
     Server { child, url }
 }
 

@@ -19,9 +19,9 @@
 //! An argument (`kill`, `sigterm`, `throughput`) runs only the runs whose name contains it.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,6 +35,10 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
+
+// The tests' way of starting the binary.
+#[path = "../../../tests/shared/serve.rs"]
+mod serve;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
@@ -178,27 +182,10 @@ impl Server {
             .append(true)
             .open(data_dir.join("server.log"))
             .unwrap();
-        let mut child = Command::new(BIN)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", data_dir)
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .args(["serve", "--port", "0", "--data-dir"])
-            .arg(data_dir)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("service-runtime listening on ")
-            .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
-            .to_owned();
+        let mut serve = serve::clean_command(BIN, data_dir, "warn");
+        serve.envs(env.iter().map(|(k, v)| (k, v))).stderr(log);
+        let (child, url) = serve::spawn_serving(serve, data_dir);
+        let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
         let server = Self { child, url };
         server.wait_until_ready();
         server

@@ -1,0 +1,38 @@
+//! Starting `service-runtime serve` as a child process, shared by the end-to-end tests and the
+//! benches that drive the real binary.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A command for `bin` with a clean environment: nothing leaks in from the developer's shell
+/// (real keys, a real data directory).
+pub fn clean_command(bin: &str, home: &Path, rust_log: &str) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("RUST_LOG", rust_log);
+    cmd
+}
+
+/// Spawns `serve --port 0` (stdout piped) and reads the address it prints first; `Err` holds
+/// what it printed instead.
+pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<String, String>) {
+    let mut child = serve
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("service-runtime listening on ")
+        .map(str::to_owned)
+        .ok_or(line);
+    (child, url)
+}
