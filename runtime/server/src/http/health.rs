@@ -9,9 +9,12 @@ use super::api::ApiResult;
 use crate::db::{self, SCHEMA_VERSION};
 
 pub async fn show(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+    // Four counts take microseconds; run them on this thread when the connection is free.
+    // A hop to the blocking pool and back is what a probe waits for most while guests keep
+    // every core busy (p99 about 1 ms instead of 0.3 ms in the isolation bench).
     let counts = app
         .db
-        .call(|conn| {
+        .call_inline(|conn| {
             Ok(json!({
                 "agents": db::count(conn, "agent_profiles")?,
                 "tasks": db::count(conn, "tasks")?,
