@@ -52,7 +52,7 @@ impl Server {
 
     fn spawn(data_dir: PathBuf, env: Vec<(String, String)>) -> Self {
         let server = Self::spawn_starting(data_dir, env);
-        server.wait_until_ready();
+        serve::wait_until_ready(&server.url, std::time::Duration::from_secs(60));
         server
     }
 
@@ -77,30 +77,6 @@ impl Server {
             data_dir,
             env,
             _tmp: None,
-        }
-    }
-
-    /// Waits (blocking: servers start outside async code too) until the adapters have
-    /// started and the components are loaded, as `/api/health` tells.
-    fn wait_until_ready(&self) {
-        use std::io::{Read, Write};
-        let addr = self.url.trim_start_matches("http://").to_owned();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let mut answer = String::new();
-            if let Ok(mut stream) = std::net::TcpStream::connect(&addr) {
-                let request = format!("GET /api/health HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-                let _ = stream.write_all(request.as_bytes());
-                let _ = stream.read_to_string(&mut answer);
-            }
-            if answer.contains(r#""adapters":"ready""#) {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the adapters did not finish starting within 60 s: {answer}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 

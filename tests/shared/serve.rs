@@ -1,9 +1,10 @@
 //! Starting `service-runtime serve` as a child process, shared by the end-to-end tests and the
 //! benches that drive the real binary.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A command for `bin` with a clean environment: nothing leaks in from the developer's shell
 /// (real keys, a real data directory).
@@ -35,4 +36,27 @@ pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<Stri
         .map(str::to_owned)
         .ok_or(line);
     (child, url)
+}
+
+/// Waits (blocking: servers start outside async code too) until the server at `url` says on
+/// `/api/health` that its adapters have started and its components are loaded.
+pub fn wait_until_ready(url: &str, within: Duration) {
+    let addr = url.trim_start_matches("http://");
+    let deadline = Instant::now() + within;
+    loop {
+        let mut answer = String::new();
+        if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
+            let request = format!("GET /api/health HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+            let _ = stream.write_all(request.as_bytes());
+            let _ = stream.read_to_string(&mut answer);
+        }
+        if answer.contains(r#""adapters":"ready""#) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the adapters did not finish starting within {within:?}: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

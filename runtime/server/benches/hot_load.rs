@@ -44,6 +44,8 @@ impl Server {
         serve.envs(env.iter().copied()).stderr(Stdio::null());
         let (child, url) = serve::spawn_serving(serve, data.path());
         let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
+        // The bundled components load first, so they do not compete with the copy timed.
+        serve::wait_until_ready(&url, GIVE_UP);
         let adapters = data.path().join("adapters");
         std::fs::write(adapters.join("echo.toml"), GRANT).unwrap();
         Self {

@@ -161,10 +161,7 @@ fn main() {
 
         let client = reqwest::Client::new();
         let base = server.url.clone();
-        wait_for(&client, &format!("{base}/api/health"), |body| {
-            body.contains(r#""adapters":"ready""#)
-        })
-        .await;
+        serve::wait_until_ready(&base, Duration::from_secs(120));
         // Warm-up.
         measure(&client, &base, "/api/adapters/echo/hello").await;
         let cores = std::thread::available_parallelism().map_or(2, usize::from);

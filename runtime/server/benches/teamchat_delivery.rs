@@ -19,7 +19,6 @@
 //! An argument (`kill`, `sigterm`, `throughput`) runs only the runs whose name contains it.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,31 +185,8 @@ impl Server {
         serve.envs(env.iter().map(|(k, v)| (k, v))).stderr(log);
         let (child, url) = serve::spawn_serving(serve, data_dir);
         let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
-        let server = Self { child, url };
-        server.wait_until_ready();
-        server
-    }
-
-    /// Until `/api/health` says the adapters have started (the components are loaded).
-    fn wait_until_ready(&self) {
-        let addr = self.url.trim_start_matches("http://").to_owned();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let mut answer = String::new();
-            if let Ok(mut stream) = std::net::TcpStream::connect(&addr) {
-                let request = format!("GET /api/health HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-                let _ = stream.write_all(request.as_bytes());
-                let _ = stream.read_to_string(&mut answer);
-            }
-            if answer.contains(r#""adapters":"ready""#) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the adapters did not start: {answer}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        serve::wait_until_ready(&url, Duration::from_secs(120));
+        Self { child, url }
     }
 
     fn kill(mut self) {
