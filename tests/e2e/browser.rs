@@ -21,7 +21,7 @@ use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use service_runtime::tasks::{self, NewTask, TaskStatus};
+use service_runtime::tasks::{self, TaskStatus};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::fakes::llm::{self, Reply};
@@ -302,26 +302,11 @@ impl Drop for Browser {
     }
 }
 
-fn create_task(server: &Server, title: &str, agent: &str, status: TaskStatus) -> String {
-    server.db().blocking(|conn| {
-        let task = tasks::create(
-            conn,
-            &NewTask {
-                title,
-                agent_profile_name: Some(agent),
-                ..NewTask::default()
-            },
-        )
-        .unwrap();
-        tasks::set_status(conn, &task.task_id, status).unwrap();
-        task.task_id
-    })
-}
-
 fn set_task_status(server: &Server, task_id: &str, status: TaskStatus) {
     server
         .db()
-        .blocking(|conn| tasks::set_status(conn, task_id, status).unwrap());
+        .blocking(|conn| tasks::set_status(conn, task_id, status))
+        .unwrap();
 }
 
 /// Text of every element matching `css`.
@@ -811,12 +796,7 @@ async fn user_supplied_strings_render_as_text() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
-    create_task(
-        &server,
-        "<svg onload=alert(3)>",
-        XSS_NAME,
-        TaskStatus::Running,
-    );
+    server.create_task("<svg onload=alert(3)>", XSS_NAME, TaskStatus::Running);
     // Schedules are made with the CLI; this one's name, prompt and agent are all markup.
     let output = cli(
         &server.data_dir,
@@ -1002,7 +982,7 @@ async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
 #[tokio::test]
 async fn tasks_tab_follows_status_changes_and_guards_delete() {
     let server = Server::start();
-    let task = create_task(&server, "Nightly digest", "default", TaskStatus::Running);
+    let task = server.create_task("Nightly digest", "default", TaskStatus::Running);
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
@@ -1158,7 +1138,7 @@ async fn schedules_tab_lists_schedules_read_only() {
 async fn narrow_window_keeps_every_tab_in_reach() {
     let server = Server::start();
     server.post("/api/store/atlas/install", Value::Null).await;
-    create_task(&server, "Weekly report", "Atlas", TaskStatus::Pending);
+    server.create_task("Weekly report", "Atlas", TaskStatus::Pending);
     let Some(browser) = Browser::start(&server).await else {
         return;
     };

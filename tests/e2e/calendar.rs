@@ -68,6 +68,16 @@ impl Clock {
             .to_string()
     }
 
+    /// Local `hour:00` of a day as an RFC 3339 UTC value.
+    fn utc_iso(&self, days: i64, hour: u32) -> String {
+        let local = self.day(days).and_hms_opt(hour, 0, 0).unwrap();
+        let instant = self.offset.from_local_datetime(&local).unwrap();
+        instant
+            .with_timezone(&Utc)
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    }
+
     fn date(&self, days: i64) -> String {
         self.day(days).format("%Y%m%d").to_string()
     }
@@ -358,11 +368,13 @@ async fn google_calendar_lists_and_inserts_with_a_token_it_refreshes_itself() {
     let clock = Clock::new();
     let google = FakeGoogle::start(google_events(&clock)).await;
     let today = clock.today.format("%Y-%m-%d").to_string();
+    // Local 17:00 to 19:00 of the zone's today, written in UTC: still today wherever noon is.
+    let (departs, lands) = (clock.utc_iso(0, 17), clock.utc_iso(0, 19));
     let mut script = Vec::new();
     script.extend(calls("list_calendar_events_today", json!({})));
     script.extend(calls(
         "create_calendar_event",
-        json!({"summary": "Flight to Lisbon", "start": format!("{today}T17:00:00Z"), "end": format!("{today}T19:30:00Z"), "location": "Gate B7"}),
+        json!({"summary": "Flight to Lisbon", "start": departs, "end": lands, "location": "Gate B7"}),
     ));
     script.extend(calls(
         "create_calendar_event",
@@ -393,10 +405,7 @@ async fn google_calendar_lists_and_inserts_with_a_token_it_refreshes_itself() {
     assert_eq!(all_day["created"]["all_day"], true);
     let inserted = google.inserted();
     assert_eq!(inserted[0].0, "primary");
-    assert_eq!(
-        inserted[0].1["start"]["dateTime"],
-        format!("{today}T17:00:00Z")
-    );
+    assert_eq!(inserted[0].1["start"]["dateTime"], departs);
     assert_eq!(inserted[0].1["start"]["timeZone"], clock.zone.as_str());
     assert_eq!(inserted[0].1["location"], "Gate B7");
     let tomorrow = clock.day(1).format("%Y-%m-%d").to_string();

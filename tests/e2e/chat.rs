@@ -548,9 +548,10 @@ async fn cli_run_streams_the_answer_and_prints_the_trace_id() {
     let (answer, trace) = stdout.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(answer, "Hello from the fake model.");
     let trace_id = trace.strip_prefix("trace_id: ").unwrap();
-    let db = service_runtime::db::Db::open(&tmp.path().join("service.sqlite")).unwrap();
+    let db = service_runtime::db::Db::open_sqlite(&tmp.path().join("service.sqlite")).unwrap();
     let stored = db
-        .blocking(|conn| service_runtime::traces::get(conn, trace_id).unwrap())
+        .blocking(|conn| service_runtime::traces::get(conn, trace_id))
+        .unwrap()
         .unwrap();
     assert_eq!(
         (stored.source.as_str(), stored.status.as_str()),

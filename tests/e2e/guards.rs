@@ -8,7 +8,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use service_runtime::agents::profiles::{self, ProfileInput};
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
 use service_runtime::http::guards::Binding;
 use service_runtime::http::{AppState, router};
 use service_runtime::tasks::{self, NewTask};
@@ -76,27 +76,26 @@ async fn rebound_host_names_are_refused() {
 #[tokio::test]
 async fn loopback_only_endpoints_refuse_remote_peers() {
     let tmp = tempfile::tempdir().unwrap();
-    let service = App::open(tmp.path()).unwrap();
+    let service = App::open(tmp.path(), Role::Server).await.unwrap();
     let db = service.db.clone();
-    let task_id = db.blocking(|conn| {
-        tasks::create(
-            conn,
-            &NewTask {
-                title: "keep me",
-                ..NewTask::default()
-            },
-        )
-        .unwrap()
-        .task_id
-    });
-    db.blocking(|conn| {
-        let temp = ProfileInput {
-            name: Some("Temp".into()),
-            system_prompt: Some("x".into()),
-            ..ProfileInput::default()
-        };
-        profiles::insert(conn, &temp.validate().unwrap()).unwrap()
-    });
+    let task_id = db
+        .blocking(|conn| {
+            let task = tasks::create(
+                conn,
+                &NewTask {
+                    title: "keep me",
+                    ..NewTask::default()
+                },
+            )?;
+            let temp = ProfileInput {
+                name: Some("Temp".into()),
+                system_prompt: Some("x".into()),
+                ..ProfileInput::default()
+            };
+            profiles::insert(conn, &temp.validate()?)?;
+            Ok(task.task_id)
+        })
+        .unwrap();
     let app = router(
         AppState::new(&service).unwrap(),
         Binding { loopback: false },
@@ -141,7 +140,8 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert!(body["error"].as_str().unwrap().contains("local machine"));
     assert!(
-        db.blocking(|conn| tasks::get(conn, &task_id).unwrap())
+        db.blocking(|conn| tasks::get(conn, &task_id))
+            .unwrap()
             .is_some(),
         "task untouched"
     );
@@ -156,7 +156,8 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
     .unwrap();
     assert_eq!(answer.status(), StatusCode::FORBIDDEN);
     assert!(
-        db.blocking(|conn| profiles::get(conn, "Temp").unwrap())
+        db.blocking(|conn| profiles::get(conn, "Temp"))
+            .unwrap()
             .is_some(),
         "agent untouched"
     );

@@ -437,12 +437,14 @@ async fn slow_hooks_never_hold_the_server_and_a_hanging_stop_still_disables() {
         loaded(&first, "hostile").await;
     }
     // Echo's `start` takes 3 s; hostile, after it in name order, is still loading meanwhile.
-    service_runtime::db::Db::open(&data_dir.join(service_runtime::db::FILE_NAME))
+    service_runtime::db::Db::open_sqlite(&data_dir.join(service_runtime::db::FILE_NAME))
         .unwrap()
         .blocking(|conn| {
             service_runtime::kv::set(conn, "echo", "start-delay-ms", b"3000", None, 1 << 20)
-                .unwrap()
-        });
+                .unwrap();
+            Ok(())
+        })
+        .unwrap();
     let server = Server::start_in_while_starting(&data_dir, &[]);
     let (_, health) = server.get("/api/health").await;
     assert_eq!(health["adapters"], "starting", "{health}");
@@ -526,18 +528,22 @@ async fn a_secret_goes_only_to_the_origins_its_grant_binds_it_to() {
 #[tokio::test]
 async fn tasks_come_in_pages() {
     let server = Server::start();
-    server.db().blocking(|conn| {
-        for i in 0..150 {
-            service_runtime::tasks::create(
-                conn,
-                &service_runtime::tasks::NewTask {
-                    title: &format!("task {i}"),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        }
-    });
+    server
+        .db()
+        .blocking(|conn| {
+            for i in 0..150 {
+                service_runtime::tasks::create(
+                    conn,
+                    &service_runtime::tasks::NewTask {
+                        title: &format!("task {i}"),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
     let (_, page) = server.get("/api/tasks").await;
     assert_eq!(
         (page["tasks"].as_array().unwrap().len(), &page["total"]),

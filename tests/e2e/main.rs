@@ -18,6 +18,7 @@ mod javascript;
 mod mail_servers;
 mod python;
 mod radicale;
+mod replicas;
 mod scheduler;
 mod server;
 mod store;

@@ -6,6 +6,7 @@ use std::process::{Child, Command};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use service_runtime::db::{self, Db};
+use service_runtime::tasks::{self, NewTask, TaskStatus};
 
 // Shared with the email adapter's own tests.
 #[path = "../shared/tool_available.rs"]
@@ -14,6 +15,10 @@ pub use tool_available::tool_available;
 // Shared with the benches that drive the binary.
 #[path = "../shared/serve.rs"]
 mod serve;
+// Shared with the storage layer's tests and the benches (which alone ask for durable commits).
+#[allow(dead_code)]
+#[path = "../shared/postgres.rs"]
+pub mod postgres;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 
@@ -103,7 +108,25 @@ impl Server {
 
     /// The server's database, opened by a second connection as the CLI or a test would.
     pub fn db(&self) -> Db {
-        Db::open(&self.data_dir.join(db::FILE_NAME)).unwrap()
+        Db::open_sqlite(&self.data_dir.join(db::FILE_NAME)).unwrap()
+    }
+
+    /// A task written straight into the server's database, as adapters and the scheduler do.
+    pub fn create_task(&self, title: &str, agent: &str, status: TaskStatus) -> String {
+        self.db()
+            .blocking(|conn| {
+                let task = tasks::create(
+                    conn,
+                    &NewTask {
+                        title,
+                        agent_profile_name: Some(agent),
+                        ..NewTask::default()
+                    },
+                )?;
+                tasks::set_status(conn, &task.task_id, status)?;
+                Ok(task.task_id)
+            })
+            .unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -3,25 +3,9 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use service_runtime::tasks::{self, NewTask, TaskStatus};
+use service_runtime::tasks::TaskStatus;
 
 use crate::support::{Server, assert_error};
-
-fn create(server: &Server, title: &str, status: TaskStatus) -> String {
-    server.db().blocking(|conn| {
-        let task = tasks::create(
-            conn,
-            &NewTask {
-                title,
-                agent_profile_name: Some("default"),
-                ..NewTask::default()
-            },
-        )
-        .unwrap();
-        tasks::set_status(conn, &task.task_id, status).unwrap();
-        task.task_id
-    })
-}
 
 fn titles(body: &Value) -> Vec<&str> {
     body["tasks"]
@@ -35,9 +19,9 @@ fn titles(body: &Value) -> Vec<&str> {
 #[tokio::test]
 async fn lists_newest_first_and_filters_by_status() {
     let server = Server::start();
-    create(&server, "first", TaskStatus::Completed);
-    create(&server, "second", TaskStatus::Running);
-    create(&server, "third", TaskStatus::Running);
+    server.create_task("first", "default", TaskStatus::Completed);
+    server.create_task("second", "default", TaskStatus::Running);
+    server.create_task("third", "default", TaskStatus::Running);
 
     let (status, all) = server.get("/api/tasks").await;
     assert_eq!(status, StatusCode::OK);
@@ -77,8 +61,8 @@ async fn lists_newest_first_and_filters_by_status() {
 #[tokio::test]
 async fn delete_cancels_active_tasks_and_deletes_finished_ones() {
     let server = Server::start();
-    let running = create(&server, "busy", TaskStatus::Running);
-    let done = create(&server, "done", TaskStatus::Completed);
+    let running = server.create_task("busy", "default", TaskStatus::Running);
+    let done = server.create_task("done", "default", TaskStatus::Completed);
 
     let (status, body) = server.delete(&format!("/api/tasks/{running}")).await;
     assert_eq!(status, StatusCode::OK);

@@ -16,12 +16,12 @@ use crate::fakes::llm::{self, Reply};
 use crate::fakes::teamchat::{BOT_TOKEN, BOT_USER, FakePlatform};
 use crate::support::{Server, assert_error, eventually, json_of, openai_env};
 
-const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+pub(crate) const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
 /// A posted message: the bearer token it came with and its JSON body.
 type Posted = (String, Value);
 
-async fn platform(usual: Value) -> FakePlatform {
+pub(crate) async fn platform(usual: Value) -> FakePlatform {
     FakePlatform::start(usual).await
 }
 
@@ -66,13 +66,13 @@ async fn send_raw(
 }
 
 /// A correctly signed, fresh request.
-async fn signed(server: &Server, route: &str, body: &str) -> (StatusCode, Value) {
+pub(crate) async fn signed(server: &Server, route: &str, body: &str) -> (StatusCode, Value) {
     let timestamp = now().to_string();
     let signature = signature(SIGNING_SECRET, &timestamp, body);
     send_raw(server, route, body, Some(&timestamp), Some(&signature)).await
 }
 
-fn callback(event_id: &str, event: Value) -> String {
+pub(crate) fn callback(event_id: &str, event: Value) -> String {
     json!({
         "token": "unused-verification-token",
         "team_id": "T1",
@@ -90,7 +90,7 @@ fn mention(text: &str, thread_ts: Option<&str>) -> Value {
     mention_at("C1", "1700000001.000200", text, thread_ts)
 }
 
-fn mention_at(channel: &str, ts: &str, text: &str, thread_ts: Option<&str>) -> Value {
+pub(crate) fn mention_at(channel: &str, ts: &str, text: &str, thread_ts: Option<&str>) -> Value {
     let mut event = json!({
         "type": "app_mention",
         "user": "U1",

@@ -7,64 +7,67 @@ use service_runtime::traces::{self, LlmCall, NewTrace, Outcome, ToolInvocation};
 use crate::support::{Server, assert_error};
 
 fn record_run(server: &Server, prompt: &str, error: Option<&str>) -> String {
-    server.db().blocking(|conn| {
-        let id = traces::start(
-            conn,
-            &NewTrace {
-                agent_profile_name: Some("default"),
-                source: "chat",
-                provider: "offline",
-                model: "offline",
-                prompt,
-                ..NewTrace::default()
-            },
-        )
-        .unwrap();
-        let at = service_runtime::db::now();
-        traces::record_llm_call(
-            conn,
-            &id,
-            &LlmCall {
-                step: 0,
-                provider: "offline",
-                model: "offline",
-                response_text: Some("calling a tool"),
-                started_at: &at,
-                latency_ms: 4,
-                ..LlmCall::default()
-            },
-        )
-        .unwrap();
-        let input = json!({"title": "todo"});
-        traces::record_tool_invocation(
-            conn,
-            &id,
-            &ToolInvocation {
-                step: 1,
-                call_id: Some("c1"),
-                tool_name: "create_note",
-                input: &input,
-                output: Some("note 1"),
-                started_at: &at,
-                latency_ms: 2,
-                ..ToolInvocation::default()
-            },
-        )
-        .unwrap();
-        traces::finish(
-            conn,
-            &id,
-            &Outcome {
-                response: error.is_none().then_some("done"),
-                error,
-                latency_ms: 12,
-                input_tokens: Some(30),
-                output_tokens: Some(7),
-            },
-        )
-        .unwrap();
-        id
-    })
+    server
+        .db()
+        .blocking(|conn| {
+            let id = traces::start(
+                conn,
+                &NewTrace {
+                    agent_profile_name: Some("default"),
+                    source: "chat",
+                    provider: "offline",
+                    model: "offline",
+                    prompt,
+                    ..NewTrace::default()
+                },
+            )
+            .unwrap();
+            let at = service_runtime::db::now();
+            traces::record_llm_call(
+                conn,
+                &id,
+                &LlmCall {
+                    step: 0,
+                    provider: "offline",
+                    model: "offline",
+                    response_text: Some("calling a tool"),
+                    started_at: &at,
+                    latency_ms: 4,
+                    ..LlmCall::default()
+                },
+            )
+            .unwrap();
+            let input = json!({"title": "todo"});
+            traces::record_tool_invocation(
+                conn,
+                &id,
+                &ToolInvocation {
+                    step: 1,
+                    call_id: Some("c1"),
+                    tool_name: "create_note",
+                    input: &input,
+                    output: Some("note 1"),
+                    started_at: &at,
+                    latency_ms: 2,
+                    ..ToolInvocation::default()
+                },
+            )
+            .unwrap();
+            traces::finish(
+                conn,
+                &id,
+                &Outcome {
+                    response: error.is_none().then_some("done"),
+                    error,
+                    latency_ms: 12,
+                    input_tokens: Some(30),
+                    output_tokens: Some(7),
+                },
+            )
+            .unwrap();
+            Ok(id)
+        })
+        .unwrap()
 }
 
 #[tokio::test]

@@ -275,12 +275,55 @@ async fn kv_claims_and_jobs_survive_and_run() {
         "{failed}"
     );
 
+    // A claim and its job together: once, and the retry is a duplicate with no job.
+    let (status, once) = post(&server, "/api/adapters/echo/job-once?key=Ev2", "payload-2").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{once}");
+    assert_eq!(
+        post(&server, "/api/adapters/echo/job-once?key=Ev2", "payload-2").await,
+        (StatusCode::OK, "duplicate".to_owned())
+    );
+    assert_eq!(
+        get(&server, "/api/adapters/echo/claim?key=Ev2").await.1,
+        "false",
+        "the key is claimed as by kv.claim"
+    );
+    eventually(10, async || {
+        let (_, tasks) = server.get("/api/tasks?status=completed").await;
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_id"] == once.as_str())
+            .then_some(())
+    })
+    .await;
+
     let server = server.restart();
     loaded(&server, "echo").await;
     assert_eq!(
         get(&server, "/api/adapters/echo/claim?key=Ev1").await.1,
         "false",
         "claims persist across restarts"
+    );
+    // Without the kv grant, enqueue-once is refused and nothing is queued.
+    drop_in(
+        &server,
+        "echo",
+        &guest("echo"),
+        &ECHO_GRANT.replace("kv = true\n", ""),
+    );
+    eventually(20, async || {
+        let (status, said) = post(&server, "/api/adapters/echo/job-once?key=Ev3", "x").await;
+        (status == StatusCode::INTERNAL_SERVER_ERROR).then_some(said)
+    })
+    .await;
+    let entry = server.adapter("echo").await.unwrap();
+    assert!(
+        entry["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("jobs.enqueue-once without the kv grant"),
+        "{entry}"
     );
 }
 
@@ -698,9 +741,13 @@ async fn lifecycle_log_reaches(server: &Server, expected: &str) {
 /// Sets one of echo's kv entries straight in the database (its routes answer 503 while it is
 /// disabled).
 fn echo_kv(server: &Server, key: &str, value: &str) {
-    server.db().blocking(|conn| {
-        service_runtime::kv::set(conn, "echo", key, value.as_bytes(), None, 1 << 20).unwrap()
-    });
+    server
+        .db()
+        .blocking(|conn| {
+            service_runtime::kv::set(conn, "echo", key, value.as_bytes(), None, 1 << 20).unwrap();
+            Ok(())
+        })
+        .unwrap();
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use guest_util::Response;
 
 use crate::job::{EventJob, Work};
 use crate::service::adapter::log::{self, Level};
-use crate::service::adapter::{jobs, kv, registry};
+use crate::service::adapter::{jobs, registry};
 
 /// How long an `event_id` is remembered; the platform retries within minutes.
 const CLAIM_TTL_MS: u64 = 24 * 60 * 60 * 1000;
@@ -85,13 +85,6 @@ fn callback(envelope: &Value) -> Response {
     if prompt.is_empty() {
         return ack("ignored: nothing but a mention");
     }
-    let claim = format!("event:{event_id}");
-    match kv::claim(&claim, CLAIM_TTL_MS) {
-        Ok(true) => {}
-        Ok(false) => return ack("duplicate"),
-        // Let the platform's retry try again.
-        Err(e) => return Response::error(503, &format!("cannot claim the event: {e}")),
-    }
     let text_of = |name: &str| event.get(name).and_then(Value::as_str).map(str::to_owned);
     let job = Work::Event(EventJob {
         channel: channel.to_owned(),
@@ -101,13 +94,14 @@ fn callback(envelope: &Value) -> Response {
         bot: bot.map(str::to_owned),
         direct,
     });
-    match jobs::enqueue(&job.to_bytes()) {
-        Ok(_) => ack("queued"),
-        Err(e) => {
-            // Let the platform's retry try again.
-            let _ = kv::delete(&claim);
-            Response::error(500, &format!("cannot queue the reply: {e}"))
-        }
+    // The claim and the job together: a crash can never leave the event claimed (its retries
+    // dropped as duplicates) with no job to answer it.
+    let claim = format!("event:{event_id}");
+    match jobs::enqueue_once(&claim, CLAIM_TTL_MS, &job.to_bytes()) {
+        Ok(Some(_)) => ack("queued"),
+        Ok(None) => ack("duplicate"),
+        // Let the platform's retry try again.
+        Err(e) => Response::error(503, &format!("cannot queue the reply: {e}")),
     }
 }
 

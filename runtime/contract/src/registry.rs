@@ -141,6 +141,11 @@ impl AdapterRegistry {
         self.update(name, |e| e.status = AdapterStatus::Stopped);
     }
 
+    /// Drops the note on why the adapter is in its state (that reason no longer holds).
+    pub fn clear_note(&self, name: &str) {
+        self.update(name, |e| e.note = None);
+    }
+
     /// Stopped, with the reason (e.g. disabled by a setting).
     pub fn mark_stopped_because(&self, name: &str, note: &str) {
         self.update(name, |e| {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use service_contract::HttpRequest;
 use service_runtime::adapters::Managed;
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
 use service_runtime::wasm::Generation;
 use service_runtime::wasm::grants::Grant;
 
@@ -64,7 +64,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
-        let app = App::open(tmp.path()).unwrap();
+        let app = App::open(tmp.path(), Role::Server).await.unwrap();
         let guests = [
             ("Rust (echo, baseline)", guests::guest("echo")),
             ("Python (python-echo)", guests::python_echo()),

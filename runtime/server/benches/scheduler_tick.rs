@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use chrono::{Duration as Span, Utc};
-use rusqlite::Connection;
-use service_runtime::db::Db;
+use service_runtime::db::{Conn, Db};
+use service_runtime::params;
 use service_runtime::scheduler::cron;
 use service_runtime::scheduler::plan::CatchUp;
 use service_runtime::scheduler::store::{self, NewSchedule};
@@ -28,18 +28,18 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Backdates the first `DUE` schedules so they fire at the next tick.
-fn make_due(conn: &Connection) {
+fn make_due(conn: &Conn) -> service_runtime::error::Result<()> {
     let past = store::timestamp(Utc::now() - Span::minutes(5));
     conn.execute(
         "UPDATE schedules SET next_run_at = ?1 WHERE rowid <= ?2",
-        rusqlite::params![past, DUE as i64],
-    )
-    .unwrap();
+        params![past, DUE],
+    )?;
+    Ok(())
 }
 
 fn main() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(&tmp.path().join("service.sqlite")).unwrap();
+    let db = Db::open_sqlite(&tmp.path().join("service.sqlite")).unwrap();
     let tz = chrono_tz::Tz::UTC;
     // Every-minute schedules are the costliest to step through; weekday ones skip days.
     let crons = [
@@ -53,24 +53,26 @@ fn main() {
     .map(|c| cron::parse(c).unwrap());
     let future = Utc::now() + Span::hours(2);
     db.blocking(|conn| {
-        let tx = conn.transaction().unwrap();
-        for i in 0..SCHEDULES {
-            let name = format!("schedule-{i:05}");
-            let cron = &crons[i % crons.len()];
-            let policy = [CatchUp::Coalesce, CatchUp::All, CatchUp::Skip][i % 3];
-            let new = NewSchedule {
-                name: &name,
-                cron,
-                agent: "default",
-                prompt: "report",
-                catch_up: policy,
-                enabled: true,
-                next_run_at: Some(future),
-            };
-            store::create(&tx, &new).unwrap();
-        }
-        tx.commit().unwrap();
-    });
+        conn.transaction(|tx| {
+            for i in 0..SCHEDULES {
+                let name = format!("schedule-{i:05}");
+                let cron = &crons[i % crons.len()];
+                let policy = [CatchUp::Coalesce, CatchUp::All, CatchUp::Skip][i % 3];
+                let new = NewSchedule {
+                    name: &name,
+                    cron,
+                    agent: "default",
+                    prompt: "report",
+                    catch_up: policy,
+                    enabled: true,
+                    next_run_at: Some(future),
+                };
+                store::create(tx, &new)?;
+            }
+            Ok(())
+        })
+    })
+    .unwrap();
     let tick = Duration::from_secs(30);
     let none = HashSet::new();
 
@@ -78,7 +80,7 @@ fn main() {
         (0..ROUNDS)
             .map(|_| {
                 let started = Instant::now();
-                let rows = db.blocking(|conn| store::list(conn).unwrap().len());
+                let rows = db.blocking(|conn| store::list(conn)).unwrap().len();
                 assert_eq!(rows, SCHEDULES);
                 started.elapsed()
             })
@@ -89,8 +91,9 @@ fn main() {
         (0..ROUNDS)
             .map(|_| {
                 let started = Instant::now();
-                let plan =
-                    db.blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none).unwrap());
+                let plan = db
+                    .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
+                    .unwrap();
                 assert!(plan.due.is_empty());
                 started.elapsed()
             })
@@ -100,10 +103,11 @@ fn main() {
     let busy = median(
         (0..ROUNDS)
             .map(|_| {
-                db.blocking(|conn| make_due(conn));
+                db.blocking(|conn| make_due(conn)).unwrap();
                 let started = Instant::now();
-                let plan =
-                    db.blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none).unwrap());
+                let plan = db
+                    .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
+                    .unwrap();
                 let elapsed = started.elapsed();
                 assert_eq!(
                     plan.due.len() + plan.problems.len(),

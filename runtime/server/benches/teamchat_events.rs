@@ -18,7 +18,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use service_contract::{Adapter, AdapterContext, AdapterError, HttpRequest, HttpResponse, Routes};
 use service_runtime::adapters::Managed;
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
 use service_runtime::db::Db;
 use service_runtime::http::{self, AppState, guards::Binding};
 use service_runtime::kv;
@@ -288,9 +288,9 @@ fn main() {
             ),
         )
         .unwrap();
-        let app = App::open(tmp.path()).unwrap();
+        let app = App::open(tmp.path(), Role::Server).await.unwrap();
         app.db
-            .checkpoint_in_background(&tmp.path().join("service.sqlite"), Default::default())
+            .checkpoint_in_background(Default::default())
             .unwrap();
         app.supervisor
             .add_native(Arc::new(NativeTeamchat { db: app.db.clone() }));
@@ -304,6 +304,7 @@ fn main() {
             running: Arc::clone(&app.running),
             ready: Arc::clone(&app.jobs_ready),
             settings: app.config.jobs,
+            replica: app.replica.clone(),
         };
         tokio::spawn(worker.run(Default::default()));
         let state = AppState::new(&app).unwrap();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use service_contract::HttpRequest;
 use service_runtime::adapters::Managed;
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::{Generation, Loader, Sandbox};
 
@@ -71,7 +71,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
-        let app = App::open(tmp.path()).unwrap();
+        let app = App::open(tmp.path(), Role::Server).await.unwrap();
         let on_demand = measure(&echo(&app, false).await).await;
         let pooled = measure(&echo(&app, true).await).await;
         println!("instantiate + call of echo GET /hello ({CALLS} calls, fresh instance each)");

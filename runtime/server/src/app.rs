@@ -14,12 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapters::{DbFeedback, DbTasks, Supervisor};
 use crate::agents::profiles;
+use crate::bus::Bus;
 use crate::config::FileConfig;
-use crate::db::{self, Db};
+use crate::db::{self, Backend, Db};
 use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_LLM_CALL_BUDGET, DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
+use crate::replica;
 use crate::scheduler::{self, Dispatcher, Scheduler};
 use crate::task_runs::AgentTasks;
 use crate::tasks::RunningTasks;
@@ -30,6 +32,8 @@ pub struct App {
     pub config: FileConfig,
     pub env: Arc<Environment>,
     pub db: Db,
+    /// This process among the replicas sharing the database.
+    pub replica: String,
     pub engine: Arc<Engine>,
     /// Every adapter's lifecycle, native or component.
     pub supervisor: Arc<Supervisor>,
@@ -39,31 +43,51 @@ pub struct App {
     pub dispatcher: Arc<Dispatcher>,
     /// WebAssembly adapters: which generation serves, hot reload, tools and jobs.
     pub components: Arc<Components>,
-    /// Wakes the job worker when a component enqueues a job.
+    /// Wakes the job worker when a job may be ready (enqueued here or elsewhere, a slot freed).
     pub jobs_ready: Arc<Notify>,
+    /// What this replica changed that the others act on, and theirs.
+    pub bus: Arc<Bus>,
     /// Cancelled when the server shuts down: runs still streaming to a client end then, so
     /// the graceful shutdown does not wait for them.
     pub shutdown: CancellationToken,
 }
 
-/// Creates the data directory if needed and opens (migrating) its database with the `default`
-/// profile in place. Commands that need no engine stop here.
-pub fn open_db(data_dir: &Path) -> anyhow::Result<Db> {
+/// Which process opens the state: the server (a replica with an id kept in the data
+/// directory) or a one-off command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    Command,
+}
+
+/// Creates the data directory if needed and opens (migrating) the database it uses, with the
+/// `default` profile in place: PostgreSQL when `SERVICE_DATABASE_URL` is set (environment or
+/// `.env`), else the directory's SQLite file. Commands that need no engine stop here.
+pub async fn open_db(
+    data_dir: &Path,
+    env: &Environment,
+    config: &FileConfig,
+) -> anyhow::Result<Db> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-    let db = Db::open(&data_dir.join(db::FILE_NAME))?;
-    db.blocking(|conn| profiles::ensure_default(conn))?;
+    let url = env.get(db::URL_VARIABLE);
+    let db = Db::open(data_dir, url.as_deref(), config.database.pool_size()).await?;
+    db.call(|conn| profiles::ensure_default(conn)).await?;
     Ok(db)
 }
 
 impl App {
     /// Creates the data directory if needed, loads configuration and secrets, migrates the
     /// database, bootstraps the `default` profile and builds the engine.
-    pub fn open(data_dir: &Path) -> anyhow::Result<Self> {
+    pub async fn open(data_dir: &Path, role: Role) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let config = FileConfig::load(data_dir)?;
-        let env = Arc::new(Environment::load(data_dir)?);
+        let mut env = Environment::load(data_dir)?;
+        let replica = match role {
+            Role::Server => replica::server_id(data_dir, &env)?,
+            Role::Command => replica::command_id(),
+        };
         let settings = ProviderSettings::load(&env, &config.provider)?;
         let max_iterations = config
             .engine
@@ -73,7 +97,14 @@ impl App {
             max_iterations >= 1,
             "invalid [engine] settings in config.toml: max_iterations must be at least 1, got {max_iterations}"
         );
-        let db = open_db(data_dir)?;
+        let db = open_db(data_dir, &env, &config).await?;
+        if db.backend() == Backend::Postgres {
+            env.share()?;
+        }
+        let env = Arc::new(env);
+        let shared = Arc::clone(&env);
+        db.call(move |conn| shared.reload_shared(conn)).await?;
+        let bus = Bus::new(db.clone(), replica.clone());
 
         let registry = Arc::new(ToolRegistry::new());
         tools::register_builtin(
@@ -102,6 +133,7 @@ impl App {
                 .llm_call_budget
                 .unwrap_or(DEFAULT_LLM_CALL_BUDGET),
             tools: registry,
+            replica: replica.clone(),
         })
         .context("invalid [engine] settings in config.toml")?;
 
@@ -111,6 +143,7 @@ impl App {
             db: db.clone(),
             agents: Arc::clone(&agents),
             running: Arc::clone(&running),
+            replica: replica.clone(),
         };
         let dispatcher = Arc::new(Dispatcher {
             tasks: agent_tasks.clone(),
@@ -127,7 +160,10 @@ impl App {
             tool_registry: Some(Arc::clone(engine.tools())),
             agents: Arc::clone(&agents),
             secrets: Arc::clone(&env) as Arc<dyn Secrets>,
-            tasks: Arc::new(DbTasks(db.clone())),
+            tasks: Arc::new(DbTasks {
+                db: db.clone(),
+                replica: replica.clone(),
+            }),
             feedback: Arc::new(DbFeedback(db.clone())),
         });
         let jobs_ready = Arc::new(Notify::new());
@@ -155,13 +191,13 @@ impl App {
 
         let services = Arc::new(Services {
             // A connection of their own: a guest's writes never hold the API's.
-            db: Db::open(&data_dir.join(db::FILE_NAME))?,
+            db: db.another()?,
             env: Arc::clone(&env),
             registry,
             agents,
             agent_tasks,
             tools: Arc::clone(engine.tools()),
-            jobs_ready: Arc::clone(&jobs_ready),
+            bus: Arc::clone(&bus),
             host: tokio::runtime::Handle::try_current()
                 .context("the app is opened inside a tokio runtime")?,
         });
@@ -183,12 +219,14 @@ impl App {
             config,
             env,
             db,
+            replica,
             engine,
             supervisor,
             running,
             dispatcher,
             components,
             jobs_ready,
+            bus,
             shutdown: CancellationToken::new(),
         })
     }

@@ -28,10 +28,41 @@ pub struct FileConfig {
     pub tools: ToolsSection,
     #[serde(default)]
     pub jobs: JobsSection,
+    #[serde(default)]
+    pub database: DatabaseSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
     pub adapters: BTreeMap<String, toml::Table>,
+}
+
+/// `[database]`: how this replica uses PostgreSQL when `SERVICE_DATABASE_URL` names one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// Connections this replica opens at most: default 16.
+    pub pool_size: Option<usize>,
+    /// Refused with a message: the URL may carry a password.
+    url: Option<toml::Value>,
+}
+
+impl DatabaseSection {
+    pub fn pool_size(&self) -> usize {
+        self.pool_size.unwrap_or(crate::db::DEFAULT_POOL_SIZE)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if self.url.is_some() {
+            bail!(
+                "[database] url is not read from config.toml, which is no place for a password: \
+                 set SERVICE_DATABASE_URL in the environment or in the data directory's .env"
+            );
+        }
+        if !(1..=1024).contains(&self.pool_size()) {
+            bail!("[database] pool_size must be between 1 and 1024");
+        }
+        Ok(())
+    }
 }
 
 /// `[jobs]`: the adapters' deferred work.
@@ -44,6 +75,9 @@ pub struct JobsSection {
     pub attempts: Option<u32>,
     /// How long shutdown waits for running jobs: default 30 s.
     pub grace_secs: Option<u64>,
+    /// How long a replica's hold on a running job lasts without renewal (it renews a quarter
+    /// of the way); a job whose replica died runs again elsewhere after this: default 20 s.
+    pub lease_secs: Option<u64>,
 }
 
 impl JobsSection {
@@ -59,12 +93,19 @@ impl JobsSection {
         Duration::from_secs(self.grace_secs.unwrap_or(30))
     }
 
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs.unwrap_or(20))
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         if !(1..=1024).contains(&self.workers()) {
             bail!("[jobs] workers must be between 1 and 1024");
         }
         if self.attempts() < 1 {
             bail!("[jobs] attempts must be at least 1");
+        }
+        if !(4..=3600).contains(&self.lease().as_secs()) {
+            bail!("[jobs] lease_secs must be between 4 and 3600");
         }
         Ok(())
     }
@@ -159,6 +200,7 @@ impl FileConfig {
             .jobs
             .check()
             .and_then(|()| config.server.check())
+            .and_then(|()| config.database.check())
             .with_context(|| format!("invalid {}", path.display()))?;
         Ok(config)
     }

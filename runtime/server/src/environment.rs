@@ -1,9 +1,14 @@
 //! Secrets and other settings that come from the environment.
 //!
-//! Values are looked up in this order: keys written through the API while the server runs,
-//! the process environment, then `<data_dir>/.env` (loaded at start, never overriding the
-//! process environment). Writing a key updates `.env` (mode 0600) and takes effect at once,
-//! without mutating the process environment, which is unsound in a threaded program.
+//! With SQLite, values are looked up in this order: keys written through the API while the
+//! server runs, the process environment, then `<data_dir>/.env` (loaded at start, never
+//! overriding the process environment). Writing a key updates `.env` (mode 0600) and takes
+//! effect at once, without mutating the process environment, which is unsound in a threaded
+//! program.
+//!
+//! With replicas sharing PostgreSQL, a key written through the API is sealed into the
+//! database (see `sealed_settings`) and applies on every replica; the process environment
+//! still wins, then those keys, then `.env`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,6 +18,9 @@ use std::sync::{PoisonError, RwLock};
 
 use anyhow::Context;
 
+use crate::db::Conn;
+use crate::sealed_settings::{self, KEY_VARIABLE, SealKey};
+
 /// The longest value a key write accepts: API keys, tokens and URLs are far shorter, and the
 /// value is kept in memory and in `.env`.
 pub const MAX_VALUE_BYTES: usize = 4096;
@@ -20,6 +28,14 @@ pub const MAX_VALUE_BYTES: usize = 4096;
 pub struct Environment {
     dotenv: PathBuf,
     overlay: RwLock<HashMap<String, String>>,
+    /// Keys written through the API on any replica, with PostgreSQL.
+    shared: Option<Shared>,
+}
+
+struct Shared {
+    /// `SERVICE_SECRET_KEY`: without it nothing is sealed or opened.
+    key: Option<SealKey>,
+    values: RwLock<HashMap<String, String>>,
 }
 
 impl Environment {
@@ -41,17 +57,96 @@ impl Environment {
         Ok(Self {
             dotenv,
             overlay: RwLock::new(overlay),
+            shared: None,
         })
+    }
+
+    /// Keys written through the API go to the shared database from now on, sealed with
+    /// `SERVICE_SECRET_KEY` when it is set (a malformed one is an error).
+    pub fn share(&mut self) -> anyhow::Result<()> {
+        let key = self
+            .get(KEY_VARIABLE)
+            .map(|text| SealKey::parse(&text))
+            .transpose()?;
+        self.shared = Some(Shared {
+            key,
+            values: RwLock::default(),
+        });
+        Ok(())
     }
 
     /// The value of `name`, or `None` when it is unset or empty.
     pub fn get(&self, name: &str) -> Option<String> {
         let overlay = self.overlay.read().unwrap_or_else(PoisonError::into_inner);
-        overlay
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
+        let value = match &self.shared {
+            None => overlay
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok()),
+            Some(shared) => std::env::var(name)
+                .ok()
+                .or_else(|| read(&shared.values).get(name).cloned())
+                .or_else(|| overlay.get(name).cloned()),
+        };
+        value.filter(|v| !v.is_empty())
+    }
+
+    /// Whether the process environment sets `name` (which then wins over written keys).
+    pub fn in_process(name: &str) -> bool {
+        std::env::var_os(name).is_some_and(|v| !v.is_empty())
+    }
+
+    /// Where keys written through the API go.
+    pub fn store_name(&self) -> &'static str {
+        match self.shared {
+            None => ".env",
+            Some(_) => "database",
+        }
+    }
+
+    /// Stores a key written through the API and makes it visible at once: in `.env`, or
+    /// sealed in the shared database (refused without `SERVICE_SECRET_KEY`). The caller
+    /// validates `value` (no line breaks) and tells the other replicas.
+    pub fn write_key(&self, conn: &Conn, name: &str, value: &str) -> crate::error::Result<()> {
+        match &self.shared {
+            None => Ok(self.write(name, value)?),
+            Some(shared) => {
+                let key = shared
+                    .key
+                    .as_ref()
+                    .ok_or_else(sealed_settings::key_missing)?;
+                sealed_settings::store(conn, key, name, value)?;
+                write_lock(&shared.values).insert(name.to_owned(), value.to_owned());
+                Ok(())
+            }
+        }
+    }
+
+    /// Re-reads the keys written through the API on any replica (with PostgreSQL).
+    pub fn reload_shared(&self, conn: &Conn) -> crate::error::Result<()> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let Some(key) = &shared.key else {
+            let stored = sealed_settings::count(conn)?;
+            if stored > 0 {
+                tracing::warn!(
+                    stored,
+                    "keys written through the API are stored sealed, but {KEY_VARIABLE} is not \
+                     set on this replica: they do not apply here"
+                );
+            }
+            return Ok(());
+        };
+        let (values, unreadable) = sealed_settings::load(conn, key)?;
+        if !unreadable.is_empty() {
+            tracing::warn!(
+                ?unreadable,
+                "these keys were sealed with another {KEY_VARIABLE}: they do not apply here"
+            );
+        }
+        *write_lock(&shared.values) = values;
+        Ok(())
     }
 
     pub fn is_set(&self, name: &str) -> bool {
@@ -63,9 +158,15 @@ impl Environment {
     pub fn matching(&self, prefix: &str, suffix: &str) -> Vec<(String, String)> {
         let mut names: Vec<String> = {
             let overlay = self.overlay.read().unwrap_or_else(PoisonError::into_inner);
+            let shared: Vec<String> = self
+                .shared
+                .as_ref()
+                .map(|s| read(&s.values).keys().cloned().collect())
+                .unwrap_or_default();
             overlay
                 .keys()
                 .cloned()
+                .chain(shared)
                 .chain(std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()))
                 .filter(|name| name.starts_with(prefix) && name.ends_with(suffix))
                 .collect()
@@ -83,7 +184,7 @@ impl Environment {
 
     /// Stores `name=value` in `.env` (other lines kept) and makes it visible at once.
     /// The caller validates `value` (no line breaks).
-    pub fn write(&self, name: &str, value: &str) -> anyhow::Result<()> {
+    fn write(&self, name: &str, value: &str) -> anyhow::Result<()> {
         let mut overlay = self.overlay.write().unwrap_or_else(PoisonError::into_inner);
         let existing = match std::fs::read_to_string(&self.dotenv) {
             Ok(text) => text,
@@ -128,6 +229,14 @@ impl Environment {
         overlay.insert(name.to_owned(), value.to_owned());
         Ok(())
     }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl service_contract::Secrets for Environment {

@@ -20,6 +20,9 @@ pub enum Error {
     /// The request conflicts with existing state (HTTP 409).
     #[error("{0}")]
     Conflict(String),
+    /// The database cannot be reached now; the same request may work later (HTTP 503).
+    #[error("{0}")]
+    Unavailable(String),
     /// Anything else: a bug or an I/O failure (HTTP 500, details only in the log).
     #[error(transparent)]
     Internal(#[from] anyhow::Error),

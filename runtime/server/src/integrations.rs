@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::db;
+use crate::db::{self, Conn};
 use crate::environment::Environment;
 use crate::error::Result;
+use crate::params;
 
 pub struct Integration {
     pub id: &'static str,
@@ -340,7 +340,7 @@ impl Verification {
 }
 
 /// Every integration with its state.
-pub fn statuses(conn: &Connection, env: &Environment) -> Result<Vec<Status>> {
+pub fn statuses(conn: &Conn, env: &Environment) -> Result<Vec<Status>> {
     CATALOG
         .iter()
         .map(|i| {
@@ -355,17 +355,15 @@ pub fn statuses(conn: &Connection, env: &Environment) -> Result<Vec<Status>> {
         .collect()
 }
 
-fn last_verification(conn: &Connection, id: &str) -> Result<Option<bool>> {
-    Ok(conn
-        .query_row(
-            "SELECT ok FROM integration_verifications WHERE integration = ?1",
-            [id],
-            |row| row.get(0),
-        )
-        .optional()?)
+fn last_verification(conn: &Conn, id: &str) -> Result<Option<bool>> {
+    conn.query_opt(
+        "SELECT ok FROM integration_verifications WHERE integration = ?1",
+        params![id],
+        |row| row.get(0),
+    )
 }
 
-pub fn record_verification(conn: &Connection, id: &str, outcome: &Verification) -> Result<()> {
+pub fn record_verification(conn: &Conn, id: &str, outcome: &Verification) -> Result<()> {
     conn.execute(
         "INSERT INTO integration_verifications (integration, ok, error, verified_at) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT (integration) DO UPDATE SET \
@@ -376,10 +374,10 @@ pub fn record_verification(conn: &Connection, id: &str, outcome: &Verification) 
 }
 
 /// Settings changed: the last probe no longer says anything about them.
-pub fn forget_verification(conn: &Connection, id: &str) -> Result<()> {
+pub fn forget_verification(conn: &Conn, id: &str) -> Result<()> {
     conn.execute(
         "DELETE FROM integration_verifications WHERE integration = ?1",
-        [id],
+        params![id],
     )?;
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! Deferred adapter work. A job is a task (its status lives there) plus the adapter, the
 //! payload, how often it has started (`attempt`) and not before when it may start again
 //! (`run_after`, unix ms). It is written in one transaction before the enqueuing handler's
-//! response leaves, and runs at least once: a job cut off by a crash or a shutdown goes back
-//! to pending at the next start.
+//! response leaves, and runs at least once: any replica may claim it, under a lease it renews
+//! while the job runs; a job whose lease ran out (its replica died) or whose replica restarted
+//! goes back to pending, until it has started `[jobs] attempts` times.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-
+use crate::db::{Backend, Conn};
 use crate::error::{Error, Result};
+use crate::kv;
+use crate::params;
 use crate::tasks::{self, NewTask, TaskStatus};
 
 /// A job to run now.
@@ -19,254 +21,439 @@ pub struct Job {
     pub attempt: u32,
 }
 
+/// The replica running jobs and how long its hold on one lasts without renewal.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    pub holder: &'a str,
+    pub ms: i64,
+}
+
 /// Why a job was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
     #[error("the adapter already has {pending} jobs waiting or running (limits.jobs_pending)")]
     Full { pending: u32 },
+    /// The claim would take the adapter's key-value store past its quota.
+    #[error("{0}")]
+    KvQuota(String),
     #[error(transparent)]
     Db(#[from] Error),
 }
 
-impl From<rusqlite::Error> for Refused {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Db(e.into())
+impl From<kv::Refused> for Refused {
+    fn from(refused: kv::Refused) -> Self {
+        match refused {
+            kv::Refused::Db(e) => Self::Db(e),
+            over => Self::KvQuota(over.to_string()),
+        }
     }
 }
 
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
 /// Jobs of `adapter` waiting or running.
-pub fn unfinished(conn: &Connection, adapter: &str) -> Result<u32> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
-             WHERE j.adapter = ?1 AND t.status IN ('pending', 'running')",
-        )?
-        .query_row([adapter], |r| r.get(0))?)
+pub fn unfinished(conn: &Conn, adapter: &str) -> Result<u32> {
+    conn.query_one(
+        "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+         WHERE j.adapter = ?1 AND t.status IN ('pending', 'running')",
+        params![adapter],
+        |r| r.get(0),
+    )
 }
 
 /// Persists a job as a pending task, unless the adapter already has `max_unfinished` jobs
-/// waiting or running; returns the task id.
+/// waiting or running (across replicas); returns the task id.
 pub fn enqueue(
-    conn: &mut Connection,
+    conn: &mut Conn,
     adapter: &str,
     payload: &[u8],
     max_unfinished: u32,
 ) -> std::result::Result<String, Refused> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let pending = unfinished(&tx, adapter)?;
-    if pending >= max_unfinished {
-        return Err(Refused::Full { pending });
-    }
-    let title = format!("{adapter} job");
-    let task = tasks::create(
-        &tx,
-        &NewTask {
-            title: &title,
-            description: Some("adapter job"),
-            ..NewTask::default()
-        },
-    )?;
-    tx.prepare_cached("INSERT INTO adapter_jobs (task_id, adapter, payload) VALUES (?1, ?2, ?3)")?
-        .execute(params![task.task_id, adapter, payload])?;
-    tx.commit()?;
-    Ok(task.task_id)
+    conn.transaction(|tx| {
+        tx.serialize_on(&format!("jobs:{adapter}"))?;
+        let pending = unfinished(tx, adapter)?;
+        if pending >= max_unfinished {
+            return Err(Refused::Full { pending });
+        }
+        let title = format!("{adapter} job");
+        let task = tasks::create(
+            tx,
+            &NewTask {
+                title: &title,
+                description: Some("adapter job"),
+                ..NewTask::default()
+            },
+        )?;
+        tx.execute_later(
+            "INSERT INTO adapter_jobs (task_id, adapter, payload) VALUES (?1, ?2, ?3)",
+            params![task.task_id, adapter, payload],
+        )?;
+        Ok(task.task_id)
+    })
+}
+
+/// What `jobs.enqueue-once` asks: claim `key` for `ttl_ms` in the adapter's key-value store,
+/// and queue `payload`.
+pub struct Once<'a> {
+    pub key: &'a str,
+    pub ttl_ms: u64,
+    pub payload: &'a [u8],
+}
+
+/// Claims the key and enqueues the job in one transaction: the job's task id, or `None` when
+/// the key was claimed already (nothing is queued then).
+pub fn enqueue_once(
+    conn: &mut Conn,
+    adapter: &str,
+    once: &Once<'_>,
+    max_unfinished: u32,
+    kv_quota: u64,
+) -> std::result::Result<Option<String>, Refused> {
+    conn.transaction(|tx| {
+        if !kv::claim(tx, adapter, once.key, once.ttl_ms, kv_quota)? {
+            return Ok(None);
+        }
+        enqueue(tx, adapter, once.payload, max_unfinished).map(Some)
+    })
 }
 
 /// Adapters with a job that may start now, by name.
-pub fn ready_adapters(conn: &Connection, now_ms: i64) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached(
+pub fn ready_adapters(conn: &Conn, now_ms: i64) -> Result<Vec<String>> {
+    conn.query(
         "SELECT DISTINCT j.adapter FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
          WHERE t.status = 'pending' AND coalesce(j.run_after, 0) <= ?1 ORDER BY j.adapter",
-    )?;
-    let rows = stmt.query_map([now_ms], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+        params![now_ms],
+        |r| r.get(0),
+    )
 }
 
 /// When the next job waiting for its retry time may start (unix ms).
-pub fn next_retry(conn: &Connection, now_ms: i64) -> Result<Option<i64>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT min(j.run_after) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
-             WHERE t.status = 'pending' AND j.run_after > ?1",
-        )?
-        .query_row([now_ms], |r| r.get(0))?)
+pub fn next_retry(conn: &Conn, now_ms: i64) -> Result<Option<i64>> {
+    conn.query_one(
+        "SELECT min(j.run_after) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+         WHERE t.status = 'pending' AND j.run_after > ?1",
+        params![now_ms],
+        |r| r.get(0),
+    )
 }
 
-/// Takes `adapter`'s oldest job that may start now: its task is `running`, its attempt counted.
-pub fn claim_next(conn: &mut Connection, adapter: &str, now_ms: i64) -> Result<Option<Job>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let job = tx
-        .prepare_cached(
-            "SELECT j.task_id, j.payload, j.attempt + 1 FROM adapter_jobs j \
-             JOIN tasks t ON t.task_id = j.task_id \
-             WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
-             ORDER BY t.created_at, t.rowid LIMIT 1",
-        )?
-        .query_row(params![adapter, now_ms], |r| {
-            Ok(Job {
-                task_id: r.get(0)?,
-                adapter: adapter.to_owned(),
-                payload: r.get(1)?,
-                attempt: r.get(2)?,
-            })
-        })
-        .optional()?;
-    if let Some(job) = &job {
-        tx.prepare_cached(
-            "UPDATE adapter_jobs SET attempt = ?2, run_after = NULL WHERE task_id = ?1",
-        )?
-        .execute(params![job.task_id, job.attempt])?;
-        tasks::set_status(&tx, &job.task_id, TaskStatus::Running)?;
-    }
-    tx.commit()?;
-    Ok(job)
+/// Takes `adapter`'s oldest job that may start now: its task is `running`, its attempt
+/// counted, and it is leased to `lease.holder`. Replicas claiming at once each get a
+/// different job.
+pub fn claim_next(
+    conn: &mut Conn,
+    adapter: &str,
+    now_ms: i64,
+    lease: Lease<'_>,
+) -> Result<Option<Job>> {
+    let skip_taken = match conn.backend() {
+        // The write lock taken at the transaction's start already keeps others out.
+        Backend::Sqlite => "",
+        Backend::Postgres => " FOR UPDATE OF j, t SKIP LOCKED",
+    };
+    let lease_until = format!("{} + ?3", conn.clock_ms());
+    conn.transaction(|tx| {
+        let job = tx.query_opt(
+            &format!(
+                "SELECT j.task_id, j.payload, j.attempt + 1 FROM adapter_jobs j \
+                 JOIN tasks t ON t.task_id = j.task_id \
+                 WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
+                 ORDER BY t.created_at, t.rowid LIMIT 1{skip_taken}"
+            ),
+            params![adapter, now_ms],
+            |r| {
+                Ok(Job {
+                    task_id: r.get(0)?,
+                    adapter: adapter.to_owned(),
+                    payload: r.get(1)?,
+                    attempt: r.get(2)?,
+                })
+            },
+        )?;
+        if let Some(job) = &job {
+            tx.execute(
+                &format!(
+                    "UPDATE adapter_jobs SET attempt = ?2, run_after = NULL, lease_holder = ?4, \
+                     lease_until = {lease_until} WHERE task_id = ?1"
+                ),
+                params![job.task_id, job.attempt, lease.ms, lease.holder],
+            )?;
+            tasks::set_status(tx, &job.task_id, TaskStatus::Running)?;
+        }
+        Ok(job)
+    })
 }
 
-/// Puts a job back to wait until `run_after` (unix ms), noting why.
-pub fn retry_later(conn: &mut Connection, task_id: &str, run_after: i64, note: &str) -> Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.prepare_cached("UPDATE adapter_jobs SET run_after = ?2 WHERE task_id = ?1")?
-        .execute(params![task_id, run_after])?;
-    tasks::set_status(&tx, task_id, TaskStatus::Pending)?;
-    tasks::append_note(&tx, task_id, note)?;
-    tx.commit()?;
-    Ok(())
+/// Extends the lease of every job `lease.holder` runs; returns how many.
+pub fn renew(conn: &Conn, lease: Lease<'_>) -> Result<u64> {
+    conn.execute(
+        &format!(
+            "UPDATE adapter_jobs SET lease_until = {} + ?2 WHERE lease_holder = ?1",
+            conn.clock_ms()
+        ),
+        params![lease.holder, lease.ms],
+    )
 }
 
-/// After a restart: jobs a previous process was running go back to pending, or fail once they
-/// have started `max_attempts` times. Returns (requeued, failed).
-pub fn requeue_interrupted(conn: &mut Connection, max_attempts: u32) -> Result<(usize, usize)> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let failed = tx.execute(
-        "UPDATE tasks SET status = 'error', updated_at = ?2, \
-         description = coalesce(description || char(10), '') || 'interrupted ' || \
-           (SELECT attempt FROM adapter_jobs j WHERE j.task_id = tasks.task_id) || ' times; given up' \
-         WHERE status = 'running' AND task_id IN \
-           (SELECT task_id FROM adapter_jobs WHERE attempt >= ?1)",
-        params![max_attempts, crate::db::now()],
-    )?;
-    let requeued = tx.execute(
-        "UPDATE tasks SET status = 'pending', updated_at = ?1, \
-         description = coalesce(description || char(10), '') || 'interrupted; will run again' \
-         WHERE status = 'running' AND task_id IN (SELECT task_id FROM adapter_jobs)",
-        [crate::db::now()],
-    )?;
-    tx.commit()?;
-    Ok((requeued, failed))
+/// How a job run ended, as recorded on its task.
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    Completed,
+    /// Runs again once `run_after` (unix ms) has passed; `note` says why.
+    RetryLater {
+        run_after: i64,
+        note: &'a str,
+    },
+    Failed {
+        note: &'a str,
+    },
+}
+
+/// Records how a job ended and gives up its lease. Returns false, recording nothing, when
+/// the job is no longer `holder`'s: its lease ran out and another replica took it over.
+pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>) -> Result<bool> {
+    conn.transaction(|tx| {
+        let released = tx.execute(
+            "UPDATE adapter_jobs SET lease_holder = NULL, lease_until = NULL \
+             WHERE task_id = ?1 AND lease_holder = ?2",
+            params![task_id, holder],
+        )?;
+        if released == 0 {
+            return Ok(false);
+        }
+        match outcome {
+            Outcome::Completed => {
+                tasks::set_status(tx, task_id, TaskStatus::Completed)?;
+            }
+            Outcome::RetryLater { run_after, note } => {
+                tx.execute(
+                    "UPDATE adapter_jobs SET run_after = ?2 WHERE task_id = ?1",
+                    params![task_id, run_after],
+                )?;
+                tasks::set_status(tx, task_id, TaskStatus::Pending)?;
+                tasks::append_note(tx, task_id, note)?;
+            }
+            Outcome::Failed { note } => {
+                tasks::set_status(tx, task_id, TaskStatus::Error)?;
+                tasks::append_note(tx, task_id, note)?;
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// Jobs whose replica is gone go back to pending, or fail once they have started
+/// `max_attempts` times: those whose lease ran out, and those `restarted` held before this
+/// process (the same replica) started, with any a build before leases left running.
+/// Returns (requeued, failed).
+pub fn reclaim(conn: &mut Conn, max_attempts: u32, restarted: Option<&str>) -> Result<(u64, u64)> {
+    let orphaned = format!(
+        "SELECT task_id FROM adapter_jobs WHERE ((lease_holder IS NULL AND CAST(?2 AS TEXT) IS NOT NULL) \
+         OR lease_holder = ?2 OR lease_until < {})",
+        conn.clock_ms()
+    );
+    conn.transaction(|tx| {
+        let failed = tx.execute(
+            &format!(
+                "UPDATE tasks SET status = 'error', updated_at = ?3, \
+                 description = coalesce(description || '\n', '') || 'interrupted ' || \
+                   (SELECT attempt FROM adapter_jobs j WHERE j.task_id = tasks.task_id) || ' times; given up' \
+                 WHERE status = 'running' AND task_id IN ({orphaned} AND attempt >= ?1)"
+            ),
+            params![max_attempts, restarted, crate::db::now()],
+        )?;
+        let requeued = tx.execute(
+            &format!(
+                "UPDATE tasks SET status = 'pending', updated_at = ?1, \
+                 description = coalesce(description || '\n', '') || 'interrupted; will run again' \
+                 WHERE status = 'running' AND task_id IN ({orphaned})"
+            ),
+            params![crate::db::now(), restarted],
+        )?;
+        if failed + requeued > 0 {
+            tx.execute(
+                "UPDATE adapter_jobs SET lease_holder = NULL, lease_until = NULL \
+                 WHERE lease_holder IS NOT NULL AND task_id IN \
+                   (SELECT task_id FROM tasks WHERE status != 'running')",
+                params![],
+            )?;
+        }
+        Ok((requeued, failed))
+    })
 }
 
 /// Jobs waiting (pending) per adapter.
-pub fn backlog(conn: &Connection) -> Result<Vec<(String, u32)>> {
-    let mut stmt = conn.prepare_cached(
+pub fn backlog(conn: &Conn) -> Result<Vec<(String, u32)>> {
+    conn.query(
         "SELECT j.adapter, count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
          WHERE t.status = 'pending' GROUP BY j.adapter",
-    )?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+        params![],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db;
+    use crate::db::now_ms;
+    use crate::db::testing::{Backends, each_conn};
 
-    fn payload(conn: &Connection, task_id: &str) -> Option<Vec<u8>> {
-        conn.query_row(
+    const HERE: Lease<'static> = Lease {
+        holder: "replica-a",
+        ms: 60_000,
+    };
+
+    fn payload(conn: &Conn, task_id: &str) -> Option<Vec<u8>> {
+        conn.query_opt(
             "SELECT payload FROM adapter_jobs WHERE task_id = ?1",
-            [task_id],
+            params![task_id],
             |r| r.get(0),
         )
-        .optional()
         .unwrap()
     }
 
-    fn status(conn: &Connection, task_id: &str) -> TaskStatus {
+    fn status(conn: &Conn, task_id: &str) -> TaskStatus {
         tasks::get(conn, task_id).unwrap().unwrap().status
     }
 
     #[test]
     fn a_job_is_a_pending_task_with_a_payload() {
-        let mut conn = db::memory();
-        let first = enqueue(&mut conn, "teamchat", b"{\"channel\":\"C1\"}", 10).unwrap();
-        let second = enqueue(&mut conn, "webhook", b"2", 10).unwrap();
-        let task = tasks::get(&conn, &first).unwrap().unwrap();
-        assert_eq!(
-            (task.status, task.title.as_str()),
-            (TaskStatus::Pending, "teamchat job")
-        );
-        assert_eq!(
-            ready_adapters(&conn, now_ms()).unwrap(),
-            ["teamchat", "webhook"]
-        );
-        let job = claim_next(&mut conn, "teamchat", now_ms())
-            .unwrap()
-            .unwrap();
-        assert_eq!((job.task_id.as_str(), job.attempt), (first.as_str(), 1));
-        assert_eq!(status(&conn, &first), TaskStatus::Running);
-        assert_eq!(ready_adapters(&conn, now_ms()).unwrap(), ["webhook"]);
-        assert!(
-            claim_next(&mut conn, "teamchat", now_ms())
+        each_conn(Backends::Both, |conn| {
+            let first = enqueue(conn, "teamchat", b"{\"channel\":\"C1\"}", 10).unwrap();
+            enqueue(conn, "webhook", b"2", 10).unwrap();
+            let task = tasks::get(conn, &first).unwrap().unwrap();
+            assert_eq!(
+                (task.status, task.title.as_str()),
+                (TaskStatus::Pending, "teamchat job")
+            );
+            assert_eq!(
+                ready_adapters(conn, now_ms()).unwrap(),
+                ["teamchat", "webhook"]
+            );
+            let job = claim_next(conn, "teamchat", now_ms(), HERE)
                 .unwrap()
-                .is_none()
-        );
-        assert_eq!(backlog(&conn).unwrap(), [("webhook".to_owned(), 1)]);
-        assert_eq!(
-            payload(&conn, &first).as_deref(),
-            Some(&b"{\"channel\":\"C1\"}"[..])
-        );
-        // Deleting the finished task deletes the job with it.
-        tasks::set_status(&conn, &first, TaskStatus::Completed).unwrap();
-        tasks::cancel_or_delete(&mut conn, &first).unwrap();
-        assert!(payload(&conn, &first).is_none());
-        let _ = second;
+                .unwrap();
+            assert_eq!((job.task_id.as_str(), job.attempt), (first.as_str(), 1));
+            assert_eq!(status(conn, &first), TaskStatus::Running);
+            assert_eq!(ready_adapters(conn, now_ms()).unwrap(), ["webhook"]);
+            assert!(
+                claim_next(conn, "teamchat", now_ms(), HERE)
+                    .unwrap()
+                    .is_none()
+            );
+            assert_eq!(backlog(conn).unwrap(), [("webhook".to_owned(), 1)]);
+            assert_eq!(
+                payload(conn, &first).as_deref(),
+                Some(&b"{\"channel\":\"C1\"}"[..])
+            );
+            // Deleting the finished task deletes the job with it.
+            assert!(finish(conn, &first, HERE.holder, Outcome::Completed).unwrap());
+            assert_eq!(status(conn, &first), TaskStatus::Completed);
+            tasks::cancel_or_delete(conn, &first).unwrap();
+            assert!(payload(conn, &first).is_none());
+        });
     }
 
     #[test]
     fn an_adapter_has_a_bound_on_unfinished_jobs() {
-        let mut conn = db::memory();
-        let a = enqueue(&mut conn, "a", b"1", 2).unwrap();
-        enqueue(&mut conn, "a", b"2", 2).unwrap();
-        assert!(matches!(
-            enqueue(&mut conn, "a", b"3", 2),
-            Err(Refused::Full { pending: 2 })
-        ));
-        assert!(
-            enqueue(&mut conn, "b", b"1", 2).is_ok(),
-            "bounds are per adapter"
-        );
-        claim_next(&mut conn, "a", now_ms()).unwrap().unwrap();
-        assert!(
-            matches!(enqueue(&mut conn, "a", b"3", 2), Err(Refused::Full { .. })),
-            "running counts"
-        );
-        tasks::set_status(&conn, &a, TaskStatus::Completed).unwrap();
-        assert!(enqueue(&mut conn, "a", b"3", 2).is_ok());
+        each_conn(Backends::Both, |conn| {
+            let a = enqueue(conn, "a", b"1", 2).unwrap();
+            enqueue(conn, "a", b"2", 2).unwrap();
+            assert!(matches!(
+                enqueue(conn, "a", b"3", 2),
+                Err(Refused::Full { pending: 2 })
+            ));
+            assert!(
+                enqueue(conn, "b", b"1", 2).is_ok(),
+                "bounds are per adapter"
+            );
+            claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
+            assert!(
+                matches!(enqueue(conn, "a", b"3", 2), Err(Refused::Full { .. })),
+                "running counts"
+            );
+            finish(conn, &a, HERE.holder, Outcome::Completed).unwrap();
+            assert!(enqueue(conn, "a", b"3", 2).is_ok());
+        });
     }
 
     #[test]
     fn retries_wait_and_interrupted_jobs_run_again_up_to_the_limit() {
-        let mut conn = db::memory();
-        let job = enqueue(&mut conn, "a", b"x", 10).unwrap();
-        claim_next(&mut conn, "a", 1_000).unwrap().unwrap();
-        retry_later(&mut conn, &job, 5_000, "retry: 429").unwrap();
-        assert!(ready_adapters(&conn, 4_999).unwrap().is_empty());
-        assert_eq!(next_retry(&conn, 1_000).unwrap(), Some(5_000));
-        let again = claim_next(&mut conn, "a", 5_000).unwrap().unwrap();
-        assert_eq!(again.attempt, 2);
-        // The process dies while it runs: it goes back to pending, until its third start.
-        assert_eq!(requeue_interrupted(&mut conn, 3).unwrap(), (1, 0));
-        assert_eq!(status(&conn, &job), TaskStatus::Pending);
-        assert_eq!(
-            claim_next(&mut conn, "a", 5_000).unwrap().unwrap().attempt,
-            3
-        );
-        assert_eq!(requeue_interrupted(&mut conn, 3).unwrap(), (0, 1));
-        let task = tasks::get(&conn, &job).unwrap().unwrap();
-        assert_eq!(task.status, TaskStatus::Error);
-        assert!(task.description.unwrap().contains("interrupted 3 times"));
+        each_conn(Backends::Both, |conn| {
+            let job = enqueue(conn, "a", b"x", 10).unwrap();
+            claim_next(conn, "a", 1_000, HERE).unwrap().unwrap();
+            let retry = Outcome::RetryLater {
+                run_after: 5_000,
+                note: "retry: 429",
+            };
+            assert!(finish(conn, &job, HERE.holder, retry).unwrap());
+            assert!(ready_adapters(conn, 4_999).unwrap().is_empty());
+            assert_eq!(next_retry(conn, 1_000).unwrap(), Some(5_000));
+            let again = claim_next(conn, "a", 5_000, HERE).unwrap().unwrap();
+            assert_eq!(again.attempt, 2);
+            // Another replica's sweep leaves a job whose lease holds alone.
+            assert_eq!(reclaim(conn, 3, None).unwrap(), (0, 0));
+            // The replica restarts while it runs: back to pending, until its third start.
+            assert_eq!(reclaim(conn, 3, Some(HERE.holder)).unwrap(), (1, 0));
+            assert_eq!(status(conn, &job), TaskStatus::Pending);
+            assert_eq!(
+                claim_next(conn, "a", 5_000, HERE).unwrap().unwrap().attempt,
+                3
+            );
+            assert_eq!(reclaim(conn, 3, Some(HERE.holder)).unwrap(), (0, 1));
+            let task = tasks::get(conn, &job).unwrap().unwrap();
+            assert_eq!(task.status, TaskStatus::Error);
+            assert!(task.description.unwrap().contains("interrupted 3 times"));
+        });
+    }
+
+    #[test]
+    fn a_job_whose_lease_ran_out_is_taken_over_once() {
+        each_conn(Backends::Both, |conn| {
+            let job = enqueue(conn, "a", b"x", 10).unwrap();
+            let dying = Lease {
+                holder: "replica-b",
+                ms: -1,
+            };
+            claim_next(conn, "a", now_ms(), dying).unwrap().unwrap();
+            assert_eq!(renew(conn, HERE).unwrap(), 0, "not this replica's job");
+            assert_eq!(reclaim(conn, 3, None).unwrap(), (1, 0));
+            let taken = claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
+            assert_eq!((taken.task_id.as_str(), taken.attempt), (job.as_str(), 2));
+            assert_eq!(renew(conn, HERE).unwrap(), 1);
+            // The first replica comes back and finishes late: its outcome is not recorded.
+            assert!(!finish(conn, &job, dying.holder, Outcome::Completed).unwrap());
+            assert_eq!(status(conn, &job), TaskStatus::Running);
+            assert!(finish(conn, &job, HERE.holder, Outcome::Completed).unwrap());
+        });
+    }
+
+    #[test]
+    fn a_claim_and_its_job_are_taken_together_once() {
+        each_conn(Backends::Both, |conn| {
+            let once = |key| Once {
+                key,
+                ttl_ms: 60_000,
+                payload: b"reply",
+            };
+            let first = enqueue_once(conn, "a", &once("event:1"), 10, 1 << 20).unwrap();
+            assert!(first.is_some());
+            assert_eq!(
+                enqueue_once(conn, "a", &once("event:1"), 10, 1 << 20).unwrap(),
+                None
+            );
+            assert_eq!(backlog(conn).unwrap(), [("a".to_owned(), 1)], "one job");
+            // Refused by the kv quota: neither the claim nor a job stays.
+            assert!(matches!(
+                enqueue_once(conn, "a", &once("event:2"), 10, 10),
+                Err(Refused::KvQuota(_))
+            ));
+            assert_eq!(kv::get(conn, "a", "event:2").unwrap(), None);
+            // Refused by the jobs bound: the claim is undone with it.
+            assert!(matches!(
+                enqueue_once(conn, "a", &once("event:3"), 1, 1 << 20),
+                Err(Refused::Full { pending: 1 })
+            ));
+            assert_eq!(kv::get(conn, "a", "event:3").unwrap(), None);
+            assert_eq!(backlog(conn).unwrap(), [("a".to_owned(), 1)]);
+        });
     }
 }

@@ -5,7 +5,9 @@
 
 pub mod adapters;
 pub mod agents;
+pub mod allowances;
 pub mod app;
+pub mod bus;
 pub mod config;
 pub mod db;
 pub mod engine;
@@ -15,9 +17,13 @@ pub mod http;
 pub mod integrations;
 pub mod jobs;
 pub mod kv;
+pub mod leases;
 pub mod net;
 pub mod notes;
+pub mod peers;
+pub mod replica;
 pub mod scheduler;
+pub mod sealed_settings;
 pub mod server;
 pub mod task_runs;
 pub mod tasks;

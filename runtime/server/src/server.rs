@@ -8,15 +8,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::Supervisor;
-use crate::app::App;
+use crate::adapters::{Singletons, Supervisor};
+use crate::app::{App, Role};
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::limits::Limits;
 use crate::http::{self, AppState, guards::Binding};
+use crate::peers::Peers;
 use crate::wasm::{self, Worker};
-use crate::{jobs, kv, tasks, traces};
+use crate::{kv, replica};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -26,19 +28,15 @@ pub struct ServeOptions {
 }
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
-    let app = App::open(&options.data_dir)?;
-    app.db.checkpoint_in_background(
-        &app.data_dir.join(crate::db::FILE_NAME),
-        app.shutdown.clone(),
-    )?;
-    // Work of a previous process cannot still be running: its jobs go back to the queue (up
-    // to their attempt limit), anything else it was running failed.
-    let attempts = app.config.jobs.attempts();
-    app.db.blocking(|conn| {
-        jobs::requeue_interrupted(conn, attempts)?;
-        tasks::fail_interrupted(conn)?;
-        traces::fail_interrupted(conn)
-    })?;
+    let app = App::open(&options.data_dir, Role::Server).await?;
+    app.db.checkpoint_in_background(app.shutdown.clone())?;
+    // Work of this replica's previous process cannot still be running: its jobs go back to
+    // the queue (up to their attempt limit), anything else it was running failed. Then it
+    // tells the other replicas it is alive.
+    replica::recover(&app.db, &app.replica, app.config.jobs.attempts()).await?;
+    let presence_stop = CancellationToken::new();
+    let presence =
+        replica::keep_presence(app.db.clone(), app.replica.clone(), presence_stop.clone()).await?;
     app.supervisor.load_choices().await?;
     let host = options
         .host
@@ -73,16 +71,29 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     println!("service-runtime listening on http://{addr}");
     tracing::info!(
         data_dir = %app.data_dir.display(),
+        database = %app.db.backend().as_str(),
+        replica = %app.replica,
         %addr,
         provider = %app.engine.settings().kind,
         model = app.engine.settings().model(),
         "serving"
     );
     let background = CancellationToken::new();
+    tokio::spawn(Arc::clone(&app.bus).listen(background.clone()));
+    // Before the folder is first read: components installed into the database load with it.
+    Peers::of(&app).mirror_components().await;
+    tokio::spawn(Peers::of(&app).follow(app.bus.subscribe(), background.clone()));
+    let singletons_stop = CancellationToken::new();
     let started = tokio::spawn(start_adapters(
         Arc::clone(&app.supervisor),
         Arc::clone(&app.components),
+        Singletons::new(
+            Arc::clone(&app.supervisor),
+            app.db.clone(),
+            app.replica.clone(),
+        ),
         background.clone(),
+        singletons_stop.clone(),
     ));
     let jobs_stop = CancellationToken::new();
     let worker = tokio::spawn(
@@ -93,6 +104,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             running: Arc::clone(&app.running),
             ready: Arc::clone(&app.jobs_ready),
             settings: app.config.jobs,
+            replica: app.replica.clone(),
         }
         .run(jobs_stop.clone()),
     );
@@ -104,26 +116,39 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = worker.await;
     // Start-up and the watcher end before anything stops, so nothing starts after the stops.
     background.cancel();
-    let _ = started.await;
+    let singletons = started.await.ok().flatten();
     app.supervisor.stop_all().await;
+    // Stopped here, the natives are released for another replica to take over at once.
+    singletons_stop.cancel();
+    if let Some(singletons) = singletons {
+        let _ = singletons.await;
+    }
+    presence_stop.cancel();
+    let _ = presence.await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Starts the native adapters, loads the components, then watches the adapters folder (hot
-/// reload) until `stop`.
+/// Starts the native adapters this replica runs (and keeps their leases until
+/// `singletons_stop`, in the task it returns), loads the components, then watches the
+/// adapters folder (hot reload) until `stop`.
 async fn start_adapters(
     supervisor: Arc<Supervisor>,
     components: Arc<wasm::Components>,
+    mut singletons: Singletons,
     stop: CancellationToken,
-) {
+    singletons_stop: CancellationToken,
+) -> Option<JoinHandle<()>> {
+    singletons.first_round().await;
     supervisor.start_natives().await;
+    let singletons = tokio::spawn(singletons.keep(singletons_stop));
     tokio::select! {
         () = components.discover() => {}
-        () = stop.cancelled() => return,
+        () = stop.cancelled() => return Some(singletons),
     }
     supervisor.mark_ready();
     wasm::watch(components, stop).await;
+    Some(singletons)
 }
 
 /// Expired kv entries (a day's worth of event claims, say) go at start and then hourly.

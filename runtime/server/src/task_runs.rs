@@ -60,6 +60,8 @@ pub struct AgentTasks {
     pub db: Db,
     pub agents: Arc<dyn AgentRunner>,
     pub running: Arc<RunningTasks>,
+    /// The replica the runs are done on.
+    pub replica: String,
 }
 
 impl AgentTasks {
@@ -83,6 +85,7 @@ impl AgentTasks {
         cancel: CancellationToken,
     ) -> (Option<String>, Result<RunReply, RunFailure>) {
         let schedule = schedule.map(str::to_owned);
+        let replica = self.replica.clone();
         let created = self
             .db
             .call(move |conn| {
@@ -95,6 +98,7 @@ impl AgentTasks {
                         agent_profile_name: Some(&new.profile),
                         trace_id: None,
                         schedule_name: schedule.as_deref(),
+                        runner: Some(&replica),
                     },
                 )
             })
@@ -146,15 +150,7 @@ impl AgentTasks {
         let task_id = task_id.to_owned();
         let recorded = self
             .db
-            .call(move |conn| {
-                if let Some(status) = status {
-                    tasks::set_status(conn, &task_id, status)?;
-                }
-                match trace_id {
-                    Some(trace_id) => tasks::attach_trace(conn, &task_id, &trace_id),
-                    None => Ok(()),
-                }
-            })
+            .call(move |conn| tasks::record_run(conn, &task_id, status, trace_id.as_deref()))
             .await;
         if let Err(e) = recorded {
             tracing::warn!("cannot record a run on its task: {e}");

@@ -6,12 +6,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::db;
+use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
+use crate::params;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,6 +94,8 @@ pub struct NewTask<'a> {
     pub agent_profile_name: Option<&'a str>,
     pub trace_id: Option<&'a str>,
     pub schedule_name: Option<&'a str>,
+    /// The replica that will run it (jobs name theirs when one claims them).
+    pub runner: Option<&'a str>,
 }
 
 /// What [`cancel_or_delete`] did.
@@ -105,14 +107,14 @@ pub enum Removal {
 }
 
 const COLUMNS: &str = "task_id, title, description, agent_profile_name, trace_id, status, \
-     schedule_name, created_at, updated_at";
+     schedule_name, created_at, updated_at, runner";
 
 /// A task row with its job's attempt, for reads.
 const SELECT: &str = "SELECT t.task_id, t.title, t.description, t.agent_profile_name, t.trace_id, \
      t.status, t.schedule_name, t.created_at, t.updated_at, j.attempt \
      FROM tasks t LEFT JOIN adapter_jobs j ON j.task_id = t.task_id";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+fn from_row(row: &Row<'_>) -> Result<Task> {
     let status: String = row.get(5)?;
     Ok(Task {
         task_id: row.get(0)?,
@@ -121,9 +123,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         agent_profile_name: row.get(3)?,
         trace_id: row.get(4)?,
         // The CHECK constraint guarantees one of the five names.
-        status: status.parse().map_err(|e: Error| {
-            rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, e.into())
-        })?,
+        status: status.parse()?,
         schedule_name: row.get(6)?,
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
@@ -132,66 +132,89 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 /// Creates a pending task with a fresh id.
-pub fn create(conn: &Connection, task: &NewTask<'_>) -> Result<Task> {
-    let task_id = uuid::Uuid::new_v4().to_string();
-    let now = db::now();
-    conn.prepare_cached(&format!(
-        "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7)"
-    ))?
-    .execute(params![
-        task_id,
-        task.title,
-        task.description,
-        task.agent_profile_name,
-        task.trace_id,
-        task.schedule_name,
-        now
-    ])?;
-    get(conn, &task_id)?
-        .ok_or_else(|| Error::Internal(anyhow::anyhow!("task vanished after insert")))
+pub fn create(conn: &Conn, task: &NewTask<'_>) -> Result<Task> {
+    insert(conn, task, TaskStatus::Pending)
 }
 
 /// Creates a task that starts running at once (its work is already under way); returns its id.
-pub fn create_running(conn: &Connection, task: &NewTask<'_>) -> Result<String> {
-    let task = create(conn, task)?;
-    set_status(conn, &task.task_id, TaskStatus::Running)?;
-    Ok(task.task_id)
+pub fn create_running(conn: &Conn, task: &NewTask<'_>) -> Result<String> {
+    insert(conn, task, TaskStatus::Running).map(|task| task.task_id)
 }
 
-pub fn get(conn: &Connection, task_id: &str) -> Result<Option<Task>> {
-    Ok(conn
-        .prepare_cached(&format!("{SELECT} WHERE t.task_id = ?1"))?
-        .query_row([task_id], from_row)
-        .optional()?)
+fn insert(conn: &Conn, task: &NewTask<'_>, status: TaskStatus) -> Result<Task> {
+    let task_id = uuid::Uuid::new_v4().to_string();
+    let now = db::now();
+    conn.execute_later(
+        &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)"),
+        params![
+            task_id,
+            task.title,
+            task.description,
+            task.agent_profile_name,
+            task.trace_id,
+            status.as_str(),
+            task.schedule_name,
+            now,
+            task.runner
+        ],
+    )?;
+    Ok(Task {
+        task_id,
+        title: task.title.to_owned(),
+        description: task.description.map(str::to_owned),
+        agent_profile_name: task.agent_profile_name.map(str::to_owned),
+        trace_id: task.trace_id.map(str::to_owned),
+        status,
+        schedule_name: task.schedule_name.map(str::to_owned),
+        attempt: None,
+        created_at: now.clone(),
+        updated_at: now,
+    })
+}
+
+pub fn get(conn: &Conn, task_id: &str) -> Result<Option<Task>> {
+    conn.query_opt(
+        &format!("{SELECT} WHERE t.task_id = ?1"),
+        params![task_id],
+        from_row,
+    )
 }
 
 /// A page of the tasks (every task, or those of one status), newest first, and how many there
 /// are in all.
 pub fn list(
-    conn: &Connection,
+    conn: &Conn,
     status: Option<TaskStatus>,
     limit: u32,
     offset: u32,
 ) -> Result<(Vec<Task>, i64)> {
     let status = status.map(TaskStatus::as_str);
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE ?1 IS NULL OR t.status = ?1 \
-         ORDER BY t.created_at DESC, t.rowid DESC LIMIT ?2 OFFSET ?3"
-    ))?;
-    let rows = stmt.query_map(params![status, limit, offset], from_row)?;
-    let tasks = rows.collect::<rusqlite::Result<_>>()?;
-    let total = conn
-        .prepare_cached("SELECT count(*) FROM tasks WHERE ?1 IS NULL OR status = ?1")?
-        .query_row([status], |r| r.get(0))?;
+    let tasks = conn.query(
+        &format!(
+            "{SELECT} WHERE CAST(?1 AS TEXT) IS NULL OR t.status = ?1 \
+             ORDER BY t.created_at DESC, t.rowid DESC LIMIT ?2 OFFSET ?3"
+        ),
+        params![status, limit, offset],
+        from_row,
+    )?;
+    let total = conn.query_one(
+        "SELECT count(*) FROM tasks WHERE CAST(?1 AS TEXT) IS NULL OR status = ?1",
+        params![status],
+        |r| r.get(0),
+    )?;
     Ok((tasks, total))
 }
 
 /// How many tasks have each status (every status present, zero included), for filter tabs.
-pub fn counts(conn: &Connection) -> Result<Vec<(TaskStatus, i64)>> {
-    let mut stmt = conn.prepare_cached("SELECT status, count(*) FROM tasks GROUP BY status")?;
-    let found: HashMap<String, i64> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+pub fn counts(conn: &Conn) -> Result<Vec<(TaskStatus, i64)>> {
+    let found: HashMap<String, i64> = conn
+        .query(
+            "SELECT status, count(*) FROM tasks GROUP BY status",
+            params![],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?
+        .into_iter()
+        .collect();
     Ok(TaskStatus::ALL
         .into_iter()
         .map(|status| (status, found.get(status.as_str()).copied().unwrap_or(0)))
@@ -200,21 +223,30 @@ pub fn counts(conn: &Connection) -> Result<Vec<(TaskStatus, i64)>> {
 
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
 /// its cancellation cannot revive it. Returns whether the task changed.
-pub fn set_status(conn: &Connection, task_id: &str, status: TaskStatus) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE tasks SET status = ?2, updated_at = ?3 \
-             WHERE task_id = ?1 AND status != 'cancelled'",
-        )?
-        .execute(params![task_id, status.as_str(), db::now()])?;
+pub fn set_status(conn: &Conn, task_id: &str, status: TaskStatus) -> Result<bool> {
+    let changed = conn.execute(
+        "UPDATE tasks SET status = ?2, updated_at = ?3 \
+         WHERE task_id = ?1 AND status != 'cancelled'",
+        params![task_id, status.as_str(), db::now()],
+    )?;
     Ok(changed > 0)
 }
 
-/// Links the run that produced (or is producing) the task.
-pub fn attach_trace(conn: &Connection, task_id: &str, trace_id: &str) -> Result<()> {
+/// Records where a task's run got to, in one statement: its new status, if any (a cancelled
+/// task stays cancelled), and the run's trace, if any.
+pub fn record_run(
+    conn: &Conn,
+    task_id: &str,
+    status: Option<TaskStatus>,
+    trace_id: Option<&str>,
+) -> Result<()> {
     let changed = conn.execute(
-        "UPDATE tasks SET trace_id = ?2, updated_at = ?3 WHERE task_id = ?1",
-        params![task_id, trace_id, db::now()],
+        "UPDATE tasks SET \
+           status = CASE WHEN status = 'cancelled' THEN status \
+                         ELSE coalesce(CAST(?2 AS TEXT), status) END, \
+           trace_id = coalesce(CAST(?3 AS TEXT), trace_id), updated_at = ?4 \
+         WHERE task_id = ?1",
+        params![task_id, status.map(TaskStatus::as_str), trace_id, db::now()],
     )?;
     if changed == 0 {
         return Err(Error::not_found(format!("no task {task_id:?}")));
@@ -223,22 +255,21 @@ pub fn attach_trace(conn: &Connection, task_id: &str, trace_id: &str) -> Result<
 }
 
 /// Cancels a pending or running task; deletes a finished one.
-pub fn cancel_or_delete(conn: &mut Connection, task_id: &str) -> Result<Removal> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let task =
-        get(&tx, task_id)?.ok_or_else(|| Error::not_found(format!("no task {task_id:?}")))?;
-    let removal = if task.status.is_active() {
-        tx.execute(
-            "UPDATE tasks SET status = 'cancelled', updated_at = ?2 WHERE task_id = ?1",
-            params![task_id, db::now()],
-        )?;
-        Removal::Cancelled
-    } else {
-        tx.execute("DELETE FROM tasks WHERE task_id = ?1", [task_id])?;
-        Removal::Deleted
-    };
-    tx.commit()?;
-    Ok(removal)
+pub fn cancel_or_delete(conn: &mut Conn, task_id: &str) -> Result<Removal> {
+    conn.transaction(|tx| {
+        let task =
+            get(tx, task_id)?.ok_or_else(|| Error::not_found(format!("no task {task_id:?}")))?;
+        if task.status.is_active() {
+            tx.execute(
+                "UPDATE tasks SET status = 'cancelled', updated_at = ?2 WHERE task_id = ?1",
+                params![task_id, db::now()],
+            )?;
+            Ok(Removal::Cancelled)
+        } else {
+            tx.execute("DELETE FROM tasks WHERE task_id = ?1", params![task_id])?;
+            Ok(Removal::Deleted)
+        }
+    })
 }
 
 /// Cancellation handles of work in progress, by task id, so deleting a task stops its work.
@@ -273,29 +304,42 @@ impl RunningTasks {
 }
 
 /// Adds a line to a task's description (how it ended, for instance).
-pub fn append_note(conn: &Connection, task_id: &str, note: &str) -> Result<()> {
-    conn.execute(
-        "UPDATE tasks SET description = coalesce(description || char(10), '') || ?2, updated_at = ?3 \
+pub fn append_note(conn: &Conn, task_id: &str, note: &str) -> Result<()> {
+    conn.execute_later(
+        "UPDATE tasks SET description = coalesce(description || '\n', '') || ?2, updated_at = ?3 \
          WHERE task_id = ?1",
         params![task_id, note, db::now()],
     )?;
     Ok(())
 }
 
-/// Work cannot survive the process: tasks left running by a previous process are failed
-/// (jobs are requeued first, see `jobs::requeue_interrupted`).
-pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
-    Ok(conn.execute(
-        "UPDATE tasks SET status = 'error', description = coalesce(description || char(10), '') ||          'interrupted by restart', updated_at = ?1 WHERE status = 'running'",
-        [db::now()],
-    )?)
+/// Work cannot survive its process: tasks left running by a replica that stopped are failed:
+/// those `restarted` ran before this process (the same replica) started, with any a build
+/// before replicas left running, and those of a replica whose presence ran out (see
+/// `replica`). Jobs are left to their leases (see
+/// `jobs::reclaim`).
+pub fn fail_orphaned(conn: &Conn, restarted: Option<&str>) -> Result<u64> {
+    conn.execute(
+        &format!(
+            "UPDATE tasks SET status = 'error', description = coalesce(description || '\n', '') || \
+             CASE WHEN runner IS NULL OR runner = ?2 THEN 'interrupted by restart' \
+               ELSE 'interrupted: its replica ' || runner || ' stopped' END, updated_at = ?1 \
+             WHERE status = 'running' AND task_id NOT IN (SELECT task_id FROM adapter_jobs) \
+             AND ((runner IS NULL AND CAST(?2 AS TEXT) IS NOT NULL) OR runner = ?2 \
+               OR (runner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM leases \
+                 WHERE name = 'replica:' || tasks.runner AND expires_at >= {})))",
+            conn.clock_ms()
+        ),
+        params![db::now(), restarted],
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::testing::{Backends, each_conn};
 
-    fn task(conn: &Connection, title: &str) -> Task {
+    fn task(conn: &Conn, title: &str) -> Task {
         create(
             conn,
             &NewTask {
@@ -318,53 +362,83 @@ mod tests {
 
     #[test]
     fn lists_newest_first_and_filters() {
-        let conn = db::memory();
-        let a = task(&conn, "a");
-        let b = task(&conn, "b");
-        set_status(&conn, &a.task_id, TaskStatus::Running).unwrap();
-        let titles = |status, limit, offset| {
-            let (tasks, total) = list(&conn, status, limit, offset).unwrap();
-            (
-                tasks.into_iter().map(|t| t.title).collect::<Vec<_>>(),
-                total,
-            )
-        };
-        assert_eq!(
-            titles(None, 10, 0),
-            (vec!["b".to_owned(), "a".to_owned()], 2)
-        );
-        assert_eq!(titles(None, 1, 1), (vec!["a".to_owned()], 2), "a page");
-        assert_eq!(
-            titles(Some(TaskStatus::Running), 10, 0),
-            (vec!["a".to_owned()], 1)
-        );
-        assert_eq!(
-            list(&conn, Some(TaskStatus::Pending), 10, 0).unwrap().0[0].task_id,
-            b.task_id
-        );
+        each_conn(Backends::Both, |conn| {
+            let a = task(conn, "a");
+            let b = task(conn, "b");
+            set_status(conn, &a.task_id, TaskStatus::Running).unwrap();
+            let titles = |status, limit, offset| {
+                let (tasks, total) = list(conn, status, limit, offset).unwrap();
+                (
+                    tasks.into_iter().map(|t| t.title).collect::<Vec<_>>(),
+                    total,
+                )
+            };
+            assert_eq!(
+                titles(None, 10, 0),
+                (vec!["b".to_owned(), "a".to_owned()], 2)
+            );
+            assert_eq!(titles(None, 1, 1), (vec!["a".to_owned()], 2), "a page");
+            assert_eq!(
+                titles(Some(TaskStatus::Running), 10, 0),
+                (vec!["a".to_owned()], 1)
+            );
+            assert_eq!(
+                list(conn, Some(TaskStatus::Pending), 10, 0).unwrap().0[0].task_id,
+                b.task_id
+            );
+        });
     }
 
     #[test]
     fn cancel_then_delete_and_cancelled_stays_cancelled() {
-        let mut conn = db::memory();
-        let t = task(&conn, "work");
-        attach_trace(&conn, &t.task_id, "trace-1").unwrap();
-        assert_eq!(
-            cancel_or_delete(&mut conn, &t.task_id).unwrap(),
-            Removal::Cancelled
-        );
-        assert!(!set_status(&conn, &t.task_id, TaskStatus::Completed).unwrap());
-        let stored = get(&conn, &t.task_id).unwrap().unwrap();
-        assert_eq!(stored.status, TaskStatus::Cancelled);
-        assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));
-        assert_eq!(
-            cancel_or_delete(&mut conn, &t.task_id).unwrap(),
-            Removal::Deleted
-        );
-        assert!(get(&conn, &t.task_id).unwrap().is_none());
-        assert!(matches!(
-            cancel_or_delete(&mut conn, &t.task_id),
-            Err(Error::NotFound(_))
-        ));
+        each_conn(Backends::Both, |conn| {
+            let t = task(conn, "work");
+            record_run(conn, &t.task_id, Some(TaskStatus::Running), None).unwrap();
+            assert_eq!(
+                cancel_or_delete(conn, &t.task_id).unwrap(),
+                Removal::Cancelled
+            );
+            assert!(!set_status(conn, &t.task_id, TaskStatus::Completed).unwrap());
+            record_run(conn, &t.task_id, Some(TaskStatus::Error), Some("trace-1")).unwrap();
+            let stored = get(conn, &t.task_id).unwrap().unwrap();
+            assert_eq!(stored.status, TaskStatus::Cancelled);
+            assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));
+            assert_eq!(
+                cancel_or_delete(conn, &t.task_id).unwrap(),
+                Removal::Deleted
+            );
+            assert!(get(conn, &t.task_id).unwrap().is_none());
+            assert!(matches!(
+                cancel_or_delete(conn, &t.task_id),
+                Err(Error::NotFound(_))
+            ));
+        });
+    }
+
+    #[test]
+    fn tasks_of_a_replica_that_stopped_are_failed() {
+        each_conn(Backends::Both, |conn| {
+            let running = |runner: &str| {
+                let task = create_running(
+                    conn,
+                    &NewTask {
+                        title: runner,
+                        runner: Some(runner),
+                        ..NewTask::default()
+                    },
+                )
+                .unwrap();
+                (runner.to_owned(), task)
+            };
+            let alive = running("alive");
+            let gone = running("gone");
+            let restarted = running("restarted");
+            crate::leases::hold(conn, "replica:alive", "alive", 60_000).unwrap();
+            assert_eq!(fail_orphaned(conn, Some("restarted")).unwrap(), 2);
+            let status = |(_, id): &(String, String)| get(conn, id).unwrap().unwrap().status;
+            assert_eq!(status(&alive), TaskStatus::Running);
+            assert_eq!(status(&gone), TaskStatus::Error);
+            assert_eq!(status(&restarted), TaskStatus::Error);
+        });
     }
 }

@@ -2,12 +2,12 @@
 //! A trace is written when the run starts (status `running`) and finished with `ok` or
 //! `error`, so a run that dies half way still leaves a record.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::db;
+use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
+use crate::params;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Trace {
@@ -77,6 +77,8 @@ pub struct NewTrace<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub prompt: &'a str,
+    /// The replica running it.
+    pub runner: Option<&'a str>,
 }
 
 /// How a run ended. `error: Some(..)` makes the trace's status `error`.
@@ -119,11 +121,11 @@ fn status_of(error: Option<&str>) -> &'static str {
 }
 
 /// Records the start of a run and returns its trace id.
-pub fn start(conn: &Connection, trace: &NewTrace<'_>) -> Result<String> {
+pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
     let id = uuid::Uuid::new_v4().to_string();
-    conn.execute(
+    conn.execute_later(
         "INSERT INTO traces (id, parent_trace_id, agent_profile_name, source, provider, model, \
-         prompt, status, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8)",
+         prompt, status, created_at, runner) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9)",
         params![
             id,
             trace.parent_trace_id,
@@ -132,14 +134,15 @@ pub fn start(conn: &Connection, trace: &NewTrace<'_>) -> Result<String> {
             trace.provider,
             trace.model,
             trace.prompt,
-            db::now()
+            db::now(),
+            trace.runner
         ],
     )?;
     Ok(id)
 }
 
-pub fn record_llm_call(conn: &Connection, trace_id: &str, call: &LlmCall<'_>) -> Result<()> {
-    conn.execute(
+pub fn record_llm_call(conn: &Conn, trace_id: &str, call: &LlmCall<'_>) -> Result<()> {
+    conn.execute_later(
         "INSERT INTO llm_calls (trace_id, step, provider, model, status, error_message, \
          response_text, input_tokens, output_tokens, started_at, latency_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -161,11 +164,11 @@ pub fn record_llm_call(conn: &Connection, trace_id: &str, call: &LlmCall<'_>) ->
 }
 
 pub fn record_tool_invocation(
-    conn: &Connection,
+    conn: &Conn,
     trace_id: &str,
     call: &ToolInvocation<'_>,
 ) -> Result<()> {
-    conn.execute(
+    conn.execute_later(
         "INSERT INTO tool_invocations (trace_id, step, call_id, tool_name, input, output, status, \
          error_message, started_at, latency_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
@@ -185,12 +188,12 @@ pub fn record_tool_invocation(
 }
 
 /// Stores the run's warnings (nothing is written for none).
-pub fn set_warnings(conn: &Connection, trace_id: &str, warnings: &[String]) -> Result<()> {
+pub fn set_warnings(conn: &Conn, trace_id: &str, warnings: &[String]) -> Result<()> {
     if warnings.is_empty() {
         return Ok(());
     }
     let json = serde_json::to_string(warnings).map_err(anyhow::Error::from)?;
-    conn.execute(
+    conn.execute_later(
         "UPDATE traces SET warnings = ?2 WHERE id = ?1",
         params![trace_id, json],
     )?;
@@ -199,22 +202,30 @@ pub fn set_warnings(conn: &Connection, trace_id: &str, warnings: &[String]) -> R
 
 /// Adds a warning to a trace of `source` after the run (an adapter noting its reply was not
 /// delivered); a trace of another source is not found.
-pub fn add_warning(conn: &Connection, trace_id: &str, source: &str, warning: &str) -> Result<()> {
-    let changed = conn.execute(
-        "UPDATE traces SET warnings = json_insert(COALESCE(warnings, '[]'), '$[#]', ?3) \
-         WHERE id = ?1 AND source = ?2",
-        params![trace_id, source, warning],
-    )?;
-    if changed == 0 {
-        return Err(Error::not_found(format!(
-            "no trace {trace_id:?} of {source}"
-        )));
-    }
-    Ok(())
+pub fn add_warning(conn: &mut Conn, trace_id: &str, source: &str, warning: &str) -> Result<()> {
+    conn.transaction(|tx| {
+        let stored: Option<String> = tx
+            .query_opt(
+                "SELECT warnings FROM traces WHERE id = ?1 AND source = ?2",
+                params![trace_id, source],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| Error::not_found(format!("no trace {trace_id:?} of {source}")))?;
+        let mut warnings: Vec<String> = stored
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default();
+        warnings.push(warning.to_owned());
+        let json = serde_json::to_string(&warnings).map_err(anyhow::Error::from)?;
+        tx.execute(
+            "UPDATE traces SET warnings = ?2 WHERE id = ?1",
+            params![trace_id, json],
+        )?;
+        Ok(())
+    })
 }
 
 /// Marks a run finished.
-pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Result<()> {
+pub fn finish(conn: &Conn, trace_id: &str, outcome: &Outcome<'_>) -> Result<()> {
     let changed = conn.execute(
         "UPDATE traces SET response = ?2, status = ?3, error_message = ?4, latency_ms = ?5, \
          input_tokens = ?6, output_tokens = ?7, finished_at = ?8 WHERE id = ?1",
@@ -235,20 +246,28 @@ pub fn finish(conn: &Connection, trace_id: &str, outcome: &Outcome<'_>) -> Resul
     Ok(())
 }
 
-/// Runs cannot survive the process: traces left running by a previous process are failed.
-pub fn fail_interrupted(conn: &Connection) -> Result<usize> {
-    Ok(conn.execute(
-        "UPDATE traces SET status = 'error', error_message = 'interrupted by restart', finished_at = ?1 \
-         WHERE status = 'running'",
-        [db::now()],
-    )?)
+/// Runs cannot survive their process: traces left running by a replica that stopped are
+/// failed (see `tasks::fail_orphaned` for which).
+pub fn fail_orphaned(conn: &Conn, restarted: Option<&str>) -> Result<u64> {
+    conn.execute(
+        &format!(
+            "UPDATE traces SET status = 'error', error_message = CASE WHEN runner IS NULL \
+             OR runner = ?2 THEN 'interrupted by restart' ELSE 'interrupted: its replica ' || \
+             runner || ' stopped' END, finished_at = ?1 WHERE status = 'running' \
+             AND ((runner IS NULL AND CAST(?2 AS TEXT) IS NOT NULL) OR runner = ?2 \
+               OR (runner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM leases \
+                 WHERE name = 'replica:' || traces.runner AND expires_at >= {})))",
+            conn.clock_ms()
+        ),
+        params![db::now(), restarted],
+    )
 }
 
 const COLUMNS: &str = "id, parent_trace_id, agent_profile_name, source, provider, model, prompt, \
     response, status, error_message, latency_ms, input_tokens, output_tokens, created_at, \
     finished_at, warnings";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Trace> {
+fn from_row(row: &Row<'_>) -> Result<Trace> {
     Ok(Trace {
         id: row.get(0)?,
         parent_trace_id: row.get(1)?,
@@ -266,39 +285,38 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Trace> {
         created_at: row.get(13)?,
         finished_at: row.get(14)?,
         warnings: row
-            .get::<_, Option<String>>(15)?
+            .get::<Option<String>>(15)?
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or_default(),
     })
 }
 
 /// A page of traces, newest first.
-pub fn list(conn: &Connection, limit: u32, offset: u32) -> Result<Vec<Trace>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM traces ORDER BY created_at DESC, rowid DESC LIMIT ?1 OFFSET ?2"
-    ))?;
-    let rows = stmt.query_map([limit, offset], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn list(conn: &Conn, limit: u32, offset: u32) -> Result<Vec<Trace>> {
+    conn.query(
+        &format!(
+            "SELECT {COLUMNS} FROM traces ORDER BY created_at DESC, rowid DESC LIMIT ?1 OFFSET ?2"
+        ),
+        params![limit, offset],
+        from_row,
+    )
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Option<Trace>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM traces WHERE id = ?1"),
-            [id],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Conn, id: &str) -> Result<Option<Trace>> {
+    conn.query_opt(
+        &format!("SELECT {COLUMNS} FROM traces WHERE id = ?1"),
+        params![id],
+        from_row,
+    )
 }
 
 /// The LLM calls and tool invocations of a trace on one timeline.
-pub fn steps(conn: &Connection, trace_id: &str) -> Result<Vec<Step>> {
-    let mut llm = conn.prepare(
+pub fn steps(conn: &Conn, trace_id: &str) -> Result<Vec<Step>> {
+    let mut steps = conn.query(
         "SELECT step, provider, model, status, error_message, response_text, input_tokens, \
          output_tokens, started_at, latency_ms FROM llm_calls WHERE trace_id = ?1",
-    )?;
-    let mut steps = llm
-        .query_map([trace_id], |r| {
+        params![trace_id],
+        |r| {
             Ok(Step::LlmCall {
                 step: r.get(0)?,
                 provider: r.get(1)?,
@@ -311,30 +329,29 @@ pub fn steps(conn: &Connection, trace_id: &str) -> Result<Vec<Step>> {
                 started_at: r.get(8)?,
                 latency_ms: r.get(9)?,
             })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut tools = conn.prepare(
+        },
+    )?;
+    let invocations = conn.query(
         "SELECT step, call_id, tool_name, input, output, status, error_message, started_at, \
          latency_ms FROM tool_invocations WHERE trace_id = ?1",
+        params![trace_id],
+        |r| {
+            let input: String = r.get(3)?;
+            Ok(Step::ToolInvocation {
+                step: r.get(0)?,
+                call_id: r.get(1)?,
+                tool_name: r.get(2)?,
+                // Written by this module from a JSON value; fall back to the raw text if edited.
+                input: serde_json::from_str(&input).unwrap_or(Value::String(input)),
+                output: r.get(4)?,
+                status: r.get(5)?,
+                error_message: r.get(6)?,
+                started_at: r.get(7)?,
+                latency_ms: r.get(8)?,
+            })
+        },
     )?;
-    let invocations = tools.query_map([trace_id], |r| {
-        let input: String = r.get(3)?;
-        Ok(Step::ToolInvocation {
-            step: r.get(0)?,
-            call_id: r.get(1)?,
-            tool_name: r.get(2)?,
-            // Written by this module from a JSON value; fall back to the raw text if edited.
-            input: serde_json::from_str(&input).unwrap_or(Value::String(input)),
-            output: r.get(4)?,
-            status: r.get(5)?,
-            error_message: r.get(6)?,
-            started_at: r.get(7)?,
-            latency_ms: r.get(8)?,
-        })
-    })?;
-    for invocation in invocations {
-        steps.push(invocation?);
-    }
+    steps.extend(invocations);
     steps.sort_by_key(Step::position);
     Ok(steps)
 }
@@ -342,89 +359,91 @@ pub fn steps(conn: &Connection, trace_id: &str) -> Result<Vec<Step>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::testing::{Backends, each_conn};
 
     #[test]
     fn records_a_run_with_its_steps_in_order() {
-        let conn = db::memory();
-        let id = start(
-            &conn,
-            &NewTrace {
-                source: "chat",
-                provider: "offline",
-                model: "offline-1",
-                prompt: "save a note",
-                ..NewTrace::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(get(&conn, &id).unwrap().unwrap().status, "running");
-        let at = db::now();
-        record_llm_call(
-            &conn,
-            &id,
-            &LlmCall {
-                step: 2,
-                provider: "offline",
-                model: "offline-1",
-                started_at: &at,
-                latency_ms: 3,
-                ..LlmCall::default()
-            },
-        )
-        .unwrap();
-        let input = serde_json::json!({"title": "x"});
-        record_tool_invocation(
-            &conn,
-            &id,
-            &ToolInvocation {
-                step: 1,
-                tool_name: "create_note",
-                input: &input,
-                error: Some("disk full"),
-                started_at: &at,
-                latency_ms: 1,
-                ..ToolInvocation::default()
-            },
-        )
-        .unwrap();
-        record_llm_call(
-            &conn,
-            &id,
-            &LlmCall {
-                step: 0,
-                provider: "offline",
-                model: "offline-1",
-                started_at: &at,
-                latency_ms: 2,
-                ..LlmCall::default()
-            },
-        )
-        .unwrap();
-        finish(
-            &conn,
-            &id,
-            &Outcome {
-                error: Some("boom"),
-                latency_ms: 9,
-                ..Outcome::default()
-            },
-        )
-        .unwrap();
+        each_conn(Backends::Both, |conn| {
+            let id = start(
+                conn,
+                &NewTrace {
+                    source: "chat",
+                    provider: "offline",
+                    model: "offline-1",
+                    prompt: "save a note",
+                    ..NewTrace::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(get(conn, &id).unwrap().unwrap().status, "running");
+            let at = db::now();
+            record_llm_call(
+                conn,
+                &id,
+                &LlmCall {
+                    step: 2,
+                    provider: "offline",
+                    model: "offline-1",
+                    started_at: &at,
+                    latency_ms: 3,
+                    ..LlmCall::default()
+                },
+            )
+            .unwrap();
+            let input = serde_json::json!({"title": "x"});
+            record_tool_invocation(
+                conn,
+                &id,
+                &ToolInvocation {
+                    step: 1,
+                    tool_name: "create_note",
+                    input: &input,
+                    error: Some("disk full"),
+                    started_at: &at,
+                    latency_ms: 1,
+                    ..ToolInvocation::default()
+                },
+            )
+            .unwrap();
+            record_llm_call(
+                conn,
+                &id,
+                &LlmCall {
+                    step: 0,
+                    provider: "offline",
+                    model: "offline-1",
+                    started_at: &at,
+                    latency_ms: 2,
+                    ..LlmCall::default()
+                },
+            )
+            .unwrap();
+            finish(
+                conn,
+                &id,
+                &Outcome {
+                    error: Some("boom"),
+                    latency_ms: 9,
+                    ..Outcome::default()
+                },
+            )
+            .unwrap();
 
-        let trace = get(&conn, &id).unwrap().unwrap();
-        assert_eq!(
-            (trace.status.as_str(), trace.error_message.as_deref()),
-            ("error", Some("boom"))
-        );
-        let steps = steps(&conn, &id).unwrap();
-        let order: Vec<i64> = steps.iter().map(Step::position).collect();
-        assert_eq!(order, [0, 1, 2]);
-        assert!(
-            matches!(&steps[1], Step::ToolInvocation { status, input: i, .. } if status == "error" && *i == input)
-        );
-        assert!(matches!(
-            finish(&conn, "nope", &Outcome::default()),
-            Err(Error::NotFound(_))
-        ));
+            let trace = get(conn, &id).unwrap().unwrap();
+            assert_eq!(
+                (trace.status.as_str(), trace.error_message.as_deref()),
+                ("error", Some("boom"))
+            );
+            let steps = steps(conn, &id).unwrap();
+            let order: Vec<i64> = steps.iter().map(Step::position).collect();
+            assert_eq!(order, [0, 1, 2]);
+            assert!(
+                matches!(&steps[1], Step::ToolInvocation { status, input: i, .. } if status == "error" && *i == input)
+            );
+            assert!(matches!(
+                finish(conn, "nope", &Outcome::default()),
+                Err(Error::NotFound(_))
+            ));
+        });
     }
 }

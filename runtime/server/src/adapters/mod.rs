@@ -6,9 +6,11 @@ mod managed;
 mod native;
 mod records;
 pub mod response;
+mod singletons;
 mod supervisor;
 mod toggles;
 
 pub use managed::{CallError, Managed, json_error};
 pub use records::{DbFeedback, DbTasks};
+pub use singletons::{Singletons, TAKEOVER};
 pub use supervisor::{Refusal, START_LIMIT, STOP_LIMIT, Supervisor, ToggleError};

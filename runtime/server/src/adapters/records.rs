@@ -5,9 +5,14 @@ use futures_util::future::BoxFuture;
 use service_contract::records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 
 use crate::db::{self, Db};
+use crate::params;
 use crate::tasks::{self, NewTask, TaskStatus};
 
-pub struct DbTasks(pub Db);
+pub struct DbTasks {
+    pub db: Db,
+    /// The replica whose adapters run the tasks.
+    pub replica: String,
+}
 
 impl TaskTracker for DbTasks {
     fn create(
@@ -15,7 +20,8 @@ impl TaskTracker for DbTasks {
         title: &str,
         agent: Option<&str>,
     ) -> BoxFuture<'static, Result<String, String>> {
-        let (db, title, agent) = (self.0.clone(), title.to_owned(), agent.map(str::to_owned));
+        let (db, title, agent) = (self.db.clone(), title.to_owned(), agent.map(str::to_owned));
+        let replica = self.replica.clone();
         async move {
             db.call(move |conn| {
                 let task = tasks::create(
@@ -23,6 +29,7 @@ impl TaskTracker for DbTasks {
                     &NewTask {
                         title: &title,
                         agent_profile_name: agent.as_deref(),
+                        runner: Some(&replica),
                         ..NewTask::default()
                     },
                 )?;
@@ -41,7 +48,7 @@ impl TaskTracker for DbTasks {
         trace_id: Option<&str>,
     ) -> BoxFuture<'static, Result<(), String>> {
         let (db, task_id, trace_id) = (
-            self.0.clone(),
+            self.db.clone(),
             task_id.to_owned(),
             trace_id.map(str::to_owned),
         );
@@ -54,11 +61,7 @@ impl TaskTracker for DbTasks {
         };
         async move {
             db.call(move |conn| {
-                tasks::set_status(conn, &task_id, status)?;
-                if let Some(trace_id) = trace_id {
-                    tasks::attach_trace(conn, &task_id, &trace_id)?;
-                }
-                Ok(())
+                tasks::record_run(conn, &task_id, Some(status), trace_id.as_deref())
             })
             .await
             .map_err(|e| e.to_string())
@@ -82,7 +85,7 @@ impl FeedbackStore for DbFeedback {
                     "INSERT INTO guildchat_feedback (message_id, user_id, channel_id, value, trace_id, updated_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (message_id, user_id) DO UPDATE SET \
                      value = excluded.value, trace_id = excluded.trace_id, updated_at = excluded.updated_at",
-                    rusqlite::params![feedback.message_id, feedback.user_id, feedback.channel_id, value, feedback.trace_id, db::now()],
+                    params![feedback.message_id, feedback.user_id, feedback.channel_id, value, feedback.trace_id, db::now()],
                 )?;
                 Ok(())
             })
@@ -98,35 +101,38 @@ mod tests {
     use service_contract::records::{Feedback, FeedbackStore, Vote};
 
     use super::DbFeedback;
-    use crate::db::Db;
+    use crate::db::testing::{self, Backends};
+    use crate::params;
 
-    #[tokio::test]
-    async fn one_vote_per_user_and_message_the_latest_wins() {
-        let tmp = tempfile::tempdir().unwrap();
-        let db = Db::open(&tmp.path().join("service.sqlite")).unwrap();
-        let store = DbFeedback(db.clone());
-        let vote = |user: &str, vote| Feedback {
-            message_id: "M1".into(),
-            user_id: user.into(),
-            channel_id: "C1".into(),
-            vote,
-            trace_id: None,
-        };
-        store.record(vote("alice", Vote::Up)).await.unwrap();
-        store.record(vote("bob", Vote::Up)).await.unwrap();
-        store.record(vote("alice", Vote::Down)).await.unwrap();
-        let rows: Vec<(String, String)> = db.blocking(|conn| {
-            let mut stmt = conn
-                .prepare("SELECT user_id, value FROM guildchat_feedback ORDER BY user_id")
+    #[test]
+    fn one_vote_per_user_and_message_the_latest_wins() {
+        testing::each_backend(Backends::Both, |db| {
+            let store = DbFeedback(db.clone());
+            let vote = |user: &str, vote| Feedback {
+                message_id: "M1".into(),
+                user_id: user.into(),
+                channel_id: "C1".into(),
+                vote,
+                trace_id: None,
+            };
+            testing::block_on(async {
+                store.record(vote("alice", Vote::Up)).await.unwrap();
+                store.record(vote("bob", Vote::Up)).await.unwrap();
+                store.record(vote("alice", Vote::Down)).await.unwrap();
+            });
+            let rows: Vec<(String, String)> = db
+                .blocking(|conn| {
+                    conn.query(
+                        "SELECT user_id, value FROM guildchat_feedback ORDER BY user_id",
+                        params![],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                })
                 .unwrap();
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap()
+            assert_eq!(
+                rows,
+                [("alice".into(), "down".into()), ("bob".into(), "up".into())]
+            );
         });
-        assert_eq!(
-            rows,
-            [("alice".into(), "down".into()), ("bob".into(), "up".into())]
-        );
     }
 }

@@ -64,6 +64,13 @@ impl Refusal {
     }
 }
 
+/// Whether a toggle is this replica's operator's choice (kept) or another replica's (followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Made,
+    Followed,
+}
+
 struct Slot {
     /// `None` while it loads, or when it could not be loaded.
     runner: Option<Arc<dyn Managed>>,
@@ -80,6 +87,8 @@ pub struct Supervisor {
     disabled: RwLock<HashSet<String>>,
     /// Kept from starting by a setting, with the reason.
     held_back: RwLock<HashMap<String, String>>,
+    /// Natives another replica runs (or that wait to learn which one does), with the reason.
+    standby: RwLock<HashMap<String, String>>,
     /// Taken by everything that runs `start` or `stop`, so hooks never interleave and never
     /// run twice for one change.
     lifecycle: tokio::sync::Mutex<()>,
@@ -109,6 +118,7 @@ impl Supervisor {
             slots: RwLock::default(),
             disabled: RwLock::default(),
             held_back: RwLock::default(),
+            standby: RwLock::default(),
             lifecycle: tokio::sync::Mutex::new(()),
             starts: AtomicU64::new(0),
             ready: std::sync::atomic::AtomicBool::new(false),
@@ -153,14 +163,15 @@ impl Supervisor {
         write(&self.held_back).insert(name.to_owned(), reason.to_owned());
     }
 
-    /// Why an adapter is off (disabled or held back), if it is.
+    /// Why an adapter is off (held back, disabled or on standby), if it is.
     fn off(&self, name: &str) -> Option<String> {
         if let Some(reason) = read(&self.held_back).get(name) {
             return Some(reason.clone());
         }
-        read(&self.disabled)
-            .contains(name)
-            .then(|| DISABLED.to_owned())
+        if read(&self.disabled).contains(name) {
+            return Some(DISABLED.to_owned());
+        }
+        read(&self.standby).get(name).cloned()
     }
 
     fn runner_of(&self, name: &str) -> Option<Arc<dyn Managed>> {
@@ -180,6 +191,55 @@ impl Supervisor {
             .iter()
             .filter_map(|name| self.runner::<T>(name))
             .collect()
+    }
+
+    /// Natives that may run on this replica: installed, not held back by a setting.
+    pub fn natives(&self) -> Vec<String> {
+        let held_back = read(&self.held_back);
+        read(&self.slots)
+            .iter()
+            .filter(|(name, slot)| {
+                slot.native && slot.runner.is_some() && !held_back.contains_key(*name)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Another replica runs native `name` (or this one cannot tell that it does): it stops
+    /// here, and its entry says why.
+    pub async fn stand_by(&self, name: &str, reason: &str) {
+        let _lifecycle = self.lifecycle.lock().await;
+        write(&self.standby).insert(name.to_owned(), reason.to_owned());
+        let slot = read(&self.slots)
+            .get(name)
+            .and_then(|s| Some((s.runner.clone()?, s.started.is_some())));
+        if let Some((runner, true)) = slot {
+            let _ = self.stop(name, runner.as_ref()).await;
+        }
+        if let Some(reason) = self.off(name) {
+            self.registry().mark_stopped_because(name, &reason);
+        }
+    }
+
+    /// This replica runs native `name` now: it starts here, unless it is off for another
+    /// reason.
+    pub async fn take_over(&self, name: &str) {
+        let _lifecycle = self.lifecycle.lock().await;
+        if write(&self.standby).remove(name).is_none() {
+            return;
+        }
+        let slot = read(&self.slots)
+            .get(name)
+            .and_then(|s| Some((s.runner.clone()?, s.started.is_some())));
+        match (slot, self.off(name)) {
+            (Some((runner, false)), None) => {
+                // The standby note goes; a failed start records its own error.
+                self.registry().clear_note(name);
+                drop(self.start(name, runner.as_ref()).await);
+            }
+            (Some(_), Some(reason)) => self.registry().mark_stopped_because(name, &reason),
+            _ => {}
+        }
     }
 
     pub fn is_native(&self, name: &str) -> bool {
@@ -295,7 +355,7 @@ impl Supervisor {
         let name = runner.name().to_owned();
         if !runner.toggleable() && read(&self.disabled).contains(&name) {
             // A version without start and stop could never be enabled again.
-            self.set_disabled(&name, false).await;
+            self.set_disabled(&name, false, Choice::Made).await;
         }
         let replaced = write(&self.slots).insert(
             name.clone(),
@@ -500,7 +560,7 @@ impl Supervisor {
         }
     }
 
-    async fn set_disabled(&self, name: &str, disabled: bool) {
+    async fn set_disabled(&self, name: &str, disabled: bool, choice: Choice) {
         {
             let mut set = write(&self.disabled);
             if disabled {
@@ -509,7 +569,9 @@ impl Supervisor {
                 set.remove(name);
             }
         }
-        if let Err(e) = toggles::remember(&self.db, name, !disabled).await {
+        if choice == Choice::Made
+            && let Err(e) = toggles::remember(&self.db, name, !disabled).await
+        {
             tracing::warn!(adapter = %name, "cannot remember the toggle: {e}");
         }
     }
@@ -518,6 +580,36 @@ impl Supervisor {
     /// restarts. Disabling always takes effect (a failing `stop` is recorded); an enable
     /// whose `start` fails leaves the adapter disabled and says why.
     pub async fn toggle(&self, name: &str, enable: bool) -> Result<AdapterEntry, ToggleError> {
+        self.apply(name, enable, Choice::Made).await
+    }
+
+    /// Follows a choice another replica's operator made (already kept in the database).
+    pub async fn follow(&self, name: &str, enable: bool) {
+        if let Err(e) = self.apply(name, enable, Choice::Followed).await {
+            tracing::warn!(adapter = %name, "cannot follow another replica's toggle: {e}");
+        }
+    }
+
+    /// Re-reads the operator's choices and follows those that changed (after notifications
+    /// from other replicas may have been missed).
+    pub async fn reload_choices(&self) -> crate::error::Result<()> {
+        let disabled: HashSet<String> = toggles::disabled(&self.db).await?.into_iter().collect();
+        let names: Vec<String> = read(&self.slots).keys().cloned().collect();
+        for name in names {
+            let now = disabled.contains(&name);
+            if now != read(&self.disabled).contains(&name) {
+                self.follow(&name, !now).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(
+        &self,
+        name: &str,
+        enable: bool,
+        choice: Choice,
+    ) -> Result<AdapterEntry, ToggleError> {
         let _lifecycle = self.lifecycle.lock().await;
         let slot = read(&self.slots)
             .get(name)
@@ -535,17 +627,29 @@ impl Supervisor {
         }
         let disabled = read(&self.disabled).contains(name);
         let status = self.registry().get(name).map(|e| e.status);
-        if enable {
+        if read(&self.standby).contains_key(name) {
+            // The replica that runs it starts or stops it when it hears of the choice.
+            self.set_disabled(name, !enable, choice).await;
+            if let Some(reason) = self.off(name) {
+                self.registry().mark_stopped_because(name, &reason);
+            }
+        } else if enable {
             // Running already: no hook runs twice (a second gateway connection, say).
             if !(started && !disabled && status == Some(AdapterStatus::Running)) {
+                if choice == Choice::Followed {
+                    // Made and kept elsewhere: enabled here too, even if it fails to start
+                    // (its entry says why).
+                    self.set_disabled(name, false, choice).await;
+                    self.registry().clear_note(name);
+                }
                 self.start(name, runner.as_ref())
                     .await
                     .map_err(ToggleError::HookFailed)?;
-                self.set_disabled(name, false).await;
+                self.set_disabled(name, false, choice).await;
                 self.serving.notify_one();
             }
         } else if !disabled {
-            self.set_disabled(name, true).await;
+            self.set_disabled(name, true, choice).await;
             if started {
                 // Recorded on the entry when it fails; disabled regardless.
                 let _ = self.stop(name, runner.as_ref()).await;
@@ -733,7 +837,9 @@ mod tests {
     #[tokio::test]
     async fn failures_are_contained_and_recorded() {
         let tmp = tempfile::tempdir().unwrap();
-        let app = App::open(tmp.path()).unwrap();
+        let app = App::open(tmp.path(), crate::app::Role::Server)
+            .await
+            .unwrap();
         let log = Arc::new(StdMutex::new(Vec::new()));
         let fake = |name, behaviour| {
             Arc::new(Fake {
@@ -839,7 +945,9 @@ mod tests {
     #[tokio::test]
     async fn native_routes_are_served_under_the_adapters_prefix() {
         let tmp = tempfile::tempdir().unwrap();
-        let app = App::open(tmp.path()).unwrap();
+        let app = App::open(tmp.path(), crate::app::Role::Server)
+            .await
+            .unwrap();
         let pinger = Arc::new(Pinger::default());
         let adapters = supervise(&app, vec![Arc::clone(&pinger) as Arc<dyn Adapter>], None);
         adapters.start_natives().await;

@@ -2,13 +2,16 @@
 
 use crate::db::{self, Db};
 use crate::error::Result;
+use crate::params;
 
 /// Adapters the operator disabled.
 pub async fn disabled(db: &Db) -> Result<Vec<String>> {
     db.call(|conn| {
-        let mut stmt = conn.prepare("SELECT name FROM adapter_state WHERE enabled = 0")?;
-        let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
+        conn.query(
+            "SELECT name FROM adapter_state WHERE enabled = FALSE",
+            params![],
+            |r| r.get(0),
+        )
     })
     .await
 }
@@ -20,7 +23,7 @@ pub async fn remember(db: &Db, name: &str, enabled: bool) -> Result<()> {
         conn.execute(
             "INSERT INTO adapter_state (name, enabled, updated_at) VALUES (?1, ?2, ?3) \
              ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
-            rusqlite::params![name, enabled, db::now()],
+            params![name, enabled, db::now()],
         )?;
         Ok(())
     })

@@ -1,11 +1,11 @@
 //! Agent profiles: the persona, model and tool allowance an agent runs with.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use crate::db;
+use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
+use crate::params;
 
 /// Name of the profile that always exists.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -274,7 +274,7 @@ fn non_blank(value: Option<String>) -> Option<String> {
 const COLUMNS: &str =
     "name, system_prompt, description, color, default_model, tools, created_at, updated_at";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Profile> {
+fn from_row(row: &Row<'_>) -> Result<Profile> {
     let tools: Option<String> = row.get(5)?;
     Ok(Profile {
         name: row.get(0)?,
@@ -286,7 +286,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Profile> {
             .map(|json| serde_json::from_str(&json))
             .transpose()
             .map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, e.into())
+                Error::Internal(anyhow::anyhow!("a profile's tools are not a list: {e}"))
             })?,
         created_at: row.get(6)?,
         updated_at: row.get(7)?,
@@ -294,7 +294,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Profile> {
 }
 
 /// Inserts a profile; an existing name is a conflict and leaves that profile untouched.
-pub fn insert(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
+pub fn insert(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
     let now = db::now();
     let tools = profile
         .tools
@@ -302,10 +302,11 @@ pub fn insert(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
         .map(serde_json::to_string)
         .transpose()
         .map_err(anyhow::Error::from)?;
-    let inserted = conn.execute(
+    // One statement: a connection lost after it leaves no doubt whether the profile exists.
+    conn.query_opt(
         &format!(
             "INSERT INTO agent_profiles ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) \
-             ON CONFLICT (name) DO NOTHING"
+             ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
             profile.name,
@@ -316,28 +317,24 @@ pub fn insert(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
             tools,
             now
         ],
-    )?;
-    if inserted == 0 {
-        return Err(Error::conflict(format!(
-            "an agent named {:?} already exists",
-            profile.name
-        )));
-    }
-    get(conn, &profile.name)?
-        .ok_or_else(|| Error::Internal(anyhow::anyhow!("profile vanished after insert")))
+        from_row,
+    )?
+    .ok_or_else(|| Error::conflict(format!("an agent named {:?} already exists", profile.name)))
 }
 
 /// Replaces every field of the profile named `profile.name`; 404 when there is none.
-pub fn update(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
+pub fn update(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
     let tools = profile
         .tools
         .as_ref()
         .map(serde_json::to_string)
         .transpose()
         .map_err(anyhow::Error::from)?;
-    let changed = conn.execute(
-        "UPDATE agent_profiles SET system_prompt = ?2, description = ?3, color = ?4, \
-         default_model = ?5, tools = ?6, updated_at = ?7 WHERE name = ?1",
+    conn.query_opt(
+        &format!(
+            "UPDATE agent_profiles SET system_prompt = ?2, description = ?3, color = ?4, \
+             default_model = ?5, tools = ?6, updated_at = ?7 WHERE name = ?1 RETURNING {COLUMNS}"
+        ),
         params![
             profile.name,
             profile.system_prompt,
@@ -347,23 +344,20 @@ pub fn update(conn: &Connection, profile: &NewProfile) -> Result<Profile> {
             tools,
             db::now()
         ],
-    )?;
-    if changed == 0 {
-        return Err(not_found(&profile.name));
-    }
-    get(conn, &profile.name)?
-        .ok_or_else(|| Error::Internal(anyhow::anyhow!("profile vanished after update")))
+        from_row,
+    )?
+    .ok_or_else(|| not_found(&profile.name))
 }
 
 /// Deletes a profile. `default` cannot be deleted: it answers when no agent is named.
-pub fn delete(conn: &Connection, name: &str) -> Result<()> {
+pub fn delete(conn: &Conn, name: &str) -> Result<()> {
     if name == DEFAULT_PROFILE {
         return Err(Error::conflict(
             "the default agent cannot be deleted: it answers when no agent is named; edit it \
              instead",
         ));
     }
-    if conn.execute("DELETE FROM agent_profiles WHERE name = ?1", [name])? == 0 {
+    if conn.execute("DELETE FROM agent_profiles WHERE name = ?1", params![name])? == 0 {
         return Err(not_found(name));
     }
     Ok(())
@@ -374,27 +368,25 @@ pub fn not_found(name: &str) -> Error {
 }
 
 /// Looks a profile up by its exact, case-sensitive name.
-pub fn get(conn: &Connection, name: &str) -> Result<Option<Profile>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM agent_profiles WHERE name = ?1"),
-            [name],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Conn, name: &str) -> Result<Option<Profile>> {
+    conn.query_opt(
+        &format!("SELECT {COLUMNS} FROM agent_profiles WHERE name = ?1"),
+        params![name],
+        from_row,
+    )
 }
 
 /// Every profile, oldest first (so `default` leads).
-pub fn list(conn: &Connection) -> Result<Vec<Profile>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM agent_profiles ORDER BY created_at, rowid"
-    ))?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn list(conn: &Conn) -> Result<Vec<Profile>> {
+    conn.query(
+        &format!("SELECT {COLUMNS} FROM agent_profiles ORDER BY created_at, rowid"),
+        params![],
+        from_row,
+    )
 }
 
 /// Creates the `default` profile when it is missing.
-pub fn ensure_default(conn: &Connection) -> Result<()> {
+pub fn ensure_default(conn: &Conn) -> Result<()> {
     let default = NewProfile {
         name: DEFAULT_PROFILE.to_owned(),
         system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
@@ -412,6 +404,7 @@ pub fn ensure_default(conn: &Connection) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::testing::{Backends, each_conn};
 
     fn input(name: &str) -> ProfileInput {
         ProfileInput {
@@ -477,59 +470,63 @@ mod tests {
 
     #[test]
     fn insert_conflicts_on_existing_name_and_keeps_the_original() {
-        let conn = db::memory();
-        let first = insert(&conn, &input("Atlas").validate().unwrap()).unwrap();
-        let mut other = input("Atlas");
-        other.system_prompt = Some("different".into());
-        assert!(matches!(
-            insert(&conn, &other.validate().unwrap()),
-            Err(Error::Conflict(_))
-        ));
-        assert_eq!(get(&conn, "Atlas").unwrap(), Some(first));
-        assert_eq!(
-            get(&conn, "atlas").unwrap(),
-            None,
-            "names match case-sensitively"
-        );
+        each_conn(Backends::Both, |conn| {
+            let first = insert(conn, &input("Atlas").validate().unwrap()).unwrap();
+            let mut other = input("Atlas");
+            other.system_prompt = Some("different".into());
+            assert!(matches!(
+                insert(conn, &other.validate().unwrap()),
+                Err(Error::Conflict(_))
+            ));
+            assert_eq!(get(conn, "Atlas").unwrap(), Some(first));
+            assert_eq!(
+                get(conn, "atlas").unwrap(),
+                None,
+                "names match case-sensitively"
+            );
+        });
     }
 
     #[test]
     fn a_patch_changes_what_it_names_and_keeps_the_rest() {
-        let conn = db::memory();
-        let mut original = input("Quill");
-        original.description = Some("editor".into());
-        original.tools = Some(ToolsInput::List(vec!["search_notes".into()]));
-        let current = insert(&conn, &original.validate().unwrap()).unwrap();
+        each_conn(Backends::Both, |conn| {
+            let mut original = input("Quill");
+            original.description = Some("editor".into());
+            original.tools = Some(ToolsInput::List(vec!["search_notes".into()]));
+            let current = insert(conn, &original.validate().unwrap()).unwrap();
 
-        let patch: ProfilePatch =
-            serde_json::from_str(r##"{"color": "#112233", "tools": null}"##).unwrap();
-        let updated = update(&conn, &patch.apply(&current).unwrap().validate().unwrap()).unwrap();
-        assert_eq!(updated.color.as_deref(), Some("#112233"));
-        assert_eq!(updated.tools, None, "null unsets the tool list");
-        assert_eq!(updated.description, "editor", "absent fields stay");
-        assert_eq!(updated.created_at, current.created_at);
+            let patch: ProfilePatch =
+                serde_json::from_str(r##"{"color": "#112233", "tools": null}"##).unwrap();
+            let updated =
+                update(conn, &patch.apply(&current).unwrap().validate().unwrap()).unwrap();
+            assert_eq!(updated.color.as_deref(), Some("#112233"));
+            assert_eq!(updated.tools, None, "null unsets the tool list");
+            assert_eq!(updated.description, "editor", "absent fields stay");
+            assert_eq!(updated.created_at, current.created_at);
 
-        let same_name: ProfilePatch = serde_json::from_str(r#"{"name": "Quill"}"#).unwrap();
-        assert!(same_name.apply(&updated).is_ok());
-        let rename: ProfilePatch = serde_json::from_str(r#"{"name": "Ink"}"#).unwrap();
-        assert_eq!(field_of(rename.apply(&updated).unwrap_err()), "name");
-        let cleared: ProfilePatch = serde_json::from_str(r#"{"system_prompt": null}"#).unwrap();
-        let input = cleared.apply(&updated).unwrap();
-        assert_eq!(field_of(input.validate().unwrap_err()), "system_prompt");
+            let same_name: ProfilePatch = serde_json::from_str(r#"{"name": "Quill"}"#).unwrap();
+            assert!(same_name.apply(&updated).is_ok());
+            let rename: ProfilePatch = serde_json::from_str(r#"{"name": "Ink"}"#).unwrap();
+            assert_eq!(field_of(rename.apply(&updated).unwrap_err()), "name");
+            let cleared: ProfilePatch = serde_json::from_str(r#"{"system_prompt": null}"#).unwrap();
+            let input = cleared.apply(&updated).unwrap();
+            assert_eq!(field_of(input.validate().unwrap_err()), "system_prompt");
+        });
     }
 
     #[test]
     fn delete_refuses_the_default_and_unknown_names() {
-        let conn = db::memory();
-        ensure_default(&conn).unwrap();
-        insert(&conn, &input("Temp").validate().unwrap()).unwrap();
-        delete(&conn, "Temp").unwrap();
-        assert_eq!(get(&conn, "Temp").unwrap(), None);
-        assert!(matches!(delete(&conn, "Temp"), Err(Error::NotFound(_))));
-        assert!(matches!(
-            delete(&conn, DEFAULT_PROFILE),
-            Err(Error::Conflict(_))
-        ));
-        assert!(get(&conn, DEFAULT_PROFILE).unwrap().is_some());
+        each_conn(Backends::Both, |conn| {
+            ensure_default(conn).unwrap();
+            insert(conn, &input("Temp").validate().unwrap()).unwrap();
+            delete(conn, "Temp").unwrap();
+            assert_eq!(get(conn, "Temp").unwrap(), None);
+            assert!(matches!(delete(conn, "Temp"), Err(Error::NotFound(_))));
+            assert!(matches!(
+                delete(conn, DEFAULT_PROFILE),
+                Err(Error::Conflict(_))
+            ));
+            assert!(get(conn, DEFAULT_PROFILE).unwrap().is_some());
+        });
     }
 }

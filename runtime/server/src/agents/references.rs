@@ -3,7 +3,7 @@
 //! they then follow the rule for a missing profile (a schedule's run fails with an error
 //! trace, an adapter answers with the server's defaults), so the API says who they are.
 
-use rusqlite::Connection;
+use crate::db::Conn;
 use serde::Serialize;
 
 use crate::environment::Environment;
@@ -33,7 +33,7 @@ impl References {
     }
 }
 
-pub fn find(conn: &Connection, env: &Environment, profile: &str) -> Result<References> {
+pub fn find(conn: &Conn, env: &Environment, profile: &str) -> Result<References> {
     let adapters = env
         .matching(VARIABLE_PREFIX, VARIABLE_SUFFIX)
         .into_iter()

@@ -5,10 +5,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Subcommand;
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
+use service_runtime::bus::Event;
+use service_runtime::db::{self, Backend};
+use service_runtime::environment::Environment;
 use service_runtime::wasm::GrantSource;
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::inventory::{Kind, Listed, inventory};
+use service_runtime::wasm::shared::{self, write_atomically};
 
 use super::scaffold::{self, Lang};
 
@@ -39,13 +43,6 @@ pub enum AdaptersCommand {
     },
 }
 
-/// Writes beside the target and renames, so the server's watcher never reads half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot install {}", path.display()))
-}
-
 pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()> {
     let dir = data_dir.join("adapters");
     match command {
@@ -63,23 +60,37 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 .as_deref()
                 .map(|text| Grant::parse(text).map_err(|e| anyhow::anyhow!("invalid grant: {e}")))
                 .transpose()?;
-            let app = App::open(data_dir)?;
+            let app = App::open(data_dir, Role::Command).await?;
             let generation = app
                 .components
                 .check(bytes.clone(), parsed)
                 .await
                 .with_context(|| format!("{} cannot be installed", file.display()))?;
             let name = &generation.name;
-            std::fs::create_dir_all(&dir)?;
-            // The grant first: the component must never be loaded without it.
-            if let Some(text) = grant_text {
-                write_atomically(&dir.join(format!("{name}.toml")), text.as_bytes())?;
+            if app.db.backend() == Backend::Postgres {
+                // Every replica mirrors it into its own folder and loads it.
+                let stored = name.clone();
+                app.db
+                    .call(move |conn| shared::put(conn, &stored, &bytes, grant_text.as_deref()))
+                    .await?;
+                app.bus.publish_and_wait(Event::ComponentsChanged).await?;
+            } else {
+                std::fs::create_dir_all(&dir)?;
+                // The grant first: the component must never be loaded without it.
+                if let Some(text) = grant_text {
+                    write_atomically(&dir.join(format!("{name}.toml")), text.as_bytes())?;
+                }
+                write_atomically(&dir.join(format!("{name}.wasm")), &bytes)?;
             }
-            write_atomically(&dir.join(format!("{name}.wasm")), &bytes)?;
             println!(
-                "installed {name} {} ({}…)",
+                "installed {name} {} ({}…){}",
                 generation.version,
-                &generation.sha256[..12]
+                &generation.sha256[..12],
+                if app.db.backend() == Backend::Postgres {
+                    " into the shared database: every replica loads it"
+                } else {
+                    ""
+                }
             );
             let ungranted = generation.ungranted();
             if !ungranted.is_empty() {
@@ -92,12 +103,25 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
             }
         }
         AdaptersCommand::List => {
-            let app = App::open(data_dir)?;
+            let app = App::open(data_dir, Role::Command).await?;
             print!("{}", list(&inventory(app.components.loader())));
         }
         AdaptersCommand::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             print!("{}", scaffold::create(&name, lang, &dir)?);
+        }
+        AdaptersCommand::Remove { name } if shared_database(data_dir)? => {
+            let app = App::open(data_dir, Role::Command).await?;
+            let stored = name.clone();
+            if !app
+                .db
+                .call(move |conn| shared::remove(conn, &stored))
+                .await?
+            {
+                anyhow::bail!("no component named {name:?} in the shared database");
+            }
+            app.bus.publish_and_wait(Event::ComponentsChanged).await?;
+            println!("removed {name} from the shared database: every replica unloads it");
         }
         AdaptersCommand::Remove { name } => {
             let wasm = dir.join(format!("{name}.wasm"));
@@ -113,6 +137,11 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         }
     }
     Ok(())
+}
+
+/// Whether the data directory's replicas share PostgreSQL (components then live there).
+fn shared_database(data_dir: &Path) -> anyhow::Result<bool> {
+    Ok(Environment::load(data_dir)?.get(db::URL_VARIABLE).is_some())
 }
 
 /// The table `adapters list` prints: name, kind, where it comes from, its grant, and below a

@@ -5,8 +5,9 @@ use std::io::Write;
 use std::path::Path;
 
 use service_runtime::agents::profiles::DEFAULT_PROFILE;
-use service_runtime::app::App;
+use service_runtime::app::{App, Role};
 use service_runtime::engine::{Event, ProfileChoice, RunRequest};
+use service_runtime::replica;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +19,10 @@ pub async fn run(
     model: Option<String>,
     prompt: String,
 ) -> anyhow::Result<()> {
-    let app = App::open(data_dir)?;
+    let app = App::open(data_dir, Role::Command).await?;
+    // The run's trace names this process, which says it is alive while it runs.
+    let _presence =
+        replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone()).await?;
     let profile = ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
     let request = RunRequest {
         model,

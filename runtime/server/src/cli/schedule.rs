@@ -9,9 +9,11 @@ use chrono_tz::Tz;
 use clap::Subcommand;
 use service_contract::agent::RunFailureKind;
 use service_runtime::agents::profiles;
-use service_runtime::app::{self, App};
+use service_runtime::app::{self, App, Role};
+use service_runtime::config::FileConfig;
 use service_runtime::db::Db;
 use service_runtime::environment::Environment;
+use service_runtime::replica;
 use service_runtime::scheduler;
 use service_runtime::scheduler::cron::{self, CronExpr};
 use service_runtime::scheduler::plan::{self, CatchUp};
@@ -70,9 +72,10 @@ pub enum ScheduleCommand {
     Run { name: String },
 }
 
-fn open(data_dir: &Path) -> anyhow::Result<(Db, Tz)> {
-    let db = app::open_db(data_dir)?;
+async fn open(data_dir: &Path) -> anyhow::Result<(Db, Tz)> {
     let env = Environment::load(data_dir)?;
+    let config = FileConfig::load(data_dir)?;
+    let db = app::open_db(data_dir, &env, &config).await?;
     let tz = cron::zone(env.get("SERVICE_TZ").as_deref()).map_err(anyhow::Error::msg)?;
     Ok((db, tz))
 }
@@ -138,7 +141,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
         } => {
             let cron = parse_cron(&cron)?;
             let catch_up = parse_policy(&catch_up)?;
-            let (db, tz) = open(data_dir)?;
+            let (db, tz) = open(data_dir).await?;
             warn_unknown_profile(&db, &agent)?;
             let new = NewSchedule {
                 name: &name,
@@ -158,7 +161,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             );
         }
         ScheduleCommand::List { json } => {
-            let (db, _) = open(data_dir)?;
+            let (db, _) = open(data_dir).await?;
             let schedules = db.blocking(|conn| store::list(conn))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&schedules)?);
@@ -182,7 +185,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             }
         }
         ScheduleCommand::Show { name } => {
-            let (db, _) = open(data_dir)?;
+            let (db, _) = open(data_dir).await?;
             print_details(&db.blocking(|conn| store::require(conn, &name))?);
         }
         ScheduleCommand::Edit {
@@ -197,7 +200,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             if cron.is_none() && agent.is_none() && prompt.is_none() && catch_up.is_none() {
                 anyhow::bail!("nothing to change: give --cron, --agent, --prompt or --catch-up");
             }
-            let (db, tz) = open(data_dir)?;
+            let (db, tz) = open(data_dir).await?;
             if let Some(agent) = &agent {
                 warn_unknown_profile(&db, agent)?;
             }
@@ -213,7 +216,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             print_details(&schedule);
         }
         ScheduleCommand::Enable { name } => {
-            let (db, tz) = open(data_dir)?;
+            let (db, tz) = open(data_dir).await?;
             let schedule = db.blocking(|conn| {
                 let current = store::require(conn, &name)?;
                 let cron = cron::parse(&current.cron_expression)
@@ -227,23 +230,27 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             );
         }
         ScheduleCommand::Disable { name } => {
-            let (db, _) = open(data_dir)?;
+            let (db, _) = open(data_dir).await?;
             db.blocking(|conn| store::set_enabled(conn, &name, false, None))?;
             println!("disabled {name:?}");
         }
         ScheduleCommand::Delete { name } => {
-            let (db, _) = open(data_dir)?;
+            let (db, _) = open(data_dir).await?;
             db.blocking(|conn| store::delete(conn, &name))?;
             println!("deleted {name:?}");
         }
         ScheduleCommand::Run { name } => {
-            let app = App::open(data_dir)?;
+            let app = App::open(data_dir, Role::Command).await?;
             let (schedule, mut in_progress) = app.db.blocking(|conn| {
-                Ok::<_, service_runtime::error::Error>((
+                Ok((
                     store::require(conn, &name)?,
                     scheduler::runs_in_progress(conn)?,
                 ))
             })?;
+            // The run's task names this process, which says it is alive while it runs.
+            let _presence =
+                replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone())
+                    .await?;
             if let Some(task) = in_progress.remove(&name) {
                 anyhow::bail!(
                     "a run of {name:?} is still in progress (task {task}); a schedule never overlaps itself"

@@ -1,242 +1,344 @@
-//! The schema history. Each step is one file in `migrations/`, additive and written with
-//! `IF NOT EXISTS` so applying it twice is harmless; `PRAGMA user_version` records the step.
-//! Columns added to existing tables, which SQLite cannot add `IF NOT EXISTS`, are added here
-//! by [`add_missing_columns`], with the same guarantee.
+//! The schema history: one ordered list of steps for both backends, one schema version. Each
+//! step is a file in `migrations/` (SQLite) and `migrations/postgres/` (PostgreSQL), additive
+//! and written with `IF NOT EXISTS`, so applying one twice is harmless; the version lives in
+//! `PRAGMA user_version` (SQLite) or the `service_schema` table (PostgreSQL). PostgreSQL
+//! support began at step 14, whose PostgreSQL file builds everything up to it.
 
-use rusqlite::{Connection, Transaction};
-use rusqlite_migration::{HookResult, M, Migrations};
+use anyhow::ensure;
+
+use super::conn::{Backend, Conn};
+use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 14;
+pub const SCHEMA_VERSION: u32 = 15;
 
-const STEPS: [&str; SCHEMA_VERSION as usize] = [
-    include_str!("../../../../migrations/0001_agent_profiles.sql"),
-    include_str!("../../../../migrations/0002_traces.sql"),
-    include_str!("../../../../migrations/0003_notes.sql"),
-    include_str!("../../../../migrations/0004_tasks.sql"),
-    include_str!("../../../../migrations/0005_trace_steps.sql"),
-    include_str!("../../../../migrations/0006_adapter_kv.sql"),
-    include_str!("../../../../migrations/0007_schedules.sql"),
-    include_str!("../../../../migrations/0008_adapter_jobs.sql"),
-    include_str!("../../../../migrations/0009_adapter_state.sql"),
-    include_str!("../../../../migrations/0010_guildchat_feedback.sql"),
-    include_str!("../../../../migrations/0011_task_indexes.sql"),
-    include_str!("../../../../migrations/0012_trace_schedule_indexes.sql"),
-    include_str!("../../../../migrations/0013_integration_verifications.sql"),
-    include_str!("../../../../migrations/0014_adapter_quotas_and_job_attempts.sql"),
+struct Step {
+    sqlite: &'static str,
+    /// `None` for steps before PostgreSQL support began.
+    postgres: Option<&'static str>,
+    /// Columns SQLite cannot add with `IF NOT EXISTS`: (table, column, definition), added
+    /// here when missing, then `sqlite_after` (indexes over them).
+    sqlite_columns: &'static [(&'static str, &'static str, &'static str)],
+    sqlite_after: &'static str,
+}
+
+const fn sqlite_only(sqlite: &'static str) -> Step {
+    Step {
+        sqlite,
+        postgres: None,
+        sqlite_columns: &[],
+        sqlite_after: "",
+    }
+}
+
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../migrations/", $file))
+    };
+}
+
+const STEPS: [Step; SCHEMA_VERSION as usize] = [
+    sqlite_only(sql!("0001_agent_profiles.sql")),
+    sqlite_only(sql!("0002_traces.sql")),
+    sqlite_only(sql!("0003_notes.sql")),
+    sqlite_only(sql!("0004_tasks.sql")),
+    sqlite_only(sql!("0005_trace_steps.sql")),
+    sqlite_only(sql!("0006_adapter_kv.sql")),
+    sqlite_only(sql!("0007_schedules.sql")),
+    sqlite_only(sql!("0008_adapter_jobs.sql")),
+    sqlite_only(sql!("0009_adapter_state.sql")),
+    sqlite_only(sql!("0010_guildchat_feedback.sql")),
+    sqlite_only(sql!("0011_task_indexes.sql")),
+    sqlite_only(sql!("0012_trace_schedule_indexes.sql")),
+    sqlite_only(sql!("0013_integration_verifications.sql")),
+    Step {
+        sqlite: sql!("0014_adapter_quotas_and_job_attempts.sql"),
+        postgres: Some(sql!("postgres/0014_baseline.sql")),
+        sqlite_columns: &[
+            // A task that is a scheduled run names its schedule.
+            ("tasks", "schedule_name", "TEXT"),
+            // How often a job has started, and not before when (unix ms) it may start again.
+            ("adapter_jobs", "attempt", "INTEGER NOT NULL DEFAULT 0"),
+            ("adapter_jobs", "run_after", "INTEGER"),
+        ],
+        sqlite_after: "CREATE INDEX IF NOT EXISTS tasks_schedule_name ON tasks (schedule_name) \
+                       WHERE schedule_name IS NOT NULL;",
+    },
+    Step {
+        sqlite: sql!("0015_replicas.sql"),
+        postgres: Some(sql!("postgres/0015_replicas.sql")),
+        sqlite_columns: &[
+            // The replica running a job, and until when (unix ms, the database's clock) its
+            // lease holds; past that another replica takes the job over.
+            ("adapter_jobs", "lease_holder", "TEXT"),
+            ("adapter_jobs", "lease_until", "INTEGER"),
+            // The replica running a task or a run, so one that stops is told apart from one
+            // that is still working.
+            ("tasks", "runner", "TEXT"),
+            ("traces", "runner", "TEXT"),
+        ],
+        sqlite_after: "",
+    },
 ];
 
-/// Columns step 14 adds: (table, column, definition).
-const COLUMNS_14: &[(&str, &str, &str)] = &[
-    // A task that is a scheduled run names its schedule.
-    ("tasks", "schedule_name", "TEXT"),
-    // How often a job has started, and not before when (unix ms) it may start again.
-    ("adapter_jobs", "attempt", "INTEGER NOT NULL DEFAULT 0"),
-    ("adapter_jobs", "run_after", "INTEGER"),
-];
+/// Serializes replicas migrating one PostgreSQL database at once (an advisory lock key).
+const MIGRATION_LOCK: i64 = 0x5e7_51ce;
 
-/// Adds each of `columns` its table does not have yet, then the indexes over them.
-fn add_missing_columns(tx: &Transaction, columns: &[(&str, &str, &str)]) -> rusqlite::Result<()> {
-    for (table, column, definition) in columns {
-        let present: bool = tx.query_row(
-            &format!("SELECT count(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
-            [column],
-            |r| r.get(0),
-        )?;
-        if !present {
-            tx.execute_batch(&format!(
-                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
-            ))?;
+/// The schema version of the database, without changing anything.
+pub fn version(conn: &Conn) -> Result<u32> {
+    match conn.backend() {
+        Backend::Sqlite => conn.query_one("PRAGMA user_version", crate::params![], |r| r.get(0)),
+        Backend::Postgres => {
+            let exists: bool = conn.query_one(
+                "SELECT to_regclass('service_schema') IS NOT NULL",
+                crate::params![],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Ok(0);
+            }
+            Ok(conn
+                .query_opt(
+                    "SELECT version FROM service_schema",
+                    crate::params![],
+                    |r| r.get(0),
+                )?
+                .unwrap_or(0))
         }
     }
-    tx.execute_batch(
-        "CREATE INDEX IF NOT EXISTS tasks_schedule_name ON tasks (schedule_name) \
-         WHERE schedule_name IS NOT NULL;",
-    )
-}
-
-fn step_14(tx: &Transaction) -> HookResult {
-    Ok(add_missing_columns(tx, COLUMNS_14)?)
-}
-
-fn migrations() -> Migrations<'static> {
-    Migrations::new(
-        STEPS
-            .iter()
-            .enumerate()
-            .map(|(i, sql)| match i + 1 {
-                14 => M::up_with_hook(sql, step_14),
-                _ => M::up(sql),
-            })
-            .collect(),
-    )
-}
-
-/// Reads `PRAGMA user_version` without changing anything.
-pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
-    conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
 /// Refuses a database written by a newer build before anything touches it.
-pub fn ensure_not_newer(conn: &Connection) -> anyhow::Result<()> {
-    let found = user_version(conn)?;
-    anyhow::ensure!(
+pub fn ensure_not_newer(conn: &Conn) -> anyhow::Result<()> {
+    let found = version(conn)?;
+    ensure!(
         found <= SCHEMA_VERSION,
         "the database has schema version {found}, newer than the {SCHEMA_VERSION} this build \
-         understands; upgrade service-runtime or point --data-dir elsewhere (the file was not modified)"
+         understands; upgrade service-runtime or point it at another database (nothing was \
+         modified)"
     );
     Ok(())
 }
 
 /// Brings the schema up to [`SCHEMA_VERSION`], one transaction per step.
-pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+pub fn migrate(conn: &mut Conn) -> anyhow::Result<()> {
+    migrate_to(conn, SCHEMA_VERSION)
+}
+
+pub(crate) fn migrate_to(conn: &mut Conn, target: u32) -> anyhow::Result<()> {
+    let postgres = conn.backend() == Backend::Postgres;
+    if postgres {
+        conn.query_one(
+            "SELECT 1 FROM (SELECT pg_advisory_lock(?1)) locked",
+            crate::params![MIGRATION_LOCK],
+            |_| Ok(()),
+        )?;
+    }
+    let migrated = apply_missing(conn, target);
+    if postgres {
+        conn.query_one(
+            "SELECT pg_advisory_unlock(?1)",
+            crate::params![MIGRATION_LOCK],
+            |_| Ok(()),
+        )?;
+    }
+    migrated
+}
+
+fn apply_missing(conn: &mut Conn, target: u32) -> anyhow::Result<()> {
     ensure_not_newer(conn)?;
-    migrations().to_latest(conn)?;
+    let found = version(conn)?;
+    for (number, step) in (1..=target).zip(&STEPS) {
+        if number <= found {
+            continue;
+        }
+        let sql = match conn.backend() {
+            Backend::Sqlite => step.sqlite,
+            Backend::Postgres => match step.postgres {
+                Some(sql) => sql,
+                None => continue,
+            },
+        };
+        conn.transaction(|tx| -> Result<()> {
+            tx.batch(sql)?;
+            if tx.backend() == Backend::Sqlite {
+                add_missing_columns(tx, step.sqlite_columns)?;
+                tx.batch(step.sqlite_after)?;
+            }
+            set_version(tx, number)
+        })?;
+    }
     Ok(())
 }
 
-#[cfg(test)]
-pub(crate) fn migrate_to(conn: &mut Connection, version: u32) {
-    migrations().to_version(conn, version as usize).unwrap();
+fn add_missing_columns(conn: &Conn, columns: &[(&str, &str, &str)]) -> Result<()> {
+    for (table, column, definition) in columns {
+        let present: bool = conn.query_one(
+            &format!("SELECT count(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
+            crate::params![column],
+            |r| r.get(0),
+        )?;
+        if !present {
+            conn.batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+fn set_version(conn: &Conn, version: u32) -> Result<()> {
+    match conn.backend() {
+        // Pragmas take no parameters; `version` is a number from this module.
+        Backend::Sqlite => conn.batch(&format!("PRAGMA user_version = {version}")),
+        Backend::Postgres => {
+            conn.batch(
+                "CREATE TABLE IF NOT EXISTS service_schema (version BIGINT NOT NULL); \
+                 DELETE FROM service_schema;",
+            )?;
+            conn.execute(
+                "INSERT INTO service_schema (version) VALUES (?1)",
+                crate::params![version],
+            )
+            .map(drop)
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn history_is_valid() {
-        migrations().validate().unwrap();
-    }
+    use crate::db::testing::{self, Backends};
 
     #[test]
     fn every_step_is_idempotent() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        for sql in STEPS {
-            conn.execute_batch(sql).unwrap();
-            conn.execute_batch(sql).unwrap();
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let conn = Conn::sqlite(&conn);
+        for step in &STEPS {
+            conn.batch(step.sqlite).unwrap();
+            conn.batch(step.sqlite).unwrap();
+            add_missing_columns(&conn, step.sqlite_columns).unwrap();
+            add_missing_columns(&conn, step.sqlite_columns).unwrap();
+            conn.batch(step.sqlite_after).unwrap();
         }
-        for _ in 0..2 {
-            let tx = conn.transaction().unwrap();
-            step_14(&tx).unwrap();
-            tx.commit().unwrap();
-        }
+        testing::each_backend(Backends::PostgresOnly, |db| {
+            db.blocking(|conn| {
+                for sql in STEPS.iter().filter_map(|s| s.postgres) {
+                    conn.batch(sql)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        });
     }
 
     #[test]
     fn kv_usage_follows_every_write() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate(&mut conn).unwrap();
-        let usage = |conn: &Connection| -> i64 {
-            conn.query_row(
-                "SELECT bytes FROM adapter_kv_usage WHERE adapter = 'a'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap()
-        };
-        let set = "INSERT INTO adapter_kv (adapter, key, value) VALUES ('a', ?1, ?2) \
-                   ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value";
-        conn.execute(set, ("k\u{e9}", vec![0u8; 10])).unwrap();
-        assert_eq!(usage(&conn), 3 + 10, "key bytes, not characters");
-        conn.execute(set, ("k\u{e9}", vec![0u8; 4])).unwrap();
-        conn.execute(set, ("other", vec![0u8; 1])).unwrap();
-        assert_eq!(usage(&conn), 3 + 4 + 5 + 1);
-        conn.execute("DELETE FROM adapter_kv WHERE key = 'other'", [])
+        testing::each_backend(Backends::Both, |db| {
+            db.blocking(|conn| {
+                let usage = |conn: &Conn| -> i64 {
+                    conn.query_one(
+                        "SELECT bytes FROM adapter_kv_usage WHERE adapter = 'a'",
+                        crate::params![],
+                        |r| r.get(0),
+                    )
+                    .unwrap()
+                };
+                let set = "INSERT INTO adapter_kv (adapter, key, value) VALUES ('a', ?1, ?2) \
+                           ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value";
+                conn.execute(set, crate::params!["k\u{e9}", vec![0u8; 10]])?;
+                assert_eq!(usage(conn), 3 + 10, "key bytes, not characters");
+                conn.execute(set, crate::params!["k\u{e9}", vec![0u8; 4]])?;
+                conn.execute(set, crate::params!["other", vec![0u8; 1]])?;
+                assert_eq!(usage(conn), 3 + 4 + 5 + 1);
+                conn.execute(
+                    "DELETE FROM adapter_kv WHERE key = 'other'",
+                    crate::params![],
+                )?;
+                assert_eq!(usage(conn), 3 + 4);
+                Ok(())
+            })
             .unwrap();
-        assert_eq!(usage(&conn), 3 + 4);
+        });
     }
 
     /// A row for every table that exists at `version`, so an upgrade can prove it kept them.
-    fn seed(conn: &Connection, version: u32) {
+    fn seed(conn: &rusqlite::Connection, version: u32) {
         let at = "2025-01-01T00:00:00.000Z";
-        conn.execute(
-            "INSERT INTO agent_profiles (name, system_prompt, created_at, updated_at) VALUES ('old', 'p', ?1, ?1)",
-            [at],
-        )
-        .unwrap();
-        if version >= 2 {
-            conn.execute(
+        let rows = [
+            (
+                1,
+                "INSERT INTO agent_profiles (name, system_prompt, created_at, updated_at) VALUES ('old', 'p', ?1, ?1)",
+            ),
+            (
+                2,
                 "INSERT INTO traces (id, provider, model, prompt, status, created_at) VALUES ('t1', 'offline', 'm', 'hi', 'ok', ?1)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 3 {
-            conn.execute(
+            ),
+            (
+                3,
                 "INSERT INTO notes (title, body, created_at, updated_at) VALUES ('groceries', 'oat milk', ?1, ?1)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 4 {
-            conn.execute(
+            ),
+            (
+                4,
                 "INSERT INTO tasks (task_id, title, status, created_at, updated_at) VALUES ('k1', 'old task', 'completed', ?1, ?1)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 5 {
-            conn.execute(
+            ),
+            (
+                5,
                 "INSERT INTO llm_calls (trace_id, step, provider, model, status, started_at, latency_ms) VALUES ('t1', 0, 'offline', 'm', 'ok', ?1, 5)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 6 {
-            conn.execute(
-                "INSERT INTO adapter_kv (adapter, key, value) VALUES ('teamchat', 'event:1', x'01')",
-                [],
-            )
-            .unwrap();
-        }
-        if version >= 7 {
-            conn.execute(
+            ),
+            (
+                6,
+                "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES ('teamchat', 'event:1', x'01', length(?1) * 0)",
+            ),
+            (
+                7,
                 "INSERT INTO schedules (name, cron_expression, agent_profile_name, prompt, created_at, updated_at) VALUES ('s', '0 * * * *', 'old', 'p', ?1, ?1)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 9 {
-            conn.execute(
+            ),
+            (
+                9,
                 "INSERT INTO adapter_state (name, enabled, updated_at) VALUES ('webhook', 0, ?1)",
-                [at],
-            )
-            .unwrap();
-        }
-        if version >= 10 {
-            conn.execute(
+            ),
+            (
+                10,
                 "INSERT INTO guildchat_feedback (message_id, user_id, channel_id, value, updated_at) VALUES ('m', 'u', 'c', 'up', ?1)",
-                [at],
-            )
-            .unwrap();
+            ),
+        ];
+        for (since, sql) in rows {
+            if version >= since {
+                conn.execute(sql, [at]).unwrap();
+            }
         }
     }
 
-    fn count(conn: &Connection, table: &str) -> i64 {
-        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-            .unwrap()
+    fn count(conn: &Conn, table: &str) -> i64 {
+        conn.query_one(
+            &format!("SELECT count(*) FROM {table}"),
+            crate::params![],
+            |r| r.get(0),
+        )
+        .unwrap()
     }
 
     #[test]
-    fn upgrades_every_older_version_with_rows_intact() {
+    fn upgrades_every_older_sqlite_version_with_rows_intact() {
         for version in 1..SCHEMA_VERSION {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("service.sqlite");
             {
-                let mut conn = Connection::open(&path).unwrap();
-                migrate_to(&mut conn, version);
-                assert_eq!(user_version(&conn).unwrap(), version);
-                seed(&conn, version);
+                let raw = rusqlite::Connection::open(&path).unwrap();
+                migrate_to(&mut Conn::sqlite(&raw), version).unwrap();
+                assert_eq!(super::version(&Conn::sqlite(&raw)).unwrap(), version);
+                seed(&raw, version);
             }
-            let mut conn = Connection::open(&path).unwrap();
+            let raw = rusqlite::Connection::open(&path).unwrap();
+            let mut conn = Conn::sqlite(&raw);
             migrate(&mut conn).unwrap();
-            assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+            assert_eq!(super::version(&conn).unwrap(), SCHEMA_VERSION);
 
             let prompt: String = conn
-                .query_row(
+                .query_one(
                     "SELECT system_prompt FROM agent_profiles WHERE name = 'old'",
-                    [],
+                    crate::params![],
                     |r| r.get(0),
                 )
                 .unwrap();
@@ -260,13 +362,7 @@ mod tests {
                 );
             }
             if version >= 3 {
-                let hits: i64 = conn
-                    .query_row(
-                        "SELECT count(*) FROM notes_fts WHERE notes_fts MATCH 'oat'",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
+                let hits = count(&conn, "notes_fts WHERE notes_fts MATCH 'oat'");
                 assert_eq!(hits, 1, "full-text index lost upgrading from {version}");
             }
         }
@@ -274,21 +370,24 @@ mod tests {
 
     #[test]
     fn task_status_is_constrained() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate(&mut conn).unwrap();
-        let bad = conn.execute(
-            "INSERT INTO tasks (task_id, title, status, created_at, updated_at) VALUES ('x', 't', 'done', 'a', 'a')",
-            [],
-        );
-        assert!(bad.is_err());
+        testing::each_backend(Backends::Both, |db| {
+            let bad = db.blocking(|conn| {
+                conn.execute(
+                    "INSERT INTO tasks (task_id, title, status, created_at, updated_at) \
+                     VALUES ('x', 't', 'done', 'a', 'a')",
+                    crate::params![],
+                )
+            });
+            assert!(bad.is_err());
+        });
     }
 
     #[test]
-    fn refuses_a_newer_database_without_touching_it() {
+    fn refuses_a_newer_sqlite_database_without_touching_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("service.sqlite");
         {
-            let conn = Connection::open(&path).unwrap();
+            let conn = rusqlite::Connection::open(&path).unwrap();
             conn.execute_batch(&format!(
                 "CREATE TABLE future (x); PRAGMA user_version = {};",
                 SCHEMA_VERSION + 1
@@ -296,13 +395,44 @@ mod tests {
             .unwrap();
         }
         let before = std::fs::read(&path).unwrap();
-        let mut conn = Connection::open(&path).unwrap();
-        let err = migrate(&mut conn).unwrap_err().to_string();
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        let err = migrate(&mut Conn::sqlite(&raw)).unwrap_err().to_string();
         assert!(
             err.contains(&format!("schema version {}", SCHEMA_VERSION + 1)),
             "{err}"
         );
-        drop(conn);
+        drop(raw);
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn refuses_a_newer_postgres_database_without_touching_it() {
+        testing::each_backend(Backends::PostgresOnly, |db| {
+            db.blocking(|conn| {
+                conn.execute(
+                    "UPDATE service_schema SET version = ?1",
+                    crate::params![SCHEMA_VERSION + 1],
+                )
+            })
+            .unwrap();
+            let err = db
+                .blocking(|conn| migrate(conn).map_err(crate::error::Error::Internal))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("schema version {}", SCHEMA_VERSION + 1)),
+                "{err}"
+            );
+            let tables: i64 = db
+                .blocking(|conn| {
+                    conn.query_one(
+                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+                        crate::params![],
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert!(tables > 10);
+        });
     }
 }

@@ -1,138 +1,245 @@
-//! The SQLite database: one file under the data directory, WAL mode, foreign keys on.
+//! The storage layer: every store (profiles, tasks, traces, notes, schedules, kv, jobs, ...) is
+//! written once, as plain functions over a [`Conn`], and runs on either backend:
 //!
-//! Domain modules write plain functions over `&Connection`; async callers go through
-//! [`Db::call`], which runs them on the blocking pool so a slow disk never stalls the executor.
+//! - SQLite (the default): one file under the data directory, WAL mode, foreign keys on;
+//! - PostgreSQL, when `SERVICE_DATABASE_URL` names one: the shared store of several replicas.
+//!
+//! Async callers go through [`Db::call`], which runs a unit of work on the blocking pool so a
+//! slow disk or network never stalls the executor.
 
+mod conn;
 pub mod migrations;
+mod postgres;
+pub mod sqlite;
+#[cfg(test)]
+pub(crate) mod testing;
+mod value;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
-use rusqlite::Connection;
 use tokio_util::sync::CancellationToken;
+
+pub use conn::{Backend, Conn, Row};
+pub use migrations::SCHEMA_VERSION;
+pub use postgres::parse as parse_postgres_url;
+pub use sqlite::{FILE_NAME, WAL_LIMIT};
+pub use value::{FromValue, Param, ToParam, Value};
 
 use crate::error::{Error, Result};
 
-pub use migrations::SCHEMA_VERSION;
+/// The variable that selects PostgreSQL; it may carry a password, so it is read from the
+/// environment or `.env` only, never from config.toml.
+pub const URL_VARIABLE: &str = "SERVICE_DATABASE_URL";
 
-/// File name of the database inside the data directory.
-pub const FILE_NAME: &str = "service.sqlite";
-
-/// The write-ahead log is cut back to this size once a burst has been checkpointed.
-pub const WAL_LIMIT: u64 = 16 << 20;
+/// Connections a replica opens to PostgreSQL at most, unless `[database] pool_size` says.
+pub const DEFAULT_POOL_SIZE: usize = 16;
 
 /// A shared handle to the service's database.
 #[derive(Clone)]
 pub struct Db {
-    conn: Arc<Mutex<Connection>>,
+    store: Arc<Store>,
+}
+
+enum Store {
+    Sqlite {
+        conn: Mutex<rusqlite::Connection>,
+        path: PathBuf,
+    },
+    Postgres(Box<postgres::Postgres>),
 }
 
 impl Db {
-    /// Opens (creating if needed) and migrates the database at `path`.
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let mut conn = Connection::open(path)
-            .with_context(|| format!("cannot open database {}", path.display()))?;
+    /// Opens (creating if needed) and migrates the SQLite database at `path`.
+    pub fn open_sqlite(path: &Path) -> anyhow::Result<Self> {
+        let raw = sqlite::connect(path)?;
         // Checked before any pragma writes to the file: a newer database stays untouched.
-        migrations::ensure_not_newer(&conn)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
-        conn.pragma_update(None, "foreign_keys", true)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "journal_size_limit", WAL_LIMIT as i64)?;
-        // Hot statements (kv, tasks, jobs) are prepared once: parsing one costs more than
-        // running it.
-        conn.set_prepared_statement_cache_capacity(64);
-        migrations::migrate(&mut conn)
+        migrations::ensure_not_newer(&Conn::sqlite(&raw))?;
+        sqlite::configure(&raw)?;
+        migrations::migrate(&mut Conn::sqlite(&raw))
             .with_context(|| format!("cannot migrate database {}", path.display()))?;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            store: Arc::new(Store::Sqlite {
+                conn: Mutex::new(raw),
+                path: path.to_owned(),
+            }),
         })
     }
 
-    /// Runs `f` with the connection on the blocking thread pool.
-    pub async fn call<T, F>(&self, f: F) -> Result<T>
+    /// Connects to PostgreSQL at `url` with a pool of at most `pool_size` connections and
+    /// migrates it (replicas starting together take turns).
+    pub async fn connect_postgres(url: &str, pool_size: usize) -> anyhow::Result<Self> {
+        let pg = postgres::connect(url, pool_size).await?;
+        let target = pg.target.clone();
+        let db = Self {
+            store: Arc::new(Store::Postgres(Box::new(pg))),
+        };
+        db.call(|conn| migrations::migrate(conn).map_err(Error::Internal))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot migrate the database at {target}: {e}"))?;
+        Ok(db)
+    }
+
+    /// The database of a data directory: PostgreSQL when `url` is set, else the directory's
+    /// SQLite file.
+    pub async fn open(
+        data_dir: &Path,
+        url: Option<&str>,
+        pool_size: usize,
+    ) -> anyhow::Result<Self> {
+        match url {
+            Some(url) => Self::connect_postgres(url, pool_size).await,
+            None => Self::open_sqlite(&data_dir.join(FILE_NAME)),
+        }
+    }
+
+    /// A handle whose work never waits behind this one's: a second connection to the SQLite
+    /// file (components' writes, say, so they never hold the API's connection); the same pool
+    /// with PostgreSQL, whose connections are already independent.
+    pub fn another(&self) -> anyhow::Result<Self> {
+        match &*self.store {
+            Store::Sqlite { path, .. } => {
+                let raw = sqlite::connect(path)?;
+                sqlite::configure(&raw)?;
+                Ok(Self {
+                    store: Arc::new(Store::Sqlite {
+                        conn: Mutex::new(raw),
+                        path: path.clone(),
+                    }),
+                })
+            }
+            Store::Postgres(_) => Ok(self.clone()),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match &*self.store {
+            Store::Sqlite { .. } => Backend::Sqlite,
+            Store::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Where the data lives, for logs and health: the file, or `host:port/database`.
+    pub fn location(&self) -> String {
+        match &*self.store {
+            Store::Sqlite { path, .. } => path.display().to_string(),
+            Store::Postgres(pg) => pg.target.clone(),
+        }
+    }
+
+    /// Runs `work` with a connection on the blocking thread pool. It runs to its end even if
+    /// the caller stops waiting.
+    pub async fn call<T, F>(&self, work: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))
-        })
+        let store = Arc::clone(&self.store);
+        blocking_task(move || store.run(work)).await
+    }
+
+    /// Like [`Db::call`], but runs `work` right here when the SQLite connection is free. For
+    /// the short single-row statements of component host calls and probes: suspending to
+    /// wait for the blocking pool costs more than the statement itself. (Should another
+    /// process hold the write lock, as the CLI briefly does, this thread waits for it like
+    /// the pool would.) PostgreSQL work always goes through the pool.
+    pub async fn call_inline<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+    {
+        if let Store::Sqlite { conn, .. } = &*self.store
+            && let Ok(conn) = conn.try_lock()
+        {
+            return with_sqlite(&conn, work);
+        }
+        self.call(work).await
+    }
+
+    /// Runs `work` with a connection on this thread, for code outside the async runtime
+    /// (tests, start-up checks) or inside a multi-threaded one.
+    pub fn blocking<T>(&self, work: impl FnOnce(&mut Conn<'_>) -> Result<T>) -> Result<T> {
+        match &*self.store {
+            Store::Sqlite { .. } => self.store.run(work),
+            Store::Postgres(_) => outside_the_executor(|| self.store.run(work)),
+        }
+    }
+
+    /// With PostgreSQL, a connection of its own receiving the notifications of `channel` until
+    /// it is lost (then the receiver ends); `None` with SQLite, where one process is all there
+    /// is to tell.
+    pub async fn listen(
+        &self,
+        channel: &'static str,
+    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<String>>> {
+        match &*self.store {
+            Store::Sqlite { .. } => Ok(None),
+            Store::Postgres(pg) => pg.listen(channel).await.map(Some),
+        }
+    }
+
+    /// Moves SQLite's WAL checkpoints to a background connection until `stop` (see
+    /// [`sqlite::checkpoint_in_background`]); PostgreSQL needs nothing of the kind.
+    pub fn checkpoint_in_background(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        match &*self.store {
+            Store::Sqlite { conn, path } => {
+                sqlite::checkpoint_in_background(&lock(conn), path, stop)
+            }
+            Store::Postgres(_) => Ok(()),
+        }
+    }
+}
+
+impl Store {
+    /// Runs `work` with a connection on this thread, blocking it.
+    fn run<T>(&self, work: impl FnOnce(&mut Conn<'_>) -> Result<T>) -> Result<T> {
+        match self {
+            Self::Sqlite { conn, .. } => with_sqlite(&lock(conn), work),
+            Self::Postgres(pg) => {
+                // On the I/O runtime, where a new connection's task then lives.
+                let client = pg
+                    .runtime
+                    .block_on(pg.pool.get())
+                    .map_err(postgres::unavailable)?;
+                let mut conn = Conn::postgres(&client, &pg.runtime);
+                let outcome = work(&mut conn);
+                conn.finish(outcome)
+            }
+        }
+    }
+}
+
+fn with_sqlite<T>(
+    raw: &rusqlite::Connection,
+    work: impl FnOnce(&mut Conn<'_>) -> Result<T>,
+) -> Result<T> {
+    let mut conn = Conn::sqlite(raw);
+    let outcome = work(&mut conn);
+    conn.finish(outcome)
+}
+
+fn lock(conn: &Mutex<rusqlite::Connection>) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn blocking_task<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| Error::Internal(anyhow::anyhow!("database task failed: {e}")))?
-    }
+}
 
-    /// Like [`Db::call`], but runs `f` right here when the connection is free. For the short
-    /// single-row statements of component host calls: suspending a guest to wait for the
-    /// blocking pool costs more than the statement itself. (Should another process hold the
-    /// write lock, as the CLI briefly does, this thread waits for it like the pool would.)
-    pub async fn call_inline<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-    {
-        let f = match self.conn.try_lock() {
-            Ok(mut conn) => return f(&mut conn),
-            Err(_) => f,
-        };
-        self.call(f).await
-    }
-
-    /// Moves WAL checkpoints off the request path: the shared connection stops checkpointing
-    /// when a commit fills the log (a stall of milliseconds for whichever request commits
-    /// then), and a connection of its own copies the log into the database every half second
-    /// (PASSIVE: writers never wait for it), until `stop`. A log grown past [`WAL_LIMIT`] by a
-    /// burst (or left so by an earlier process) is truncated once it is all copied.
-    pub fn checkpoint_in_background(
-        &self,
-        path: &Path,
-        stop: CancellationToken,
-    ) -> anyhow::Result<()> {
-        let checkpointer = Connection::open(path)?;
-        checkpointer.busy_timeout(Duration::from_secs(5))?;
-        self.blocking(|conn| conn.pragma_update(None, "wal_autocheckpoint", 0))?;
-        let wal = path.with_file_name(format!(
-            "{}-wal",
-            path.file_name().unwrap_or_default().to_string_lossy()
-        ));
-        std::thread::Builder::new()
-            .name("db-checkpoint".into())
-            .spawn(move || {
-                while !stop.is_cancelled() {
-                    let oversized = wal.metadata().is_ok_and(|m| m.len() > WAL_LIMIT);
-                    // (busy, frames in the log, frames copied): all copied means truncating
-                    // waits for no one.
-                    let checkpoint = |mode: &str| {
-                        checkpointer.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-                            Ok((
-                                r.get::<_, i64>(0)?,
-                                r.get::<_, i64>(1)?,
-                                r.get::<_, i64>(2)?,
-                            ))
-                        })
-                    };
-                    let done = match checkpoint("PASSIVE") {
-                        Ok((0, log, copied)) if oversized && log == copied => {
-                            checkpoint("TRUNCATE").map(drop)
-                        }
-                        other => other.map(drop),
-                    };
-                    if let Err(e) = done {
-                        tracing::warn!("cannot checkpoint the database log: {e}");
-                    }
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            })?;
-        Ok(())
-    }
-
-    /// Runs `f` with the connection on the current thread (CLI commands and tests).
-    pub fn blocking<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
-        f(&mut self.conn.lock().unwrap_or_else(PoisonError::into_inner))
+/// Runs blocking `work` from wherever this is called: inside a multi-threaded runtime, the
+/// worker hands its other tasks off first.
+fn outside_the_executor<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 
@@ -142,45 +249,48 @@ pub fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Counts the rows of `table`; `table` is always a literal from this crate.
-pub fn count(conn: &Connection, table: &'static str) -> Result<i64> {
-    Ok(
-        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-            row.get(0)
-        })?,
-    )
+/// The current time in unix milliseconds (job retry times, kv expiry).
+pub fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
 }
 
-/// A migrated in-memory database for unit tests.
-#[cfg(test)]
-pub(crate) fn memory() -> Connection {
-    let mut conn = Connection::open_in_memory().unwrap();
-    migrations::migrate(&mut conn).unwrap();
-    conn
+/// Counts the rows of `table`; `table` is always a literal from this crate.
+pub fn count(conn: &Conn, table: &'static str) -> Result<i64> {
+    conn.query_one(
+        &format!("SELECT count(*) FROM {table}"),
+        crate::params![],
+        |row| row.get(0),
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn burst(db: &Db, rows: usize, value_bytes: usize) {
+        db.blocking(|conn| {
+            conn.transaction(|tx| -> Result<()> {
+                for i in 0..rows {
+                    tx.execute(
+                        "INSERT INTO adapter_kv (adapter, key, value) VALUES ('burst', ?1, ?2)",
+                        crate::params![i.to_string(), vec![7u8; value_bytes]],
+                    )?;
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+    }
 
     #[test]
     fn a_burst_leaves_no_oversized_log_behind() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join(FILE_NAME);
-        let db = Db::open(&path).unwrap();
+        let db = Db::open_sqlite(&tmp.path().join(FILE_NAME)).unwrap();
         let stop = CancellationToken::new();
-        db.checkpoint_in_background(&path, stop.clone()).unwrap();
-        db.blocking(|conn| {
-            let tx = conn.transaction().unwrap();
-            for i in 0..2_000 {
-                tx.execute(
-                    "INSERT INTO adapter_kv (adapter, key, value) VALUES ('burst', ?1, ?2)",
-                    (i.to_string(), vec![7u8; 20_000]),
-                )
-                .unwrap();
-            }
-            tx.commit().unwrap();
-        });
+        db.checkpoint_in_background(stop.clone()).unwrap();
+        burst(&db, 2_000, 20_000);
         let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
         assert!(
             wal.metadata().unwrap().len() > WAL_LIMIT,
@@ -202,27 +312,17 @@ mod tests {
     fn the_log_reaches_the_database_file_in_the_background() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(FILE_NAME);
-        let db = Db::open(&path).unwrap();
+        let db = Db::open_sqlite(&path).unwrap();
         let stop = CancellationToken::new();
-        db.checkpoint_in_background(&path, stop.clone()).unwrap();
-        let automatic: i64 = db.blocking(|conn| {
-            conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
-                .unwrap()
-        });
+        db.checkpoint_in_background(stop.clone()).unwrap();
+        let automatic: i64 = db
+            .blocking(|conn| {
+                conn.query_one("PRAGMA wal_autocheckpoint", crate::params![], |r| r.get(0))
+            })
+            .unwrap();
         assert_eq!(automatic, 0, "commits leave checkpoints to the background");
         let before = std::fs::metadata(&path).unwrap().len();
-        db.blocking(|conn| {
-            let tx = conn.transaction().unwrap();
-            for i in 0..2000 {
-                let value = vec![7u8; 1000];
-                tx.execute(
-                    "INSERT INTO adapter_kv (adapter, key, value) VALUES ('test', ?1, ?2)",
-                    (i.to_string(), value),
-                )
-                .unwrap();
-            }
-            tx.commit().unwrap();
-        });
+        burst(&db, 2_000, 1_000);
         // The shared connection no longer checkpoints: the rows sit in the log until the
         // background connection copies them over.
         let grown = (0..40).any(|_| {

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
-use crate::db::{self, Db};
+use crate::db::{self, Conn, Db};
 use crate::environment::Environment;
 use crate::traces;
 
@@ -122,6 +122,8 @@ pub struct Engine {
     max_iterations: u32,
     llm_call_budget: u32,
     tools: Arc<ToolRegistry>,
+    /// The replica this engine runs on, named on every trace it starts.
+    replica: String,
 }
 
 /// A run whose profile and provider were resolved; nothing has been sent yet.
@@ -133,6 +135,15 @@ pub struct Prepared {
     model: String,
 }
 
+/// What a run's trace starts with.
+struct StartTrace {
+    request: RunRequest,
+    profile: Option<String>,
+    provider: &'static str,
+    model: String,
+    prompt: String,
+}
+
 pub struct EngineParts {
     pub db: Db,
     pub env: Arc<Environment>,
@@ -141,6 +152,7 @@ pub struct EngineParts {
     pub max_iterations: u32,
     pub llm_call_budget: u32,
     pub tools: Arc<ToolRegistry>,
+    pub replica: String,
 }
 
 impl Engine {
@@ -159,6 +171,7 @@ impl Engine {
             max_iterations: parts.max_iterations,
             llm_call_budget: parts.llm_call_budget,
             tools: parts.tools,
+            replica: parts.replica,
         }))
     }
 
@@ -244,38 +257,58 @@ impl Engine {
         model: &str,
         error: String,
     ) -> Result<String, RunError> {
-        let (request, prompt, profile, model) = (
-            request.clone(),
-            prompt.to_owned(),
-            profile.to_owned(),
-            model.to_owned(),
-        );
-        let provider = self.settings.kind.as_str();
+        let started = StartTrace {
+            request: request.clone(),
+            profile: Some(profile.to_owned()),
+            provider: self.settings.kind.as_str(),
+            model: model.to_owned(),
+            prompt: prompt.to_owned(),
+        };
         Ok(self
-            .db
-            .call(move |conn| {
-                let id = traces::start(
-                    conn,
-                    &traces::NewTrace {
-                        parent_trace_id: request.parent.as_ref().map(|p| p.trace_id.as_str()),
-                        agent_profile_name: Some(&profile),
-                        source: &request.source,
-                        provider,
-                        model: &model,
-                        prompt: &prompt,
-                    },
-                )?;
+            .start_trace(started, move |tx, id| {
                 traces::finish(
-                    conn,
-                    &id,
+                    tx,
+                    id,
                     &traces::Outcome {
                         error: Some(&error),
                         ..Default::default()
                     },
-                )?;
-                Ok(id)
+                )
             })
             .await?)
+    }
+
+    /// Writes a run's trace and, in the same transaction, what `then` adds to it.
+    async fn start_trace(
+        &self,
+        run: StartTrace,
+        then: impl FnOnce(&Conn, &str) -> crate::error::Result<()> + Send + 'static,
+    ) -> crate::error::Result<String> {
+        let replica = self.replica.clone();
+        self.db
+            .call(move |conn| {
+                conn.transaction(|tx| {
+                    let id = traces::start(
+                        tx,
+                        &traces::NewTrace {
+                            parent_trace_id: run
+                                .request
+                                .parent
+                                .as_ref()
+                                .map(|p| p.trace_id.as_str()),
+                            agent_profile_name: run.profile.as_deref(),
+                            source: &run.request.source,
+                            provider: run.provider,
+                            model: &run.model,
+                            prompt: &run.prompt,
+                            runner: Some(&replica),
+                        },
+                    )?;
+                    then(tx, &id)?;
+                    Ok(id)
+                })
+            })
+            .await
     }
 
     /// Runs the tool-calling loop of a prepared run, recording its trace as it goes.
@@ -297,28 +330,16 @@ impl Engine {
         let (specs, warnings) = self
             .tools
             .allowed(profile.as_ref().and_then(|p| p.tools.as_deref()), gate_open);
-        let trace_id = {
-            let (request, prompt, model) = (request.clone(), prompt.clone(), model.clone());
-            let profile_name = profile.as_ref().map(|p| p.name.clone());
-            let provider = provider.name();
-            self.db
-                .call(move |conn| {
-                    let id = traces::start(
-                        conn,
-                        &traces::NewTrace {
-                            parent_trace_id: request.parent.as_ref().map(|p| p.trace_id.as_str()),
-                            agent_profile_name: profile_name.as_deref(),
-                            source: &request.source,
-                            provider,
-                            model: &model,
-                            prompt: &prompt,
-                        },
-                    )?;
-                    traces::set_warnings(conn, &id, &warnings)?;
-                    Ok(id)
-                })
-                .await?
+        let run = StartTrace {
+            request: request.clone(),
+            profile: profile.as_ref().map(|p| p.name.clone()),
+            provider: provider.name(),
+            model: model.clone(),
+            prompt: prompt.clone(),
         };
+        let trace_id = self
+            .start_trace(run, move |tx, id| traces::set_warnings(tx, id, &warnings))
+            .await?;
         if let Some(events) = events {
             let _ = events.send(Event::Started {
                 trace_id: trace_id.clone(),

@@ -10,27 +10,33 @@ use super::AppState;
 use super::api::{ApiError, ApiResult, PathParam};
 use super::guards::LoopbackPeer;
 use crate::adapters::ToggleError;
+use crate::bus::Event;
 
+/// Every adapter as this replica sees it (statuses and errors are each replica's own).
 pub async fn list(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({ "adapters": app.adapters.registry().entries() }))
+    Json(json!({ "adapters": app.adapters.registry().entries(), "replica": app.replica }))
 }
 
 async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<AdapterEntry>> {
-    app.adapters
-        .toggle(name, enable)
-        .await
-        .map(Json)
-        .map_err(|e| match e {
-            ToggleError::Internal(e) => ApiError::from(e),
-            e => {
-                let status = match &e {
-                    ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
-                    ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                    _ => StatusCode::CONFLICT,
-                };
-                ApiError::new(status, e.to_string())
-            }
-        })
+    let entry = app.adapters.toggle(name, enable).await;
+    if entry.is_ok() {
+        // The other replicas follow the choice (and the one that runs a native applies it).
+        app.bus.publish(Event::AdapterToggled {
+            name: name.to_owned(),
+            enabled: enable,
+        });
+    }
+    entry.map(Json).map_err(|e| match e {
+        ToggleError::Internal(e) => ApiError::from(e),
+        e => {
+            let status = match &e {
+                ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
+                ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::CONFLICT,
+            };
+            ApiError::new(status, e.to_string())
+        }
+    })
 }
 
 /// Runs the adapter's `start`; the choice persists across restarts. Loopback peers only.

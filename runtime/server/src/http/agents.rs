@@ -124,8 +124,11 @@ pub async fn remove(
     let referenced_by = app
         .db
         .call(move |conn| {
-            profiles::delete(conn, &deleted)?;
-            references::find(conn, &env, &deleted)
+            // One transaction: an answer lost on the way leaves the profile in place.
+            conn.transaction(|tx| {
+                profiles::delete(tx, &deleted)?;
+                references::find(tx, &env, &deleted)
+            })
         })
         .await?;
     tracing::info!(agent = %name, "deleted an agent profile");

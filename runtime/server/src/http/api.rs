@@ -64,6 +64,13 @@ impl From<Error> for ApiError {
             }
             Error::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
             Error::Conflict(message) => Self::new(StatusCode::CONFLICT, message),
+            Error::Unavailable(message) => {
+                tracing::warn!("{message}");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unreachable; try again shortly",
+                )
+            }
             Error::Internal(e) => {
                 tracing::error!("internal error: {e:#}");
                 Self::new(

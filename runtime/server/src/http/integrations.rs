@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{ApiResult, JsonBody, PathParam};
 use super::guards::LoopbackPeer;
-use crate::environment::MAX_VALUE_BYTES;
+use crate::bus::Event;
+use crate::environment::{Environment, MAX_VALUE_BYTES};
 use crate::error::Error;
 use crate::integrations::{self, Integration};
 
@@ -32,7 +33,8 @@ pub struct KeyWrite {
     value: String,
 }
 
-/// Stores one variable of an integration in `<data_dir>/.env`. Loopback peers only.
+/// Stores one variable of an integration: in `<data_dir>/.env`, or sealed in the shared
+/// database when replicas share PostgreSQL. Loopback peers only.
 pub async fn write_key(
     _: LoopbackPeer,
     State(app): State<AppState>,
@@ -67,18 +69,27 @@ pub async fn write_key(
     }
     let env = app.env.clone();
     let id = integration.id;
+    let name = key.env_var.clone();
     app.db
         .call(move |conn| {
-            env.write(&key.env_var, &key.value)?;
-            integrations::forget_verification(conn, id)
+            // The key last: a failure before it leaves only a verification forgotten.
+            integrations::forget_verification(conn, id)?;
+            env.write_key(conn, &key.env_var, &key.value)
         })
         .await?;
-    tracing::info!(integration = id, "stored a key in .env");
+    let stored = app.env.store_name();
+    tracing::info!(integration = id, variable = %name, "stored a key in the {stored}");
+    if stored == "database" {
+        app.bus.publish(Event::SettingsChanged);
+    }
     // An adapter that reported the missing setting looks again.
     app.adapters.recheck().await;
     Ok(Json(json!({
         "id": id,
         "configured": integration.is_configured(&app.env),
+        "stored_in": stored,
+        // The process environment wins over keys written here.
+        "overridden_by_environment": Environment::in_process(&name),
     })))
 }
 

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapters::Supervisor;
 use crate::app::App;
+use crate::bus::Bus;
 use crate::db::Db;
 use crate::engine::Engine;
 use crate::environment::Environment;
@@ -41,6 +42,10 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     pub adapters: Arc<Supervisor>,
     pub running: Arc<RunningTasks>,
+    /// Tells the other replicas of changes made here.
+    pub bus: Arc<Bus>,
+    /// This replica's id.
+    pub replica: String,
     /// Shared outbound client (connection pool) for probes.
     pub http: reqwest::Client,
     /// Cancelled at shutdown; chat runs are its children.
@@ -55,6 +60,8 @@ impl AppState {
             engine: Arc::clone(&app.engine),
             adapters: Arc::clone(&app.supervisor),
             running: Arc::clone(&app.running),
+            bus: Arc::clone(&app.bus),
+            replica: app.replica.clone(),
             shutdown: app.shutdown.clone(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{ApiResult, Page, PathParam, QueryParams};
 use super::guards::LoopbackPeer;
+use crate::bus::Event;
 use crate::tasks::{self, Removal, TaskStatus};
 
 #[derive(Deserialize)]
@@ -53,8 +54,8 @@ pub async fn remove(
         .call(move |conn| tasks::cancel_or_delete(conn, &id))
         .await?;
     if result == Removal::Cancelled {
-        // Stops the work itself, when this process runs it.
-        app.running.cancel(&task_id);
+        // Stops the work itself, on whichever replica runs it.
+        app.bus.publish(Event::TaskCancelled(task_id.clone()));
     }
     Ok(Json(json!({ "task_id": task_id, "result": result })))
 }

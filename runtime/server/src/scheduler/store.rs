@@ -1,16 +1,16 @@
-//! Schedules in SQLite. Timestamps are UTC RFC 3339 with milliseconds, fixed width, so text
+//! Schedules in the database. Timestamps are UTC RFC 3339 with milliseconds, fixed width, so text
 //! comparison is time comparison (the tick's due query relies on it).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::cron::CronExpr;
 use super::plan::CatchUp;
-use crate::db;
+use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
+use crate::params;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Schedule {
@@ -73,7 +73,7 @@ pub struct NewSchedule<'a> {
 const COLUMNS: &str = "name, cron_expression, agent_profile_name, prompt, enabled, catch_up_policy, \
     last_run_at, next_run_at, last_trace_id, created_at, updated_at";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
+fn from_row(row: &Row<'_>) -> Result<Schedule> {
     Ok(Schedule {
         name: row.get(0)?,
         cron_expression: row.get(1)?,
@@ -93,14 +93,14 @@ fn not_found(name: &str) -> Error {
     Error::not_found(format!("no schedule named {name:?}"))
 }
 
-pub fn create(conn: &Connection, new: &NewSchedule<'_>) -> Result<Schedule> {
+pub fn create(conn: &Conn, new: &NewSchedule<'_>) -> Result<Schedule> {
     validate_name(new.name)?;
     validate_prompt(new.prompt)?;
     let now = db::now();
-    let inserted = conn.execute(
+    conn.query_opt(
         &format!(
             "INSERT INTO schedules ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7, NULL, ?8, ?8) \
-             ON CONFLICT (name) DO NOTHING"
+             ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
             new.name,
@@ -112,51 +112,50 @@ pub fn create(conn: &Connection, new: &NewSchedule<'_>) -> Result<Schedule> {
             new.next_run_at.map(timestamp),
             now
         ],
-    )?;
-    if inserted == 0 {
-        return Err(Error::conflict(format!(
-            "a schedule named {:?} already exists",
-            new.name
-        )));
-    }
-    get(conn, new.name)?.ok_or_else(|| not_found(new.name))
+        from_row,
+    )?
+    .ok_or_else(|| Error::conflict(format!("a schedule named {:?} already exists", new.name)))
 }
 
-pub fn get(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM schedules WHERE name = ?1"),
-            [name],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Conn, name: &str) -> Result<Option<Schedule>> {
+    conn.query_opt(
+        &format!("SELECT {COLUMNS} FROM schedules WHERE name = ?1"),
+        params![name],
+        from_row,
+    )
 }
 
-pub fn require(conn: &Connection, name: &str) -> Result<Schedule> {
+pub fn require(conn: &Conn, name: &str) -> Result<Schedule> {
     get(conn, name)?.ok_or_else(|| not_found(name))
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<Schedule>> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM schedules ORDER BY name"))?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn list(conn: &Conn) -> Result<Vec<Schedule>> {
+    conn.query(
+        &format!("SELECT {COLUMNS} FROM schedules ORDER BY name"),
+        params![],
+        from_row,
+    )
+}
+
+/// The names of the schedules that run the profile `profile`, sorted.
+pub fn naming_profile(conn: &Conn, profile: &str) -> Result<Vec<String>> {
+    conn.query(
+        "SELECT name FROM schedules WHERE agent_profile_name = ?1 ORDER BY name",
+        params![profile],
+        |row| row.get(0),
+    )
 }
 
 /// Enabled schedules whose next run is unset or at or before `now`, via the `schedules_due` index.
-/// The names of the schedules that run the profile `profile`, sorted.
-pub fn naming_profile(conn: &Connection, profile: &str) -> Result<Vec<String>> {
-    let mut stmt =
-        conn.prepare("SELECT name FROM schedules WHERE agent_profile_name = ?1 ORDER BY name")?;
-    let names = stmt.query_map([profile], |row| row.get(0))?;
-    Ok(names.collect::<rusqlite::Result<_>>()?)
-}
-
-pub fn due(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<Schedule>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM schedules WHERE enabled = 1 AND (next_run_at IS NULL OR next_run_at <= ?1)"
-    ))?;
-    let rows = stmt.query_map([timestamp(now)], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn due(conn: &Conn, now: DateTime<Utc>) -> Result<Vec<Schedule>> {
+    conn.query(
+        &format!(
+            "SELECT {COLUMNS} FROM schedules WHERE enabled = TRUE \
+             AND (next_run_at IS NULL OR next_run_at <= ?1)"
+        ),
+        params![timestamp(now)],
+        from_row,
+    )
 }
 
 /// Changes of `schedule edit`; `None` keeps a field.
@@ -169,63 +168,67 @@ pub struct Edit<'a> {
     pub catch_up: Option<CatchUp>,
 }
 
-pub fn edit(conn: &mut Connection, name: &str, edit: &Edit<'_>) -> Result<Schedule> {
+pub fn edit(conn: &mut Conn, name: &str, edit: &Edit<'_>) -> Result<Schedule> {
     if let Some(prompt) = edit.prompt {
         validate_prompt(prompt)?;
     }
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    require(&tx, name)?;
-    let now = db::now();
-    if let Some((cron, next)) = edit.cron {
-        tx.execute(
-            "UPDATE schedules SET cron_expression = ?2, next_run_at = ?3, updated_at = ?4 WHERE name = ?1",
-            params![name, cron.canonical(), next.map(timestamp), now],
-        )?;
-    }
-    for (column, value) in [
-        ("agent_profile_name", edit.agent),
-        ("prompt", edit.prompt),
-        ("catch_up_policy", edit.catch_up.map(CatchUp::as_str)),
-    ] {
-        if let Some(value) = value {
+    conn.transaction(|tx| {
+        require(tx, name)?;
+        let now = db::now();
+        if let Some((cron, next)) = edit.cron {
             tx.execute(
-                &format!("UPDATE schedules SET {column} = ?2, updated_at = ?3 WHERE name = ?1"),
-                params![name, value, now],
+                "UPDATE schedules SET cron_expression = ?2, next_run_at = ?3, updated_at = ?4 WHERE name = ?1",
+                params![name, cron.canonical(), next.map(timestamp), now],
             )?;
         }
-    }
-    let schedule = require(&tx, name)?;
-    tx.commit()?;
-    Ok(schedule)
+        for (column, value) in [
+            ("agent_profile_name", edit.agent),
+            ("prompt", edit.prompt),
+            ("catch_up_policy", edit.catch_up.map(CatchUp::as_str)),
+        ] {
+            if let Some(value) = value {
+                tx.execute(
+                    &format!("UPDATE schedules SET {column} = ?2, updated_at = ?3 WHERE name = ?1"),
+                    params![name, value, now],
+                )?;
+            }
+        }
+        require(tx, name)
+    })
 }
 
 /// Enables (with a fresh next run, so a backlog from while it was off is not replayed) or
 /// disables a schedule.
 pub fn set_enabled(
-    conn: &Connection,
+    conn: &Conn,
     name: &str,
     enabled: bool,
     next_run_at: Option<DateTime<Utc>>,
 ) -> Result<Schedule> {
-    let changed = if enabled {
-        conn.execute(
-            "UPDATE schedules SET enabled = 1, next_run_at = ?2, updated_at = ?3 WHERE name = ?1",
+    let returned = if enabled {
+        conn.query_opt(
+            &format!(
+                "UPDATE schedules SET enabled = TRUE, next_run_at = ?2, updated_at = ?3 \
+                 WHERE name = ?1 RETURNING {COLUMNS}"
+            ),
             params![name, next_run_at.map(timestamp), db::now()],
+            from_row,
         )?
     } else {
-        conn.execute(
-            "UPDATE schedules SET enabled = 0, updated_at = ?2 WHERE name = ?1",
+        conn.query_opt(
+            &format!(
+                "UPDATE schedules SET enabled = FALSE, updated_at = ?2 WHERE name = ?1 \
+                 RETURNING {COLUMNS}"
+            ),
             params![name, db::now()],
+            from_row,
         )?
     };
-    if changed == 0 {
-        return Err(not_found(name));
-    }
-    require(conn, name)
+    returned.ok_or_else(|| not_found(name))
 }
 
-pub fn delete(conn: &Connection, name: &str) -> Result<()> {
-    if conn.execute("DELETE FROM schedules WHERE name = ?1", [name])? == 0 {
+pub fn delete(conn: &Conn, name: &str) -> Result<()> {
+    if conn.execute("DELETE FROM schedules WHERE name = ?1", params![name])? == 0 {
         return Err(not_found(name));
     }
     Ok(())
@@ -233,23 +236,19 @@ pub fn delete(conn: &Connection, name: &str) -> Result<()> {
 
 /// Persists a planning decision: the new next run, and the run time when it fires.
 pub fn record_plan(
-    conn: &Connection,
+    conn: &Conn,
     name: &str,
     fired_at: Option<DateTime<Utc>>,
     next_run_at: DateTime<Utc>,
 ) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
+    conn.execute(
         "UPDATE schedules SET last_run_at = coalesce(?2, last_run_at), next_run_at = ?3 WHERE name = ?1",
+        params![name, fired_at.map(timestamp), timestamp(next_run_at)],
     )?;
-    stmt.execute(params![
-        name,
-        fired_at.map(timestamp),
-        timestamp(next_run_at)
-    ])?;
     Ok(())
 }
 
-pub fn set_last_trace(conn: &Connection, name: &str, trace_id: &str) -> Result<()> {
+pub fn set_last_trace(conn: &Conn, name: &str, trace_id: &str) -> Result<()> {
     conn.execute(
         "UPDATE schedules SET last_trace_id = ?2 WHERE name = ?1",
         params![name, trace_id],
@@ -259,11 +258,14 @@ pub fn set_last_trace(conn: &Connection, name: &str, trace_id: &str) -> Result<(
 
 /// Runs that have not ended, by schedule name, with their task id: the server's and those of
 /// `schedule run` in another process alike, so neither starts a run over the other.
-pub fn runs_in_progress(conn: &Connection) -> Result<HashMap<String, String>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT schedule_name, task_id FROM tasks WHERE status IN ('pending', 'running') \
-         AND schedule_name IS NOT NULL",
-    )?;
-    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn runs_in_progress(conn: &Conn) -> Result<HashMap<String, String>> {
+    Ok(conn
+        .query(
+            "SELECT schedule_name, task_id FROM tasks WHERE status IN ('pending', 'running') \
+             AND schedule_name IS NOT NULL",
+            params![],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .into_iter()
+        .collect())
 }

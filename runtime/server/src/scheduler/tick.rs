@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use rusqlite::{Connection, TransactionBehavior};
 
 use super::plan::{self, CatchUp};
 use super::{cron, store};
+use crate::db::Conn;
 use crate::error::Result;
 
 /// A schedule to run now.
@@ -31,19 +31,30 @@ pub struct TickPlan {
 /// Plans every enabled schedule that is due and persists the new `last_run_at` and
 /// `next_run_at` in one transaction, before anything is dispatched, so a restart mid-run never
 /// fires the same slot twice. Schedules in `in_flight`, or with a run in progress started by
-/// another process (`schedule run`), are skipped: no self-overlap.
+/// another process (`schedule run`, another replica), are skipped: no self-overlap. Ticks of
+/// several processes take turns, each seeing what the one before it planned, so a slot fires
+/// once even if two replicas tick at once.
 pub fn plan_tick(
-    conn: &mut Connection,
+    conn: &mut Conn,
     now: DateTime<Utc>,
     tick: Duration,
     tz: &Tz,
     in_flight: &HashSet<String>,
 ) -> Result<TickPlan> {
-    // Immediate: the plan is read and written in one go, even while the CLI writes too.
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    conn.transaction(|tx| plan_in(tx, now, tick, tz, in_flight))
+}
+
+fn plan_in(
+    tx: &Conn,
+    now: DateTime<Utc>,
+    tick: Duration,
+    tz: &Tz,
+    in_flight: &HashSet<String>,
+) -> Result<TickPlan> {
+    tx.serialize_on("scheduler tick")?;
     let mut result = TickPlan::default();
-    let elsewhere = store::runs_in_progress(&tx)?;
-    for schedule in store::due(&tx, now)? {
+    let elsewhere = store::runs_in_progress(tx)?;
+    for schedule in store::due(tx, now)? {
         if in_flight.contains(&schedule.name) || elsewhere.contains_key(&schedule.name) {
             continue;
         }
@@ -65,7 +76,7 @@ pub fn plan_tick(
         let Some(next_run_at) = next_run_at else {
             // New (or unreadable): arm it for its first slot after now.
             if let Some(first) = plan::first_run(&cron, now, tz) {
-                store::record_plan(&tx, &schedule.name, None, first)?;
+                store::record_plan(tx, &schedule.name, None, first)?;
             }
             continue;
         };
@@ -73,7 +84,7 @@ pub fn plan_tick(
             continue;
         };
         let fired_at = decision.fire.map(|_| now);
-        store::record_plan(&tx, &schedule.name, fired_at, decision.next_run_at)?;
+        store::record_plan(tx, &schedule.name, fired_at, decision.next_run_at)?;
         if decision.fire.is_some() {
             result.due.push(Due {
                 name: schedule.name,
@@ -82,6 +93,5 @@ pub fn plan_tick(
             });
         }
     }
-    tx.commit()?;
     Ok(result)
 }

@@ -17,6 +17,7 @@ mod loader;
 pub mod outbound;
 mod rate;
 mod sandbox;
+pub mod shared;
 mod state;
 mod tool_bridge;
 mod watcher;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use service_contract::{AdapterRegistry, AgentRunner, FailureKind, ToolRegistry};
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
@@ -18,6 +18,7 @@ use super::engine;
 use super::grants::Origin;
 use super::outbound::{Failure, Outbound};
 use super::sandbox::background_share;
+use crate::bus::Bus;
 use crate::db::Db;
 use crate::environment::Environment;
 use crate::task_runs::AgentTasks;
@@ -31,8 +32,8 @@ pub struct Services {
     pub agents: Arc<dyn AgentRunner>,
     pub agent_tasks: AgentTasks,
     pub tools: Arc<ToolRegistry>,
-    /// Wakes the job worker when a job is enqueued.
-    pub jobs_ready: Arc<Notify>,
+    /// Tells this replica's job worker and the others' that a job is enqueued.
+    pub bus: Arc<Bus>,
     /// The host's executor, where host work a guest asks for runs (see `lanes`).
     pub host: Handle,
 }

@@ -4,6 +4,10 @@
 //! never polls. Each job is a task (pending → running → completed/error); deleting the task
 //! cancels it. At shutdown it stops taking jobs and lets running ones finish within the grace
 //! period; one cut off runs again at the next start (up to `[jobs] attempts` starts).
+//!
+//! With replicas, each worker claims from the shared queue under a lease it renews while its
+//! jobs run; it also looks for jobs whose lease ran out (their replica died) and puts them
+//! back in the queue, so they run elsewhere.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,9 +25,10 @@ use super::state::JobContext;
 use crate::adapters::Supervisor;
 use crate::config::JobsSection;
 use crate::db::Db;
-use crate::jobs::{self, Job};
+use crate::db::now_ms;
+use crate::jobs::{self, Job, Lease, Outcome};
 use crate::task_runs;
-use crate::tasks::{self, RunningTasks, TaskStatus};
+use crate::tasks::{self, RunningTasks};
 
 /// A job taken off the queue, with the generation that runs it and its instance place.
 struct Claimed {
@@ -42,12 +47,16 @@ pub struct Worker {
     pub running: Arc<RunningTasks>,
     pub ready: Arc<Notify>,
     pub settings: JobsSection,
+    /// The replica this worker runs on: the holder of its jobs' leases.
+    pub replica: String,
 }
 
 impl Worker {
     /// Runs jobs until `stop`, then drains (see the module's notes).
     pub async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
+        let leases_stop = CancellationToken::new();
+        let leases = tokio::spawn(Arc::clone(&this).keep_leases(leases_stop.clone()));
         let slots = Arc::new(Semaphore::new(this.settings.workers()));
         let mut in_flight = JoinSet::new();
         let mut last: Option<String> = None;
@@ -90,6 +99,54 @@ impl Worker {
                 "jobs still running after the {grace:?} grace period; they run again at the next start"
             );
         }
+        leases_stop.cancel();
+        let _ = leases.await;
+    }
+
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            holder: &self.replica,
+            ms: self.settings.lease().as_millis() as i64,
+        }
+    }
+
+    /// Renews the leases of this replica's running jobs a quarter of the way through, and
+    /// requeues jobs whose lease ran out, until `stop`.
+    async fn keep_leases(self: Arc<Self>, stop: CancellationToken) {
+        let every = self.settings.lease() / 4;
+        let attempts = self.settings.attempts();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = stop.cancelled() => return,
+            }
+            let (holder, ms) = (self.replica.clone(), self.lease().ms);
+            let kept = self
+                .db
+                .call(move |conn| {
+                    jobs::renew(
+                        conn,
+                        Lease {
+                            holder: &holder,
+                            ms,
+                        },
+                    )?;
+                    jobs::reclaim(conn, attempts, None)
+                })
+                .await;
+            match kept {
+                Ok((0, 0)) => {}
+                Ok((requeued, failed)) => {
+                    tracing::info!(
+                        requeued,
+                        failed,
+                        "took over the jobs of a replica that stopped"
+                    );
+                    self.ready.notify_one();
+                }
+                Err(e) => tracing::warn!("cannot renew the leases of running jobs: {e}"),
+            }
+        }
     }
 
     /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
@@ -101,7 +158,7 @@ impl Worker {
         last: &mut Option<String>,
         backlog: &mut HashSet<String>,
     ) -> Option<Claimed> {
-        let now = jobs::now_ms();
+        let now = now_ms();
         let found = self
             .db
             .call(move |conn| Ok((jobs::ready_adapters(conn, now)?, jobs::backlog(conn)?)))
@@ -129,10 +186,20 @@ impl Worker {
             let Some(place) = generation.free_place() else {
                 continue;
             };
-            let name = adapter.clone();
+            let (name, holder, ms) = (adapter.clone(), self.replica.clone(), self.lease().ms);
             let claimed = self
                 .db
-                .call(move |conn| jobs::claim_next(conn, &name, now))
+                .call(move |conn| {
+                    jobs::claim_next(
+                        conn,
+                        &name,
+                        now,
+                        Lease {
+                            holder: &holder,
+                            ms,
+                        },
+                    )
+                })
                 .await;
             match claimed {
                 Ok(Some(job)) => {
@@ -166,7 +233,7 @@ impl Worker {
     /// How long until a job waiting for its retry may start (an hour when none waits; an
     /// enqueue wakes the worker earlier).
     async fn until_next_retry(&self) -> Duration {
-        let now = jobs::now_ms();
+        let now = now_ms();
         let next = self
             .db
             .call(move |conn| jobs::next_retry(conn, now))
@@ -221,36 +288,40 @@ impl Worker {
             return;
         };
         let max = self.settings.attempts();
+        let holder = self.replica.clone();
         let recorded = self
             .db
-            .call(move |conn| match outcome {
-                Ok(()) => tasks::set_status(conn, &task_id, TaskStatus::Completed).map(drop),
-                Err(JobFailure {
-                    message,
-                    retry_after_ms: Some(after),
-                }) if attempt < max => {
-                    let after = Duration::from_millis(after).min(MAX_RETRY_AFTER);
-                    let note = format!(
-                        "attempt {attempt} failed: {message}; runs again in {} s",
-                        after.as_secs()
-                    );
-                    jobs::retry_later(
-                        conn,
-                        &task_id,
-                        jobs::now_ms() + after.as_millis() as i64,
-                        &note,
-                    )
-                }
-                Err(JobFailure { message, .. }) => {
-                    tasks::set_status(conn, &task_id, TaskStatus::Error)?;
-                    tasks::append_note(
-                        conn,
-                        &task_id,
-                        &format!("failed (attempt {attempt}): {message}"),
-                    )
-                }
+            .call(move |conn| {
+                let note;
+                let outcome = match outcome {
+                    Ok(()) => Outcome::Completed,
+                    Err(JobFailure {
+                        message,
+                        retry_after_ms: Some(after),
+                    }) if attempt < max => {
+                        let after = Duration::from_millis(after).min(MAX_RETRY_AFTER);
+                        note = format!(
+                            "attempt {attempt} failed: {message}; runs again in {} s",
+                            after.as_secs()
+                        );
+                        Outcome::RetryLater {
+                            run_after: now_ms() + after.as_millis() as i64,
+                            note: &note,
+                        }
+                    }
+                    Err(JobFailure { message, .. }) => {
+                        note = format!("failed (attempt {attempt}): {message}");
+                        Outcome::Failed { note: &note }
+                    }
+                };
+                jobs::finish(conn, &task_id, &holder, outcome)
             })
             .await;
+        if let Ok(false) = recorded {
+            tracing::warn!(
+                "a job outlived its lease and ran elsewhere too; its outcome here is dropped"
+            );
+        }
         if let Err(e) = recorded {
             tracing::error!("cannot record a job's outcome: {e}");
         }

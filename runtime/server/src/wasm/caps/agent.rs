@@ -12,10 +12,10 @@ use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::Request;
-use super::super::rate::PerMinute;
 use super::super::state::HostState;
 use super::{Capability, link_versions, on_host, over_quota};
 use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::allowances;
 use crate::task_runs::NewRun;
 use crate::traces;
 use v0_2::service::adapter::agent::{
@@ -65,7 +65,6 @@ pub struct Granted {
 
 pub struct State {
     at_once: std::sync::Arc<Semaphore>,
-    per_minute: PerMinute,
 }
 
 pub struct Agent;
@@ -106,7 +105,6 @@ impl Capability for Agent {
             at_once: std::sync::Arc::new(Semaphore::new(
                 granted.limits.agent_runs_at_once as usize,
             )),
-            per_minute: PerMinute::new(granted.limits.agent_runs_per_minute),
         }
     }
 
@@ -126,9 +124,10 @@ pub enum Refusal {
 }
 
 impl HostState {
-    /// A place among the adapter's runs: the `agent` grant, a free run slot and the rate
-    /// allow it. A refusal is recorded on the entry.
-    pub fn agent_slot(&self, what: &str) -> Result<OwnedSemaphorePermit, Refusal> {
+    /// A place among the adapter's runs: the `agent` grant, a free run slot on this replica
+    /// and the adapter's allowance across replicas allow it. A refusal is recorded on the
+    /// entry.
+    pub async fn agent_slot(&mut self, what: &str) -> Result<OwnedSemaphorePermit, Refusal> {
         let caller = &self.caller;
         if !caller.granted.agent.allowed {
             let message = format!("{what} without the agent grant");
@@ -145,7 +144,19 @@ impl HostState {
             let _ = over_quota(self, message.clone());
             return Err(Refusal::Limited(message));
         };
-        if !state.per_minute.take() {
+        let (adapter, per_minute) = (caller.adapter.clone(), limits.agent_runs_per_minute);
+        let services = std::sync::Arc::clone(&caller.services);
+        let allowed = on_host(self, async move {
+            services
+                .db
+                .call_inline(move |conn| allowances::take_run(conn, &adapter, per_minute))
+                .await
+        })
+        .await;
+        if !allowed.unwrap_or_else(|e| {
+            tracing::warn!("cannot read an adapter's run allowance, refusing the run: {e}");
+            false
+        }) {
             let message = format!(
                 "{what}: this adapter started {} agent runs in the last minute (limits.agent_runs_per_minute)",
                 limits.agent_runs_per_minute
@@ -157,7 +168,7 @@ impl HostState {
     }
 
     async fn run_agent(&mut self, request: WitRequest) -> Result<RunReply, RunError> {
-        let permit = self.agent_slot("agent.run").map_err(|refusal| {
+        let permit = self.agent_slot("agent.run").await.map_err(|refusal| {
             let (kind, message) = match refusal {
                 Refusal::Denied(m) => (FailureKind::Denied, m),
                 Refusal::Limited(m) => (FailureKind::Limited, m),

@@ -8,6 +8,8 @@ use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::Request;
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota};
+use crate::bus::Event;
+use crate::db::Conn;
 use crate::jobs::{self, Refused};
 use v0_2::service::adapter::types::Error;
 
@@ -87,46 +89,91 @@ impl Capability for Jobs {
     }
 }
 
-impl v0_2::service::adapter::jobs::Host for HostState {
-    async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
-        let caller = self.caller.clone();
-        let granted = &caller.granted.jobs;
+impl HostState {
+    /// The jobs grant's limits, when it allows `what` with a payload of `payload_len` bytes.
+    fn jobs_limits(&self, what: &str, payload_len: usize) -> Result<Limits, Error> {
+        let granted = &self.caller.granted.jobs;
         if !granted.allowed {
-            return Ok(Err(denied(
-                self,
-                "jobs.enqueue without the jobs grant".into(),
-            )));
+            return Err(denied(self, format!("{what} without the jobs grant")));
         }
         let limits = granted.limits;
-        if payload.len() > limits.job_payload_bytes as usize {
-            return Ok(Err(over_quota(
+        if payload_len > limits.job_payload_bytes as usize {
+            return Err(over_quota(
                 self,
                 format!(
-                    "a job payload of {} bytes is larger than {} (limits.job_payload_bytes)",
-                    payload.len(),
+                    "a job payload of {payload_len} bytes is larger than {} (limits.job_payload_bytes)",
                     limits.job_payload_bytes
                 ),
-            )));
+            ));
         }
-        // Written before the handler's response leaves, so an accepted job survives a crash.
+        Ok(limits)
+    }
+
+    /// Runs a queueing `op` with the database, then wakes the job workers. Written before the
+    /// handler's response leaves, so an accepted job survives a crash.
+    async fn queue<T: Send + 'static>(
+        &mut self,
+        op: impl FnOnce(&mut Conn<'_>, &str) -> Result<T, Refused> + Send + 'static,
+    ) -> Result<T, Error> {
+        let caller = self.caller.clone();
         let queued = on_host(self, async move {
             let adapter = caller.adapter.clone();
             let queued = caller
                 .services
                 .db
-                .call(move |conn| Ok(jobs::enqueue(conn, &adapter, &payload, limits.jobs_pending)))
+                .call(move |conn| Ok(op(conn, &adapter)))
                 .await;
             if matches!(queued, Ok(Ok(_))) {
-                caller.services.jobs_ready.notify_one();
+                caller.services.bus.publish_coalesced(Event::JobsReady);
             }
             queued
         })
         .await;
-        Ok(match queued {
-            Ok(Ok(task_id)) => Ok(task_id),
-            Ok(Err(refused @ Refused::Full { .. })) => Err(over_quota(self, refused.to_string())),
+        match queued {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(refused @ (Refused::Full { .. } | Refused::KvQuota(_)))) => {
+                Err(over_quota(self, refused.to_string()))
+            }
             Ok(Err(Refused::Db(e))) | Err(e) => Err(Error::Failed(e.to_string())),
-        })
+        }
+    }
+}
+
+impl v0_2::service::adapter::jobs::Host for HostState {
+    async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
+        let limits = match self.jobs_limits("jobs.enqueue", payload.len()) {
+            Ok(limits) => limits,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(self
+            .queue(move |conn, adapter| jobs::enqueue(conn, adapter, &payload, limits.jobs_pending))
+            .await)
+    }
+
+    async fn enqueue_once(
+        &mut self,
+        key: String,
+        ttl_ms: u64,
+        payload: Vec<u8>,
+    ) -> wasmtime::Result<Result<Option<String>, Error>> {
+        let limits = match self.jobs_limits("jobs.enqueue-once", payload.len()) {
+            Ok(limits) => limits,
+            Err(e) => return Ok(Err(e)),
+        };
+        let kv_quota = match self.kv_quota("jobs.enqueue-once", &key, 0) {
+            Ok(quota) => quota,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(self
+            .queue(move |conn, adapter| {
+                let once = jobs::Once {
+                    key: &key,
+                    ttl_ms,
+                    payload: &payload,
+                };
+                jobs::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
+            })
+            .await)
     }
 }
 

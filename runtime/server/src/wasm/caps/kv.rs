@@ -90,17 +90,12 @@ impl Capability for Kv {
 }
 
 impl HostState {
-    /// Runs a store operation in the adapter's namespace after the grant and size checks.
-    async fn with_kv<T: Send + 'static>(
-        &mut self,
-        key: &str,
-        value_len: usize,
-        op: impl FnOnce(&mut rusqlite::Connection, &str, u64) -> Result<T, Refused> + Send + 'static,
-    ) -> Result<T, Error> {
-        let caller = &self.caller;
-        let granted = &caller.granted.kv;
+    /// The adapter's key-value quota in bytes, when its grant allows `what` to write `key`
+    /// (and a value of `value_len` bytes).
+    pub(super) fn kv_quota(&self, what: &str, key: &str, value_len: usize) -> Result<u64, Error> {
+        let granted = &self.caller.granted.kv;
         if !granted.allowed {
-            return Err(denied(self, "kv without the kv grant".into()));
+            return Err(denied(self, format!("{what} without the kv grant")));
         }
         let limits = granted.limits;
         if key.len() > limits.kv_key_bytes as usize {
@@ -122,13 +117,24 @@ impl HostState {
                 ),
             ));
         }
-        let caller = caller.clone();
+        Ok(limits.kv_total_bytes)
+    }
+
+    /// Runs a store operation in the adapter's namespace after the grant and size checks.
+    async fn with_kv<T: Send + 'static>(
+        &mut self,
+        key: &str,
+        value_len: usize,
+        op: impl FnOnce(&mut crate::db::Conn<'_>, &str, u64) -> Result<T, Refused> + Send + 'static,
+    ) -> Result<T, Error> {
+        let quota = self.kv_quota("kv", key, value_len)?;
+        let caller = self.caller.clone();
         let done = on_host(self, async move {
             let adapter = caller.adapter.clone();
             caller
                 .services
                 .db
-                .call_inline(move |conn| Ok(op(conn, &adapter, limits.kv_total_bytes)))
+                .call_inline(move |conn| Ok(op(conn, &adapter, quota)))
                 .await
         })
         .await;

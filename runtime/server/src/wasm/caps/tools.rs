@@ -146,7 +146,7 @@ impl v0_2::service::adapter::tools::Host for HostState {
         }
         let slot = match caller.services.tools.runs_agents(&name) {
             false => None,
-            true => match self.agent_slot(&format!("tool {name:?} runs agents")) {
+            true => match self.agent_slot(&format!("tool {name:?} runs agents")).await {
                 Ok(slot) => Some(slot),
                 Err(Refusal::Denied(m) | Refusal::Limited(m)) => return Ok(Err(m)),
             },

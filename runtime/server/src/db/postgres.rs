@@ -1,0 +1,235 @@
+//! The shared backend: a PostgreSQL server named by `SERVICE_DATABASE_URL`, reached through a
+//! bounded pool of connections per replica (tokio-postgres, deadpool-postgres; TLS by rustls
+//! when the URL's `sslmode` asks for it or the server offers it).
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::Error;
+
+/// How long a unit of work waits for a pooled connection, and a new connection for the
+/// server, before it is answered "unavailable".
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// The pool, and the runtime its connections live on: a thread of their own, so a statement's
+/// answer is read off the socket at once, never after the server's busy workers get to it.
+pub struct Postgres {
+    pub pool: Pool,
+    /// Where the connections' I/O runs (`io`), to block on from the blocking pool.
+    pub runtime: tokio::runtime::Handle,
+    _io: IoRuntime,
+    /// `host:port/database`, for messages: never the password.
+    pub target: String,
+    /// For connections outside the pool (listening for notifications).
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+}
+
+/// Checks `url` and opens a pool of at most `size` connections, with one connection made now:
+/// a wrong password or an unreachable server is a start-up error naming the problem.
+pub async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> {
+    let config = parse(url)?;
+    let io = IoRuntime(Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("db-io")
+            .enable_all()
+            .build()
+            .context("cannot start the database's I/O thread")?,
+    ));
+    let handle = io.0.as_ref().expect("just built").handle().clone();
+    let target = describe(&config);
+    let tls = MakeRustlsConnect::new(
+        rustls_client_config().context("cannot set up TLS for the database")?,
+    );
+    let manager = Manager::from_config(
+        config.clone(),
+        tls.clone(),
+        ManagerConfig {
+            // A broken connection shows as closed after its failed statement; checking each
+            // one with a round trip before use would cost every unit of work.
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(size)
+        .wait_timeout(Some(WAIT))
+        .create_timeout(Some(WAIT))
+        .recycle_timeout(Some(WAIT))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .context("cannot set up the database pool")?;
+    // Connections are made (and their tasks spawned) on the I/O runtime.
+    let first = handle.spawn({
+        let pool = pool.clone();
+        async move { pool.get().await.map(drop) }
+    });
+    first
+        .await
+        .context("the database's I/O thread stopped")?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot connect to the database at {target}: {}",
+                unavailable(e)
+            )
+        })?;
+    Ok(Postgres {
+        pool,
+        runtime: handle,
+        _io: io,
+        target,
+        config,
+        tls,
+    })
+}
+
+/// The connections' runtime, which ends without waiting wherever it is dropped (a runtime
+/// dropped the usual way would block, which an async caller must not).
+struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for IoRuntime {
+    fn drop(&mut self) {
+        if let Some(io) = self.0.take() {
+            io.shutdown_background();
+        }
+    }
+}
+
+impl Postgres {
+    /// A connection of its own that receives the notifications sent on `channel` (an
+    /// identifier of this crate's) until the connection is lost; then the receiver ends.
+    pub async fn listen(
+        &self,
+        channel: &'static str,
+    ) -> Result<mpsc::UnboundedReceiver<String>, Error> {
+        let connecting = self.runtime.spawn({
+            let (config, tls) = (self.config.clone(), self.tls.clone());
+            async move { config.connect(tls).await }
+        });
+        let (client, mut connection) = connecting
+            .await
+            .map_err(|e| Error::Unavailable(format!("the database's I/O thread stopped: {e}")))?
+            .map_err(classify)?;
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let closed = sender.clone();
+        self.runtime.spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let AsyncMessage::Notification(note) = message
+                    && sender.send(note.payload().to_owned()).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {channel}"))
+            .await
+            .map_err(classify)?;
+        // The client lives as long as someone listens.
+        self.runtime.spawn(async move {
+            closed.closed().await;
+            drop(client);
+        });
+        Ok(receiver)
+    }
+}
+
+/// Parses a `postgres://` URL; the error never repeats the URL (it may hold a password).
+pub fn parse(url: &str) -> anyhow::Result<tokio_postgres::Config> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!(
+            "SERVICE_DATABASE_URL must be a postgres:// URL, e.g. \
+             postgres://user:password@host:5432/service"
+        );
+    }
+    let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        anyhow::anyhow!("SERVICE_DATABASE_URL is not a valid PostgreSQL URL: {e}")
+    })?;
+    if config.get_hosts().is_empty() {
+        bail!("SERVICE_DATABASE_URL names no host");
+    }
+    Ok(config)
+}
+
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => String::new(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let database = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or_default();
+    format!("{host}:{port}/{database}")
+}
+
+fn rustls_client_config() -> anyhow::Result<rustls::ClientConfig> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    Ok(
+        rustls::ClientConfig::builder_with_provider(
+            rustls::crypto::ring::default_provider().into(),
+        )
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
+/// Failures that mean "the database cannot be reached now" (503, try again) rather than a
+/// bug or a bad statement.
+pub fn classify(e: tokio_postgres::Error) -> Error {
+    let lost = e.is_closed()
+        || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>())
+        || e.code().is_some_and(|code| {
+            let code = code.code();
+            // Connection exceptions, the server shutting down or starting, too many clients.
+            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+        });
+    if lost {
+        Error::Unavailable(format!("the database is unreachable: {e}"))
+    } else {
+        Error::Internal(e.into())
+    }
+}
+
+/// What a failure to get a pooled connection means to a caller.
+pub fn unavailable(e: PoolError) -> Error {
+    match e {
+        PoolError::Backend(e) => classify(e),
+        PoolError::Timeout(_) => Error::Unavailable(format!(
+            "the database did not answer within {} s",
+            WAIT.as_secs()
+        )),
+        other => Error::Unavailable(format!("the database is unreachable: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_without_repeating_them() {
+        let err = parse("mysql://root:hunter2@db/x").unwrap_err().to_string();
+        assert!(err.contains("postgres:// URL"), "{err}");
+        assert!(!err.contains("hunter2"));
+        let err = parse("postgres://u:hunter2@db:notaport/x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a valid PostgreSQL URL"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let config = parse("postgres://u:hunter2@db.internal:6543/service").unwrap();
+        assert_eq!(describe(&config), "db.internal:6543/service");
+    }
+}

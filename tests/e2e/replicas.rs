@@ -1,0 +1,623 @@
+//! Several replicas of the real binary on one real PostgreSQL database (Debian's postgresql,
+//! started by the tests): what one replica writes every replica shows, keys written on one
+//! apply on all, a schedule fires once per slot however many replicas tick, a replica killed
+//! with -9 hands its scheduler and its jobs over, a platform's retry at another replica is a
+//! duplicate, a cancellation reaches the replica running the task, a component installed once
+//! serves everywhere, and the database going away costs nothing acked.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::fakes::llm::{self, Reply};
+use crate::guests::guest;
+use crate::support::postgres::{
+    Durability, PostgresServer, postgres_server, private_postgres_server,
+};
+use crate::support::{Server, cli, eventually, openai_env};
+use crate::teamchat::{SIGNING_SECRET, callback, mention_at, platform, signed};
+use crate::wasm::ECHO_GRANT;
+
+/// Replicas sharing one fresh database; each has a data directory of its own.
+struct Cluster {
+    database: String,
+    env: Vec<(&'static str, String)>,
+    replicas: Vec<Option<Server>>,
+    dirs: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// `None` when PostgreSQL is not installed (outside CI: said loudly, the test passes).
+    fn start(count: usize, env: &[(&'static str, String)]) -> Option<Self> {
+        Self::on(postgres_server()?, count, env)
+    }
+
+    fn on(server: &PostgresServer, count: usize, env: &[(&'static str, String)]) -> Option<Self> {
+        let database = server.fresh_database();
+        let mut cluster = Self {
+            database,
+            env: env.to_vec(),
+            replicas: Vec::new(),
+            dirs: tempfile::tempdir().unwrap(),
+        };
+        for _ in 0..count {
+            cluster.add();
+        }
+        Some(cluster)
+    }
+
+    fn data_dir(&self, index: usize) -> PathBuf {
+        self.dirs.path().join(format!("replica-{index}"))
+    }
+
+    /// Starts one more replica. The database's URL is in its data directory's `.env`, so
+    /// the command line run on that directory uses it too.
+    fn add(&mut self) -> usize {
+        let index = self.replicas.len();
+        let dir = self.data_dir(index);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(".env"),
+            format!("SERVICE_DATABASE_URL={}\n", self.database),
+        )
+        .unwrap();
+        let server = Server::start_in(&dir, &self.env);
+        self.replicas.push(Some(server));
+        index
+    }
+
+    fn at(&self, index: usize) -> &Server {
+        self.replicas[index]
+            .as_ref()
+            .expect("that replica was killed")
+    }
+
+    /// kill -9.
+    fn kill(&mut self, index: usize) {
+        if let Some(mut server) = self.replicas[index].take() {
+            server.stop();
+        }
+    }
+
+    fn alive(&self) -> impl Iterator<Item = &Server> {
+        self.replicas.iter().flatten()
+    }
+
+    /// The replica whose native adapter `name` runs, once one does.
+    async fn running(&self, name: &str, within: u64) -> usize {
+        eventually(within, async || {
+            for (index, server) in self.replicas.iter().enumerate() {
+                let Some(server) = server else { continue };
+                if server
+                    .adapter(name)
+                    .await
+                    .is_some_and(|a| a["status"] == "running")
+                {
+                    return Some(index);
+                }
+            }
+            None
+        })
+        .await
+    }
+}
+
+/// Runs SQL in the cluster's database.
+fn sql(cluster: &Cluster, statement: &str) -> String {
+    postgres_server()
+        .unwrap()
+        .sql(&cluster.database, statement)
+        .unwrap_or_else(|e| panic!("{statement}: {e}"))
+}
+
+#[tokio::test]
+async fn replicas_show_what_any_of_them_wrote() {
+    let Some(cluster) = Cluster::start(2, &[]) else {
+        return;
+    };
+    let (a, b) = (cluster.at(0), cluster.at(1));
+    let (_, health_a) = a.get("/api/health").await;
+    let (_, health_b) = b.get("/api/health").await;
+    assert_eq!(health_a["database"]["kind"], "postgres", "{health_a}");
+    assert_eq!(health_a["database"]["state"], "connected");
+    assert_ne!(health_a["replica"], health_b["replica"]);
+
+    let created = a
+        .post(
+            "/api/agents",
+            json!({"name": "Quill", "system_prompt": "Be brief."}),
+        )
+        .await;
+    assert!(created.0.is_success(), "{created:?}");
+    let (_, agents) = b.get("/api/agents").await;
+    assert!(
+        agents["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "Quill"),
+        "{agents}"
+    );
+    let (status, answer) = a.post("/api/chat", json!({"prompt": "hello"})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let trace_id = answer["trace_id"].as_str().unwrap();
+    let (status, trace) = b.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!((status, &trace["status"]), (StatusCode::OK, &json!("ok")));
+
+    // An operator's choice made on one replica is followed by the other at once.
+    let disabled = a.post("/api/adapters/email/disable", json!({})).await;
+    assert!(disabled.0.is_success(), "{disabled:?}");
+    eventually(5, async || {
+        let entry = b.adapter("email").await?;
+        (entry["note"] == "disabled from the dashboard").then_some(())
+    })
+    .await;
+    let enabled = b.post("/api/adapters/email/enable", json!({})).await;
+    assert!(enabled.0.is_success(), "{enabled:?}");
+    eventually(5, async || {
+        let entry = a.adapter("email").await?;
+        (entry["note"] != "disabled from the dashboard").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn keys_written_on_one_replica_apply_on_every_replica_sealed() {
+    let key = (
+        "SERVICE_SECRET_KEY",
+        "q9b1mL0dV7sJ3kN2pR5tW8yA4cE6gH0jK2mP4rT6vXw=".to_owned(),
+    );
+    let Some(cluster) = Cluster::start(2, &[key]) else {
+        return;
+    };
+    let (a, b) = (cluster.at(0), cluster.at(1));
+    let secret = "whsec-shared-7f3a91";
+    let (status, written) = a
+        .post(
+            "/api/integrations/webhook/keys",
+            json!({"env_var": "SERVICE_WEBHOOK_SECRET", "value": secret}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{written}");
+    assert_eq!(written["stored_in"], "database");
+    // The other replica applies it: the webhook adapter's missing setting is found.
+    eventually(10, async || {
+        let entry = b.adapter("webhook").await?;
+        (entry["status"] == "running").then_some(())
+    })
+    .await;
+    let stored = sql(
+        &cluster,
+        "SELECT encode(sealed, 'escape') FROM sealed_settings WHERE name = 'SERVICE_WEBHOOK_SECRET'",
+    );
+    assert!(
+        !stored.is_empty() && !stored.contains(secret),
+        "sealed: {stored}"
+    );
+    for server in [a, b] {
+        let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+        assert!(!log.contains(secret), "the secret is never logged");
+    }
+}
+
+#[tokio::test]
+async fn without_a_sealing_key_the_keys_api_says_how_to_set_one() {
+    let Some(cluster) = Cluster::start(1, &[]) else {
+        return;
+    };
+    let answer = cluster
+        .at(0)
+        .post(
+            "/api/integrations/webhook/keys",
+            json!({"env_var": "SERVICE_WEBHOOK_SECRET", "value": "x"}),
+        )
+        .await;
+    assert_eq!(answer.0, StatusCode::CONFLICT, "{answer:?}");
+    assert!(
+        answer.1["error"]
+            .as_str()
+            .unwrap()
+            .contains("openssl rand -base64 32"),
+        "{answer:?}"
+    );
+    assert_eq!(sql(&cluster, "SELECT count(*) FROM sealed_settings"), "0");
+}
+
+/// Makes the schedule due now.
+fn backdate(cluster: &Cluster, name: &str) {
+    sql(
+        cluster,
+        &format!(
+            "UPDATE schedules SET next_run_at = '2020-01-01T00:00:00.000Z' WHERE name = '{name}'"
+        ),
+    );
+}
+
+fn scheduled_runs(cluster: &Cluster, name: &str) -> i64 {
+    sql(
+        cluster,
+        &format!("SELECT count(*) FROM tasks WHERE schedule_name = '{name}'"),
+    )
+    .parse()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_schedule_fires_once_per_slot_on_three_replicas_and_survives_its_leader() {
+    let llm = llm::openai(vec![Reply::Text("report"); 4]).await;
+    let mut env = openai_env(&llm.url);
+    env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
+    let Some(mut cluster) = Cluster::start(3, &env) else {
+        return;
+    };
+    let out = cli(
+        &cluster.data_dir(0),
+        &[
+            "schedule", "create", "report", "--cron", "@hourly", "--agent", "default", "--prompt",
+            "status",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let leader = cluster.running("scheduler", 15).await;
+    for slot in 1..=3 {
+        backdate(&cluster, "report");
+        eventually(20, async || {
+            (scheduled_runs(&cluster, "report") >= slot).then_some(())
+        })
+        .await;
+    }
+    // Every replica ticks every second: a slot taken twice would have shown by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(scheduled_runs(&cluster, "report"), 3);
+    assert_eq!(llm.requests().len(), 3);
+    let standby = cluster.alive().filter(|s| s.url != cluster.at(leader).url);
+    for server in standby {
+        let entry = server.adapter("scheduler").await.unwrap();
+        assert!(
+            entry["note"].as_str().unwrap().starts_with("standby"),
+            "{entry}"
+        );
+    }
+
+    // kill -9 of the leader: another replica ticks within 15 s.
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let next = cluster.running("scheduler", 15).await;
+    assert_ne!(next, leader);
+    assert!(killed_at.elapsed() < Duration::from_secs(15));
+    backdate(&cluster, "report");
+    eventually(20, async || {
+        (scheduled_runs(&cluster, "report") >= 4).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_component_installed_once_serves_on_every_replica() {
+    let Some(cluster) = Cluster::start(2, &[]) else {
+        return;
+    };
+    let grant = cluster.dirs.path().join("echo.toml");
+    std::fs::write(&grant, ECHO_GRANT).unwrap();
+    let wasm = guest("echo");
+    let installed_at = Instant::now();
+    let out = cli(
+        &cluster.data_dir(0),
+        &[
+            "adapters",
+            "install",
+            wasm.to_str().unwrap(),
+            "--grant",
+            grant.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("every replica loads it"));
+    for server in cluster.alive() {
+        eventually(5, async || {
+            let (status, text) = server
+                .send_text(reqwest::Method::GET, "/api/adapters/echo/hello", "")
+                .await;
+            (status == StatusCode::OK && text.starts_with("hello from echo")).then_some(())
+        })
+        .await;
+    }
+    println!(
+        "served by both {:?} after the install began",
+        installed_at.elapsed()
+    );
+
+    let out = cli(&cluster.data_dir(1), &["adapters", "remove", "echo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for server in cluster.alive() {
+        eventually(5, async || {
+            server.adapter("echo").await.is_none().then_some(())
+        })
+        .await;
+    }
+}
+
+/// The teamchat events of a burst, each a mention in a channel of its own (where its reply
+/// goes), with that channel.
+fn burst(count: usize) -> Vec<(String, String)> {
+    (0..count)
+        .map(|i| {
+            let channel = format!("C{i:03}");
+            let event = callback(
+                &format!("EvBurst{i}"),
+                mention_at(&channel, "1700000100.000100", "<@UBOT> hi", None),
+            );
+            (channel, event)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_burst_leaves_every_acked_event_answered_once() {
+    const EVENTS: usize = 40;
+    let llm = llm::openai(vec![
+        Reply::Slow(Duration::from_millis(300), "on it");
+        EVENTS * 2
+    ])
+    .await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    // Jobs of a dead replica are taken over after their lease: short, so the test is too.
+    let config = "[jobs]\nlease_secs = 4\n";
+    let Some(mut cluster) = Cluster::start(0, &env) else {
+        return;
+    };
+    for index in 0..2 {
+        std::fs::create_dir_all(cluster.data_dir(index)).unwrap();
+        std::fs::write(cluster.data_dir(index).join("config.toml"), config).unwrap();
+        cluster.add();
+    }
+    let events = burst(EVENTS);
+    let mut acked = Vec::new();
+    let mut refused = Vec::new();
+    for (i, (channel, event)) in events.iter().enumerate() {
+        // Alternating replicas, as a load balancer would; one dies half way.
+        if i == EVENTS / 2 {
+            cluster.kill(0);
+        }
+        let server = if i % 2 == 0 && i < EVENTS / 2 {
+            cluster.at(0)
+        } else {
+            cluster.at(1)
+        };
+        let (status, _) = signed(server, "events", event).await;
+        if status == StatusCode::OK {
+            acked.push(channel.clone());
+        } else {
+            refused.push((i, status));
+        }
+    }
+    assert!(
+        refused.len() <= EVENTS / 10,
+        "live replicas acked nearly every event: refused {refused:?}"
+    );
+    // The platform retries each event at the survivor: a duplicate when it was acked; one that
+    // was refused (a busy machine) is taken now, or was claimed before its answer failed.
+    for (channel, event) in &events {
+        let (status, body) = signed(cluster.at(1), "events", event).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if acked.contains(channel) {
+            assert_eq!(body["outcome"], json!("duplicate"));
+        }
+    }
+    let replied = eventually(90, async || {
+        let posted = api.posted();
+        (posted.len() >= EVENTS).then_some(posted)
+    })
+    .await;
+    // A moment more for a reply that would come twice.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut channels: Vec<String> = api
+        .posted()
+        .iter()
+        .map(|(_, body)| body["channel"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    channels.sort();
+    let mut all: Vec<String> = events.into_iter().map(|(channel, _)| channel).collect();
+    all.sort();
+    assert_eq!(
+        channels,
+        all,
+        "each event answered exactly once ({} posts, {} acked at first)",
+        replied.len(),
+        acked.len()
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_task_on_one_replica_stops_it_on_the_replica_running_it() {
+    let llm = llm::openai(vec![Reply::Slow(Duration::from_secs(60), "too late")]).await;
+    let mut env = openai_env(&llm.url);
+    env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
+    let Some(cluster) = Cluster::start(2, &env) else {
+        return;
+    };
+    let out = cli(
+        &cluster.data_dir(0),
+        &[
+            "schedule", "create", "long", "--cron", "@daily", "--agent", "default", "--prompt",
+            "go",
+        ],
+    );
+    assert!(out.status.success());
+    let leader = cluster.running("scheduler", 15).await;
+    backdate(&cluster, "long");
+    let task_id = eventually(20, async || {
+        let id = sql(
+            &cluster,
+            "SELECT task_id FROM tasks WHERE schedule_name = 'long' AND status = 'running'",
+        );
+        (!id.is_empty()).then_some(id)
+    })
+    .await;
+    let other = cluster.at(1 - leader);
+    let (status, body) = other.delete(&format!("/api/tasks/{task_id}")).await;
+    assert_eq!(
+        (status, &body["result"]),
+        (StatusCode::OK, &json!("cancelled"))
+    );
+    // The run on the leader ends (its trace says so) long before the model would answer.
+    let trace = eventually(10, async || {
+        let trace = sql(
+            &cluster,
+            "SELECT status FROM traces WHERE id = (SELECT last_trace_id FROM schedules WHERE name = 'long')",
+        );
+        (!trace.is_empty()).then_some(trace)
+    })
+    .await;
+    assert_eq!(trace, "error");
+}
+
+#[tokio::test]
+async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_it_is_back() {
+    let Some(database) = private_postgres_server("outage", Durability::None).map(Arc::new) else {
+        return;
+    };
+    let Some(cluster) = Cluster::on(&database, 1, &[]) else {
+        return;
+    };
+    let server = cluster.at(0);
+    let restarting = std::thread::spawn({
+        let database = Arc::clone(&database);
+        move || database.restart_after(Duration::from_secs(10))
+    });
+    // While it is down: a clear 503 (the agents written before it went are kept).
+    let mut attempt = 0;
+    let (refused, answer) = eventually(10, async || {
+        attempt += 1;
+        let name = format!("Away{attempt}");
+        let answer = server
+            .post("/api/agents", json!({"name": name, "system_prompt": "x"}))
+            .await;
+        (answer.0 == StatusCode::SERVICE_UNAVAILABLE).then_some((name, answer))
+    })
+    .await;
+    assert!(
+        answer.1["error"].as_str().unwrap().contains("unreachable"),
+        "{answer:?}"
+    );
+    let (status, health) = server.get("/api/health").await;
+    assert_eq!(
+        (status, &health["database"]["state"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("unreachable")),
+        "{health}"
+    );
+    restarting.join().unwrap();
+    // Back: the same write goes through, and the refused one left nothing behind.
+    let created = eventually(20, async || {
+        let answer = server
+            .post("/api/agents", json!({"name": "Back", "system_prompt": "x"}))
+            .await;
+        answer.0.is_success().then_some(answer)
+    })
+    .await;
+    assert_eq!(created.1["name"], "Back");
+    let (_, agents) = server.get("/api/agents").await;
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&refused.as_str()), "{names:?}");
+    let (status, health) = server.get("/api/health").await;
+    assert_eq!(
+        (status, &health["database"]["state"]),
+        (StatusCode::OK, &json!("connected"))
+    );
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn a_bad_database_url_is_a_clear_start_up_error_and_writes_nothing() {
+    let Some(database) = postgres_server() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let start = |url: &str| {
+        crate::support::command(home.path())
+            .env("SERVICE_DATABASE_URL", url)
+            .args(["serve", "--port", "0", "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap()
+    };
+    let url = database.fresh_database();
+    let cases = [
+        (
+            "mysql://root:hunter2@127.0.0.1/x".to_owned(),
+            "postgres:// URL",
+        ),
+        (
+            url.replace("postgres@", "postgres:hunter2@")
+                .replace("127.0.0.1", "127.0.0.1:1"),
+            "not a valid PostgreSQL URL",
+        ),
+        (
+            database.url("no_such_database"),
+            "cannot connect to the database",
+        ),
+    ];
+    for (bad, expected) in cases {
+        let out = start(&bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}");
+        assert!(stderr.contains(expected), "{bad}: {stderr}");
+        assert!(
+            !stderr.contains("hunter2"),
+            "the password is never printed: {stderr}"
+        );
+    }
+    assert!(
+        !data.join("service.sqlite").exists(),
+        "no SQLite file on the side"
+    );
+    // A database of a newer schema version is refused and left as it was.
+    sql_in(
+        database,
+        &url,
+        "CREATE TABLE service_schema (version BIGINT NOT NULL)",
+    );
+    sql_in(database, &url, "INSERT INTO service_schema VALUES (99)");
+    let out = start(&url);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("schema version 99"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sql_in(
+            database,
+            &url,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        "1"
+    );
+}
+
+fn sql_in(database: &PostgresServer, url: &str, statement: &str) -> String {
+    database.sql(url, statement).unwrap()
+}
