@@ -77,7 +77,7 @@ fn adapters_list_shows_bundled_files_overrides_and_natives() {
             "webhook",
             "bundled",
             &format!("webhook.wasm {size}, overriding the bundled one"),
-            "bundled default"
+            "none (the bundled default is the bundled one's)"
         ]
     );
     assert_eq!(note, None);

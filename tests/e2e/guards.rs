@@ -12,6 +12,8 @@ use service_runtime::app::{App, Role};
 use service_runtime::http::guards::Binding;
 use service_runtime::http::{AppState, router};
 use service_runtime::tasks::{self, NewTask};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tower::ServiceExt;
 
 use crate::support::{Server, assert_error};
@@ -68,6 +70,83 @@ async fn rebound_host_names_are_refused() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// The status line's code of a request written by hand: headers no client library sends twice.
+async fn raw_status(server: &Server, request: String) -> u16 {
+    let mut stream = TcpStream::connect(server.url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut status_line = [0u8; 12];
+    stream.read_exact(&mut status_line).await.unwrap();
+    String::from_utf8_lossy(&status_line[9..]).parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_host_or_origin_read_two_ways_is_a_bad_request() {
+    let server = Server::start();
+    let addr = server.url.trim_start_matches("http://");
+    let get = |path: &str, headers: &str| format!("GET {path} HTTP/1.1\r\n{headers}\r\n");
+    let post = |headers: &str| {
+        let body = r#"{"name":"Sneaky","system_prompt":"x"}"#;
+        format!(
+            "POST /api/agents HTTP/1.1\r\n{headers}Content-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let cases = [
+        (get("/api/health", &format!("Host: {addr}\r\n")), 200),
+        (
+            get(
+                "/api/health",
+                &format!("Host: {addr}\r\nHost: evil.example\r\n"),
+            ),
+            400,
+        ),
+        (
+            get("/api/health", &format!("Host: {addr}@evil.example\r\n")),
+            400,
+        ),
+        (get("/api/health", &format!("Host: {addr}/x\r\n")), 400),
+        // Adapter routes skip the browser checks, not this one.
+        (
+            get(
+                "/api/adapters/none/x",
+                &format!("Host: {addr}\r\nHost: {addr}\r\n"),
+            ),
+            400,
+        ),
+        (
+            get("/api/adapters/none/x", &format!("Host: {addr}\r\n")),
+            404,
+        ),
+        (
+            post(&format!(
+                "Host: {addr}\r\nOrigin: http://{addr}\r\nOrigin: https://evil.example\r\n"
+            )),
+            400,
+        ),
+        (
+            post(&format!(
+                "Host: {addr}\r\nOrigin: http://{addr}@evil.example\r\n"
+            )),
+            403,
+        ),
+    ];
+    for (request, expected) in cases {
+        assert_eq!(
+            raw_status(&server, request.clone()).await,
+            expected,
+            "{request}"
+        );
+    }
+    assert_error(
+        &server.get("/api/agents/Sneaky").await,
+        StatusCode::NOT_FOUND,
+        "no agent",
+    );
 }
 
 /// The loopback guard judges the socket's peer address. A real non-loopback peer cannot reach

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::{guest, variant};
-use crate::support::{Server, assert_error, eventually, openai_env, spawn_fake};
+use crate::support::{Server, assert_error, cli, eventually, openai_env, spawn_fake};
 use crate::wasm::{ECHO_GRANT, drop_in, loaded};
 
 /// Hostile's usual grant, with these `[limits]`.
@@ -424,6 +424,57 @@ async fn a_component_cannot_take_a_native_adapters_name() {
     let server = server.restart();
     let scheduler = entry(&server, "scheduler").await;
     assert_eq!(scheduler["status"], "running", "{scheduler}");
+}
+
+#[tokio::test]
+async fn a_file_taking_a_bundled_name_gets_none_of_its_grant() {
+    let server = Server::start_with(&[("SERVICE_TEAMCHAT_BOT_TOKEN", "xoxb-not-for-strangers")]);
+    let stranger = variant("hostile", "teamchat", &[("HOSTILE_NAME", "teamchat")]);
+    let installed = cli(
+        &server.data_dir,
+        &["adapters", "install", stranger.to_str().unwrap()],
+    );
+    assert!(installed.status.success(), "{installed:?}");
+    let warned = String::from_utf8_lossy(&installed.stderr);
+    assert!(
+        warned.contains("takes the place of the bundled teamchat, but not its grant"),
+        "{warned}"
+    );
+    let read = eventually(20, async || {
+        let (status, said) = get(
+            &server,
+            "/api/adapters/teamchat/secret?name=SERVICE_TEAMCHAT_BOT_TOKEN",
+        )
+        .await;
+        (status == StatusCode::OK).then_some(said)
+    })
+    .await;
+    assert_eq!(read, "none");
+    let teamchat = entry(&server, "teamchat").await;
+    assert_eq!(teamchat["capabilities"], json!([]), "{teamchat}");
+    assert!(
+        teamchat["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CapabilityDenied: secret SERVICE_TEAMCHAT_BOT_TOKEN"),
+        "{teamchat}"
+    );
+    // A grant of its own beside it is the operator's word: it gets what that grants.
+    std::fs::write(
+        server.data_dir.join("adapters/teamchat.toml"),
+        "secrets = [\"SERVICE_TEAMCHAT_BOT_TOKEN\"]\n",
+    )
+    .unwrap();
+    let read = eventually(20, async || {
+        let (_, said) = get(
+            &server,
+            "/api/adapters/teamchat/secret?name=SERVICE_TEAMCHAT_BOT_TOKEN",
+        )
+        .await;
+        (said != "none").then_some(said)
+    })
+    .await;
+    assert_eq!(read, "xoxb-not-for-strangers");
 }
 
 #[tokio::test]

@@ -9,10 +9,10 @@ use service_runtime::app::{App, Role};
 use service_runtime::bus::Event;
 use service_runtime::db::{self, Backend};
 use service_runtime::environment::Environment;
-use service_runtime::wasm::GrantSource;
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::inventory::{Kind, Listed, inventory};
 use service_runtime::wasm::shared::{self, write_atomically};
+use service_runtime::wasm::{GrantSource, check_name};
 
 use super::scaffold::{self, Lang};
 
@@ -29,7 +29,11 @@ pub enum AdaptersCommand {
     /// them), component files and native adapters
     List,
     /// Remove a component and its grant
-    Remove { name: String },
+    Remove {
+        /// The adapter's name (never a path: nothing outside the adapters folder is touched)
+        #[arg(value_parser = adapter_name)]
+        name: String,
+    },
     /// Write a ready-to-build adapter project: source, the contract's WIT, a grant and a
     /// README with its build command
     New {
@@ -41,6 +45,12 @@ pub enum AdaptersCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+fn adapter_name(name: &str) -> Result<String, String> {
+    check_name(name)
+        .map(|()| name.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()> {
@@ -56,6 +66,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                         .with_context(|| format!("cannot read {}", path.display()))
                 })
                 .transpose()?;
+            let has_grant = grant.is_some();
             let parsed = grant_text
                 .as_deref()
                 .map(|text| Grant::parse(text).map_err(|e| anyhow::anyhow!("invalid grant: {e}")))
@@ -67,6 +78,9 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 .await
                 .with_context(|| format!("{} cannot be installed", file.display()))?;
             let name = &generation.name;
+            let takes_over = !has_grant
+                && app.components.loader().grant_source(name, Some(&bytes))
+                    == GrantSource::NotTheBundled;
             if app.db.backend() == Backend::Postgres {
                 // Every replica mirrors it into its own folder and loads it.
                 let stored = name.clone();
@@ -92,6 +106,12 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                     ""
                 }
             );
+            if takes_over {
+                eprintln!(
+                    "warning: {name} takes the place of the bundled {name}, but not its grant: \
+                     it gets nothing until you give it one (--grant {name}.toml)"
+                );
+            }
             let ungranted = generation.ungranted();
             if !ungranted.is_empty() {
                 eprintln!(
@@ -209,5 +229,6 @@ fn grant(source: &GrantSource) -> String {
         GrantSource::Config => "config.toml".to_owned(),
         GrantSource::Bundled(_) => "bundled default".to_owned(),
         GrantSource::Nothing => "none".to_owned(),
+        GrantSource::NotTheBundled => "none (the bundled default is the bundled one's)".to_owned(),
     }
 }

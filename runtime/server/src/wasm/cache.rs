@@ -51,8 +51,13 @@ pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Co
             }
             let component = Component::new(engine, bytes)
                 .map_err(|e| anyhow::anyhow!("not a valid component: {e:#}"))?;
-            if let Err(e) = write_cache(&path, &component.serialize()?) {
-                tracing::warn!("cannot write the compile cache {}: {e:#}", path.display());
+            match write_cache(&path, &component.serialize()?) {
+                // Whoever writes keeps the cap: the server, or `adapters install` while it
+                // is down.
+                Ok(()) => fit(cache, MAX_CACHE_BYTES),
+                Err(e) => {
+                    tracing::warn!("cannot write the compile cache {}: {e:#}", path.display());
+                }
             }
             component
         }
@@ -110,30 +115,44 @@ fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Removes artifacts of components not in `keep` (sha256s), then the oldest until the rest
 /// fits in [`MAX_CACHE_BYTES`].
 pub fn prune(cache: &Path, keep: &HashSet<String>) {
-    let Ok(entries) = std::fs::read_dir(cache) else {
-        return;
-    };
-    let mut kept = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let known = name
-            .split_once('-')
+    for (_, _, path) in artifacts(cache) {
+        let known = path
+            .file_name()
+            .and_then(|name| name.to_str()?.split_once('-'))
             .is_some_and(|(sha256, _)| keep.contains(sha256));
-        match (known, entry.metadata()) {
-            (true, Ok(meta)) => kept.push((meta.modified().ok(), meta.len(), path)),
-            _ => remove(&path),
+        if !known {
+            remove(&path);
         }
     }
-    kept.sort();
-    let mut total: u64 = kept.iter().map(|(_, len, _)| len).sum();
-    for (_, len, path) in kept {
-        if total <= MAX_CACHE_BYTES {
+    fit(cache, MAX_CACHE_BYTES);
+}
+
+/// Removes the least recently written artifacts until the rest fits in `max` bytes.
+fn fit(cache: &Path, max: u64) {
+    let mut artifacts = artifacts(cache);
+    artifacts.sort();
+    let mut total: u64 = artifacts.iter().map(|(_, len, _)| len).sum();
+    for (_, len, path) in artifacts {
+        if total <= max {
             break;
         }
         remove(&path);
         total -= len;
     }
+}
+
+/// The cache's files: when each was written, its size, its path.
+fn artifacts(cache: &Path) -> Vec<(Option<std::time::SystemTime>, u64, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let meta = entry.metadata().ok()?;
+            Some((meta.modified().ok(), meta.len(), entry.path()))
+        })
+        .collect()
 }
 
 fn remove(path: &Path) {
@@ -165,6 +184,30 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["aaa-1.cwasm", "aaa-2.cwasm"]);
+    }
+
+    #[test]
+    fn the_oldest_artifacts_go_past_the_cap() {
+        let data_dir = tempfile::tempdir().unwrap();
+        let cache = data_dir.path().join("cache");
+        for (name, age) in [("old", 30), ("mid", 20), ("new", 10)] {
+            let path = cache.join(format!("{name}-1.cwasm"));
+            write_cache(&path, &[0; 100]).unwrap();
+            let written = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(written)
+                .unwrap();
+        }
+        fit(&cache, 250);
+        let mut left: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["mid-1.cwasm", "new-1.cwasm"]);
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// Concurrent component instances; requests beyond this get 503.
 pub const MAX_INSTANCES: usize = 64;
 
+/// The most instances one adapter may be granted (`limits.max_instances`): half the server's,
+/// so no grant alone claims them all (each adapter's reservation, `pool`, does the rest).
+pub const MAX_INSTANCES_PER_ADAPTER: usize = MAX_INSTANCES / 2;
+
 /// The largest memory any instance may have; per-adapter limits are at most this.
 pub const MAX_MEMORY: usize = 256 << 20;
 

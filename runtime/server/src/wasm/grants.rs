@@ -66,13 +66,33 @@ impl Default for Limits {
     }
 }
 
+/// A key of `[limits]` and the largest value it takes (the least is 1): a value past it is a
+/// grant error naming the bound, never silently clamped.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitKey {
+    pub name: &'static str,
+    pub max: u64,
+}
+
 impl Limits {
     /// The `[limits]` keys the sandbox reads.
-    pub const KEYS: &'static [&'static str] = &[
-        "handle_http_ms",
-        "run_job_ms",
-        "memory_mib",
-        "max_instances",
+    pub const KEYS: &'static [LimitKey] = &[
+        LimitKey {
+            name: "handle_http_ms",
+            max: 120_000,
+        },
+        LimitKey {
+            name: "run_job_ms",
+            max: 3_600_000,
+        },
+        LimitKey {
+            name: "memory_mib",
+            max: (super::engine::MAX_MEMORY >> 20) as u64,
+        },
+        LimitKey {
+            name: "max_instances",
+            max: super::engine::MAX_INSTANCES_PER_ADAPTER as u64,
+        },
     ];
 
     pub fn handle_http(&self) -> Duration {
@@ -109,7 +129,7 @@ impl GrantTable {
     pub fn take<T: DeserializeOwned>(
         &mut self,
         keys: &[&str],
-        limit_keys: &[&str],
+        limit_keys: &[LimitKey],
     ) -> Result<T, String> {
         let mut own = toml::Table::new();
         for key in keys {
@@ -117,12 +137,7 @@ impl GrantTable {
                 own.insert((*key).to_owned(), value);
             }
         }
-        let mut limits = toml::Table::new();
-        for key in limit_keys {
-            if let Some(value) = self.limits.remove(*key) {
-                limits.insert((*key).to_owned(), value);
-            }
-        }
+        let limits = self.take_limit_keys(limit_keys)?;
         if !limits.is_empty() {
             own.insert("limits".into(), toml::Value::Table(limits));
         }
@@ -131,13 +146,30 @@ impl GrantTable {
 
     /// The sandbox's `[limits]`.
     pub fn take_limits(&mut self) -> Result<Limits, String> {
-        let mut own = toml::Table::new();
-        for key in Limits::KEYS {
-            if let Some(value) = self.limits.remove(*key) {
-                own.insert((*key).to_owned(), value);
-            }
-        }
+        let own = self.take_limit_keys(Limits::KEYS)?;
         Limits::deserialize(toml::Value::Table(own)).map_err(|e| e.message().to_owned())
+    }
+
+    /// The `[limits]` entries of `keys`, each within its bounds.
+    fn take_limit_keys(&mut self, keys: &[LimitKey]) -> Result<toml::Table, String> {
+        let mut taken = toml::Table::new();
+        for key in keys {
+            let Some(value) = self.limits.remove(key.name) else {
+                continue;
+            };
+            match value.as_integer() {
+                Some(n) if n >= 1 && n as u64 <= key.max => {}
+                Some(n) => {
+                    return Err(format!(
+                        "limits.{} = {n} is out of range: it takes 1 to {}",
+                        key.name, key.max
+                    ));
+                }
+                None => return Err(format!("limits.{} must be a whole number", key.name)),
+            }
+            taken.insert(key.name.to_owned(), value);
+        }
+        Ok(taken)
     }
 
     /// Fails on the first key no capability read.
@@ -279,6 +311,33 @@ mod tests {
                 .contains("unknown key `fuel` in [limits]")
         );
         assert!(Grant::parse("kv = \"yes\"").is_err());
+        // Every limit has a range, and a value past it is refused, never clamped.
+        for (limit, said) in [
+            (
+                "memory_mib = 100000",
+                "limits.memory_mib = 100000 is out of range: it takes 1 to 256",
+            ),
+            (
+                "max_instances = 64",
+                "limits.max_instances = 64 is out of range: it takes 1 to 32",
+            ),
+            (
+                "kv_total_bytes = 0",
+                "limits.kv_total_bytes = 0 is out of range",
+            ),
+            (
+                "log_lines_per_minute = -1",
+                "limits.log_lines_per_minute = -1 is out of range",
+            ),
+            (
+                "run_job_ms = 1.5",
+                "limits.run_job_ms must be a whole number",
+            ),
+        ] {
+            let refused = Grant::parse(&format!("[limits]\n{limit}")).unwrap_err();
+            assert!(refused.contains(said), "{limit}: {refused}");
+        }
+        assert!(Grant::parse("[limits]\nmemory_mib = 256\nmax_instances = 32").is_ok());
         let grant = Grant::parse("outbound_hosts = [\"ftp://x\"]").unwrap();
         let asked = request(&["outbound-http"], None);
         assert!(

@@ -66,7 +66,12 @@ pub fn inventory(loader: &Loader) -> Vec<Listed> {
         let entry = components
             .entry(name.clone())
             .or_insert_with(|| listed(loader, &name, Kind::Component, None));
-        // A file overrides the bundled component of its name, whatever was wrong with that.
+        // A file overrides the bundled component of its name, whatever was wrong with that,
+        // and gets its grant only if it is that very component.
+        if entry.kind == Kind::Bundled {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            entry.grant = Some(loader.grant_source(&name, Some(&bytes)));
+        }
         entry.problem = problem;
         entry.file = Some((path, size));
     }
@@ -90,7 +95,7 @@ fn listed(loader: &Loader, name: &str, kind: Kind, problem: Option<String>) -> L
         name: name.to_owned(),
         kind,
         file: None,
-        grant: Some(loader.grant_source(name)),
+        grant: Some(loader.grant_source(name, None)),
         problem,
     }
 }

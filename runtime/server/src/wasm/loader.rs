@@ -99,24 +99,30 @@ impl Loader {
         &self.reserved
     }
 
-    /// Where the grant of an adapter comes from: its TOML file, else config.toml, else the
-    /// bundled default.
-    pub fn grant_source(&self, name: &str) -> GrantSource {
+    /// Where the grant of adapter `name` comes from: its TOML file, else config.toml, else
+    /// the bundled default, which goes to the bundled component alone: `file`, the bytes of a
+    /// file taking its name, gets it only when it is that very component (a stranger named
+    /// `teamchat.wasm` must not inherit teamchat's secrets).
+    pub fn grant_source(&self, name: &str, file: Option<&[u8]>) -> GrantSource {
         let path = self.adapters_dir.join(format!("{name}.toml"));
         if path.exists() {
-            GrantSource::File(path)
-        } else if self.config_grants.contains_key(name) {
-            GrantSource::Config
-        } else if let Some(bundled) = self.bundled(name) {
-            GrantSource::Bundled(bundled.grant)
-        } else {
-            GrantSource::Nothing
+            return GrantSource::File(path);
+        }
+        if self.config_grants.contains_key(name) {
+            return GrantSource::Config;
+        }
+        match self.bundled(name) {
+            Some(bundled) if file.is_none_or(|bytes| bundled.wasm == Some(bytes)) => {
+                GrantSource::Bundled(bundled.grant)
+            }
+            Some(_) => GrantSource::NotTheBundled,
+            None => GrantSource::Nothing,
         }
     }
 
     /// The grant of an adapter, from where [`Loader::grant_source`] says.
-    pub fn grant_for(&self, name: &str) -> anyhow::Result<Grant> {
-        match self.grant_source(name) {
+    pub fn grant_for(&self, name: &str, file: Option<&[u8]>) -> anyhow::Result<Grant> {
+        match self.grant_source(name, file) {
             GrantSource::File(path) => {
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
@@ -126,7 +132,7 @@ impl Loader {
             GrantSource::Config => Grant::from_table(self.config_grants[name].clone())
                 .map_err(|e| anyhow::anyhow!("invalid [adapters.{name}] in config.toml: {e}")),
             GrantSource::Bundled(text) => Grant::parse(text).map_err(anyhow::Error::msg),
-            GrantSource::Nothing => Ok(Grant::default()),
+            GrantSource::Nothing | GrantSource::NotTheBundled => Ok(Grant::default()),
         }
     }
 
@@ -141,9 +147,12 @@ impl Loader {
     ) -> anyhow::Result<Generation> {
         let flavor = self.sandbox.flavor(bytes.len());
         let (engine, cache_dir) = (flavor.engine().clone(), self.cache_dir.clone());
-        let compiled =
-            tokio::task::spawn_blocking(move || cache::compile(&engine, &cache_dir, &bytes))
-                .await??;
+        // The bytes come back: whether they are a bundled component decides its grant.
+        let (compiled, bytes) = tokio::task::spawn_blocking(move || {
+            (cache::compile(&engine, &cache_dir, &bytes), bytes)
+        })
+        .await?;
+        let compiled = compiled?;
         let (version, imports) = contract_of(flavor.engine(), &compiled.component)?;
         let pre = flavor
             .linker()
@@ -156,6 +165,7 @@ impl Loader {
             expected.unwrap_or("new component"),
             Granted::default(),
             Arc::clone(&self.services),
+            None,
         )?);
         let describing = Arc::new(Prepared {
             pre: pre.clone(),
@@ -187,7 +197,7 @@ impl Loader {
         };
         let grant = match grant {
             Some(grant) => grant,
-            None => self.grant_for(&name)?,
+            None => self.grant_for(&name, Some(&bytes))?,
         };
         let granted = Granted::new(&request, &grant, |name| self.services.env.get(name))
             .map_err(anyhow::Error::msg)?;
@@ -202,7 +212,13 @@ impl Loader {
                 granted.suggested_grant(&request)
             );
         }
-        let caller = Arc::new(Caller::new(&name, granted, Arc::clone(&self.services))?);
+        let member = self.sandbox.join(&name);
+        let caller = Arc::new(Caller::new(
+            &name,
+            granted,
+            Arc::clone(&self.services),
+            Some(member),
+        )?);
         Ok(Generation {
             name,
             version: description.version,
@@ -246,6 +262,8 @@ pub enum GrantSource {
     Bundled(&'static str),
     /// None: the adapter may call only what needs no grant.
     Nothing,
+    /// None either: a file taking a bundled component's name, with no grant of its own.
+    NotTheBundled,
 }
 
 /// An adapter name: up to 64 ASCII letters, digits, `-` and `_` (routes live under

@@ -15,6 +15,7 @@ pub mod inventory;
 mod lanes;
 mod loader;
 pub mod outbound;
+mod pool;
 mod rate;
 mod sandbox;
 pub mod shared;

@@ -16,6 +16,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use super::engine::{self, MemoryInit};
 use super::exports::{Call, Exports};
 use super::lanes::{Lanes, Slice};
+use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use crate::adapters::CallError;
 
@@ -80,12 +81,12 @@ async fn waited(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
 enum Places {
     Request {
         _adapter: OwnedSemaphorePermit,
-        _server: OwnedSemaphorePermit,
+        _server: Instance,
     },
     Background {
         _adapter: AdapterPlace,
         _server_share: OwnedSemaphorePermit,
-        _server: OwnedSemaphorePermit,
+        _server: Instance,
     },
 }
 
@@ -131,8 +132,8 @@ pub struct Sandbox {
     small: Flavor,
     large: Flavor,
     lanes: Lanes,
-    /// Instances of all adapters together.
-    instances: Arc<Semaphore>,
+    /// Instances of all adapters together, a share of them kept for each.
+    instances: Arc<Pool>,
     /// The part of them background calls may hold.
     background: Arc<Semaphore>,
 }
@@ -143,7 +144,7 @@ impl Sandbox {
             small: Flavor::new(pooling, MemoryInit::Copy)?,
             large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
             lanes: Lanes::default(),
-            instances: Arc::new(Semaphore::new(engine::MAX_INSTANCES)),
+            instances: Pool::new(engine::MAX_INSTANCES),
             background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
         })
     }
@@ -161,6 +162,12 @@ impl Sandbox {
         self.small.pooled && self.large.pooled
     }
 
+    /// Counts `adapter` among the loaded ones, whose share of the instances the others
+    /// leave free, while the membership lives.
+    pub fn join(&self, adapter: &str) -> Membership {
+        self.instances.join(adapter)
+    }
+
     /// A place for one more instance: the adapter's own cap, then the server's (for background
     /// work, within their background shares too).
     async fn places(&self, caller: &Caller, wait: Wait) -> Result<Places, CallError> {
@@ -176,9 +183,9 @@ impl Sandbox {
                     _adapter: Arc::clone(&caller.instances)
                         .try_acquire_owned()
                         .map_err(|_| busy("this adapter's instances"))?,
-                    _server: Arc::clone(&self.instances)
-                        .try_acquire_owned()
-                        .map_err(|_| busy("the server's instances"))?,
+                    _server: self.instances.try_take(&caller.adapter).ok_or_else(|| {
+                        busy("the instances this adapter may have of the server's")
+                    })?,
                 });
             }
             Wait::Yes => AdapterPlace::take(caller).await,
@@ -187,7 +194,7 @@ impl Sandbox {
         Ok(Places::Background {
             _adapter: adapter,
             _server_share: waited(&self.background).await,
-            _server: waited(&self.instances).await,
+            _server: self.instances.take(&caller.adapter).await,
         })
     }
 

@@ -17,6 +17,7 @@ use super::caps::{Granted, RunContext, States};
 use super::engine;
 use super::grants::Origin;
 use super::outbound::{Failure, Outbound};
+use super::pool::Membership;
 use super::sandbox::background_share;
 use crate::bus::Bus;
 use crate::db::Db;
@@ -49,11 +50,20 @@ pub struct Caller {
     /// The part of them its background calls (jobs, hooks) may hold; requests keep the rest.
     pub background: Arc<Semaphore>,
     pub services: Arc<Services>,
+    /// A loaded adapter's place among those the server keeps instances for; none while a
+    /// component is only being described.
+    _member: Option<Membership>,
 }
 
 impl Caller {
-    pub fn new(adapter: &str, granted: Granted, services: Arc<Services>) -> anyhow::Result<Self> {
+    pub fn new(
+        adapter: &str,
+        granted: Granted,
+        services: Arc<Services>,
+        member: Option<Membership>,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
+            _member: member,
             adapter: adapter.to_owned(),
             outbound: Outbound::new(&granted.outbound_http.origins)?,
             states: States::new(&granted),

@@ -11,7 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, link_versions, on_host, over_quota};
 use crate::agents::profiles::DEFAULT_PROFILE;
@@ -72,7 +72,16 @@ pub struct Agent;
 impl Capability for Agent {
     const INTERFACE: &'static str = "agent";
     const KEYS: &'static [&'static str] = &["agent"];
-    const LIMIT_KEYS: &'static [&'static str] = &["agent_runs_at_once", "agent_runs_per_minute"];
+    const LIMIT_KEYS: &'static [LimitKey] = &[
+        LimitKey {
+            name: "agent_runs_at_once",
+            max: 256,
+        },
+        LimitKey {
+            name: "agent_runs_per_minute",
+            max: 60_000,
+        },
+    ];
     type Grant = Grant;
     type Granted = Granted;
     type State = State;

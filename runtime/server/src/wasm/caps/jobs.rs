@@ -5,7 +5,7 @@ use serde::Deserialize;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota};
 use crate::bus::Event;
@@ -50,7 +50,16 @@ pub struct Jobs;
 impl Capability for Jobs {
     const INTERFACE: &'static str = "jobs";
     const KEYS: &'static [&'static str] = &["jobs"];
-    const LIMIT_KEYS: &'static [&'static str] = &["jobs_pending", "job_payload_bytes"];
+    const LIMIT_KEYS: &'static [LimitKey] = &[
+        LimitKey {
+            name: "jobs_pending",
+            max: 1_000_000,
+        },
+        LimitKey {
+            name: "job_payload_bytes",
+            max: 16 << 20,
+        },
+    ];
     type Grant = Grant;
     type Granted = Granted;
     type State = ();

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota, trap};
 use crate::kv::{self, Refused};
@@ -49,8 +49,20 @@ pub struct Kv;
 impl Capability for Kv {
     const INTERFACE: &'static str = "kv";
     const KEYS: &'static [&'static str] = &["kv"];
-    const LIMIT_KEYS: &'static [&'static str] =
-        &["kv_key_bytes", "kv_value_bytes", "kv_total_bytes"];
+    const LIMIT_KEYS: &'static [LimitKey] = &[
+        LimitKey {
+            name: "kv_key_bytes",
+            max: 4 << 10,
+        },
+        LimitKey {
+            name: "kv_value_bytes",
+            max: 16 << 20,
+        },
+        LimitKey {
+            name: "kv_total_bytes",
+            max: 4 << 30,
+        },
+    ];
     type Grant = Grant;
     type Granted = Granted;
     type State = ();

@@ -10,7 +10,7 @@ use service_contract::registry::clip;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::rate::PerMinute;
 use super::super::state::HostState;
 use super::{Capability, link_versions};
@@ -49,7 +49,10 @@ pub struct Log;
 impl Capability for Log {
     const INTERFACE: &'static str = "log";
     const KEYS: &'static [&'static str] = &[];
-    const LIMIT_KEYS: &'static [&'static str] = &["log_lines_per_minute"];
+    const LIMIT_KEYS: &'static [LimitKey] = &[LimitKey {
+        name: "log_lines_per_minute",
+        max: 60_000,
+    }];
     type Grant = Grant;
     type Granted = Limits;
     type State = State;

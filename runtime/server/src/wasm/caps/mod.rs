@@ -25,7 +25,7 @@ pub use agent::RunContext;
 pub use filesystem::shadow_preopens;
 
 use super::bindings::{v0_1, v0_2};
-use super::grants::{GrantTable, Limits, Request};
+use super::grants::{GrantTable, LimitKey, Limits, Request};
 use super::state::HostState;
 
 /// One host import.
@@ -34,7 +34,7 @@ pub trait Capability {
     const INTERFACE: &'static str;
     /// The top-level keys of a grant file it reads, and its keys in `[limits]`.
     const KEYS: &'static [&'static str];
-    const LIMIT_KEYS: &'static [&'static str];
+    const LIMIT_KEYS: &'static [LimitKey];
     /// Its part of the grant, read from those keys (the `[limits]` ones as a `limits` table).
     type Grant: DeserializeOwned + Default + Clone + Debug + PartialEq;
     /// What a component gets: its request, within the grant.

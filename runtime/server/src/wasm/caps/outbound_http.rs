@@ -6,7 +6,7 @@ use serde::Deserialize;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::{Origin, Request};
+use super::super::grants::{LimitKey, Origin, Request};
 use super::super::outbound::{self, Failure};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host};
@@ -62,7 +62,7 @@ pub struct OutboundHttp;
 impl Capability for OutboundHttp {
     const INTERFACE: &'static str = "outbound-http";
     const KEYS: &'static [&'static str] = &["outbound_hosts", "outbound_env"];
-    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Grant;
     type Granted = Granted;
     type State = ();

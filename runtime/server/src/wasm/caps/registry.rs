@@ -4,7 +4,7 @@ use service_contract::FailureKind;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, Nothing, link_versions};
 
@@ -13,7 +13,7 @@ pub struct Registry;
 impl Capability for Registry {
     const INTERFACE: &'static str = "registry";
     const KEYS: &'static [&'static str] = &[];
-    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Nothing;
     type Granted = ();
     type State = ();

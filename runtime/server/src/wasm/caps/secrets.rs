@@ -10,7 +10,7 @@ use sha2::Sha256;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::{Origin, Request};
+use super::super::grants::{LimitKey, Origin, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions};
 use v0_2::service::adapter::secrets::HmacAlgorithm;
@@ -72,7 +72,7 @@ pub struct Secrets;
 impl Capability for Secrets {
     const INTERFACE: &'static str = "secrets";
     const KEYS: &'static [&'static str] = &["secrets", "secret_origins"];
-    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Grant;
     type Granted = Granted;
     type State = ();

@@ -9,7 +9,7 @@ use service_contract::tools::ToolContext;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
-use super::super::grants::Request;
+use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::agent::Refusal;
 use super::{Capability, link_versions, on_host};
@@ -45,7 +45,7 @@ pub struct Tools;
 impl Capability for Tools {
     const INTERFACE: &'static str = "tools";
     const KEYS: &'static [&'static str] = &["tools"];
-    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Grant;
     type Granted = Granted;
     type State = ();
