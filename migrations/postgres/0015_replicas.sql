@@ -30,3 +30,47 @@ ALTER TABLE adapter_jobs ADD COLUMN IF NOT EXISTS lease_holder TEXT;
 ALTER TABLE adapter_jobs ADD COLUMN IF NOT EXISTS lease_until BIGINT;
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS runner TEXT;
 ALTER TABLE traces ADD COLUMN IF NOT EXISTS runner TEXT;
+
+CREATE TABLE IF NOT EXISTS adapter_jobs_open (
+    adapter    TEXT PRIMARY KEY NOT NULL,
+    unfinished BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE OR REPLACE FUNCTION adapter_jobs_open_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'adapter_jobs' THEN
+        IF EXISTS (SELECT 1 FROM tasks WHERE task_id = NEW.task_id
+                   AND status IN ('pending', 'running')) THEN
+            INSERT INTO adapter_jobs_open (adapter, unfinished) VALUES (NEW.adapter, 1)
+            ON CONFLICT (adapter) DO UPDATE SET unfinished = adapter_jobs_open.unfinished + 1;
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        IF OLD.status IN ('pending', 'running') THEN
+            UPDATE adapter_jobs_open SET unfinished = unfinished - 1
+            WHERE adapter = (SELECT adapter FROM adapter_jobs WHERE task_id = OLD.task_id);
+        END IF;
+        RETURN OLD;
+    END IF;
+    IF (OLD.status IN ('pending', 'running')) <> (NEW.status IN ('pending', 'running')) THEN
+        UPDATE adapter_jobs_open
+        SET unfinished = unfinished + CASE WHEN NEW.status IN ('pending', 'running') THEN 1 ELSE -1 END
+        WHERE adapter = (SELECT adapter FROM adapter_jobs WHERE task_id = NEW.task_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER adapter_jobs_open_insert AFTER INSERT ON adapter_jobs
+    FOR EACH ROW EXECUTE FUNCTION adapter_jobs_open_follow();
+CREATE OR REPLACE TRIGGER adapter_jobs_open_status AFTER UPDATE OF status ON tasks
+    FOR EACH ROW EXECUTE FUNCTION adapter_jobs_open_follow();
+-- Before: the job's row goes with its task.
+CREATE OR REPLACE TRIGGER adapter_jobs_open_delete BEFORE DELETE ON tasks
+    FOR EACH ROW EXECUTE FUNCTION adapter_jobs_open_follow();
+
+INSERT INTO adapter_jobs_open (adapter, unfinished)
+SELECT j.adapter, count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id
+WHERE t.status IN ('pending', 'running') GROUP BY j.adapter
+ON CONFLICT (adapter) DO UPDATE SET unfinished = excluded.unfinished;

@@ -140,7 +140,7 @@ async fn a_guest_stays_within_its_quotas_and_says_so() {
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     let grant = hostile_grant(
         "kv_total_bytes = 1048576\nkv_value_bytes = 65536\njobs_pending = 20\n\
-         job_payload_bytes = 1024\nlog_lines_per_minute = 100\nmax_instances = 40",
+         job_payload_bytes = 1024\nlog_lines_per_minute = 100\nmax_instances = 32",
     );
     drop_in(&server, "hostile", &guest("hostile"), &grant);
     loaded(&server, "echo").await;

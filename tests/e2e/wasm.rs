@@ -163,15 +163,29 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
     let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
     assert_eq!(trace["source"], "echo");
 
-    // Tools through the `tools` import: `*` covers every ungated tool, including delegation
-    // (a sub-run without a parent trace), but never a gated one.
+    // Tools through the `tools` import: `*` covers every ungated tool that leaves stored data
+    // alone, including delegation (a sub-run without a parent trace), but never a gated one
+    // nor one that writes notes, which a grant must name.
+    let search = post(
+        &server,
+        "/api/adapters/echo/tool?name=search_notes",
+        r#"{"query": "anything"}"#,
+    )
+    .await;
+    assert_eq!(search.0, StatusCode::OK, "{}", search.1);
     let note = post(
         &server,
         "/api/adapters/echo/tool?name=create_note",
         r#"{"title": "from a component"}"#,
     )
     .await;
-    assert_eq!(note.0, StatusCode::OK, "{}", note.1);
+    assert_eq!(
+        note,
+        (
+            StatusCode::BAD_GATEWAY,
+            "tool \"create_note\" is not granted".into()
+        )
+    );
     let delegated = post(
         &server,
         "/api/adapters/echo/tool?name=delegate_to_agent",
@@ -219,6 +233,21 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
             .starts_with("CapabilityDenied:"),
         "{denial}"
     );
+
+    // Named beside `*`, the writing tool is granted.
+    let naming = ECHO_GRANT.replace("tools = [\"*\"]", "tools = [\"*\", \"create_note\"]");
+    std::fs::write(server.data_dir.join("adapters/echo.toml"), naming).unwrap();
+    let note = eventually(20, async || {
+        let note = post(
+            &server,
+            "/api/adapters/echo/tool?name=create_note",
+            r#"{"title": "from a component"}"#,
+        )
+        .await;
+        (note.0 == StatusCode::OK).then_some(note.1)
+    })
+    .await;
+    assert!(note.contains("from a component"), "{note}");
 }
 
 #[tokio::test]

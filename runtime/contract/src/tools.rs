@@ -63,6 +63,9 @@ pub struct Tool {
     /// Whether it runs agents (delegation): a component needs the `agent` grant to call it,
     /// and the call counts against its agent limits.
     pub runs_agents: bool,
+    /// Whether it writes what the user keeps (notes): a component's grant must name it, as
+    /// `tools = ["*"]` covers only tools that leave stored data alone.
+    pub writes: bool,
 }
 
 impl Tool {
@@ -79,12 +82,19 @@ impl Tool {
             handler: Some(Arc::new(handler)),
             gate: None,
             runs_agents: false,
+            writes: false,
         }
     }
 
     /// Marks a tool that runs agents.
     pub fn running_agents(mut self) -> Self {
         self.runs_agents = true;
+        self
+    }
+
+    /// Marks a tool that writes stored data.
+    pub fn writing(mut self) -> Self {
+        self.writes = true;
         self
     }
 }
@@ -179,6 +189,11 @@ impl ToolRegistry {
     /// Whether a registered tool runs agents.
     pub fn runs_agents(&self, name: &str) -> bool {
         self.get(name).is_some_and(|r| r.tool.runs_agents)
+    }
+
+    /// Whether a registered tool writes stored data.
+    pub fn writes(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|r| r.tool.writes)
     }
 
     pub fn list(&self) -> Vec<ToolInfo> {

@@ -106,11 +106,14 @@ impl App {
         db.call(move |conn| shared.reload_shared(conn)).await?;
         let bus = Bus::new(db.clone(), replica.clone());
 
+        // A connection of their own for what guests and tools write (notes, kv, jobs), so
+        // their writes never hold the one the API reads with.
+        let side_db = db.another()?;
         let registry = Arc::new(ToolRegistry::new());
         tools::register_builtin(
             &registry,
             BuiltinConfig {
-                db: db.clone(),
+                db: side_db.clone(),
                 env: Arc::clone(&env),
                 data_dir: data_dir.to_owned(),
                 web_search: config.tools.web_search.clone(),
@@ -190,8 +193,7 @@ impl App {
         }
 
         let services = Arc::new(Services {
-            // A connection of their own: a guest's writes never hold the API's.
-            db: db.another()?,
+            db: side_db,
             env: Arc::clone(&env),
             registry,
             agents,

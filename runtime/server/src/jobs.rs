@@ -49,14 +49,15 @@ impl From<kv::Refused> for Refused {
     }
 }
 
-/// Jobs of `adapter` waiting or running.
+/// Jobs of `adapter` waiting or running (counted by triggers as their tasks change).
 pub fn unfinished(conn: &Conn, adapter: &str) -> Result<u32> {
-    conn.query_one(
-        "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
-         WHERE j.adapter = ?1 AND t.status IN ('pending', 'running')",
-        params![adapter],
-        |r| r.get(0),
-    )
+    Ok(conn
+        .query_opt(
+            "SELECT unfinished FROM adapter_jobs_open WHERE adapter = ?1",
+            params![adapter],
+            |r| r.get(0),
+        )?
+        .unwrap_or(0))
 }
 
 /// Persists a job as a pending task, unless the adapter already has `max_unfinished` jobs
@@ -372,6 +373,39 @@ mod tests {
             );
             finish(conn, &a, HERE.holder, Outcome::Completed).unwrap();
             assert!(enqueue(conn, "a", b"3", 2).is_ok());
+        });
+    }
+
+    #[test]
+    fn the_unfinished_count_follows_every_change_of_a_jobs_task() {
+        each_conn(Backends::Both, |conn| {
+            let done = enqueue(conn, "a", b"1", 10).unwrap();
+            let dropped = enqueue(conn, "a", b"2", 10).unwrap();
+            enqueue(conn, "a", b"3", 10).unwrap();
+            tasks::create(conn, &NewTask::default()).unwrap();
+            assert_eq!(unfinished(conn, "a").unwrap(), 3);
+            claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
+            assert_eq!(unfinished(conn, "a").unwrap(), 3, "running counts");
+            assert!(finish(conn, &done, HERE.holder, Outcome::Completed).unwrap());
+            assert_eq!(unfinished(conn, "a").unwrap(), 2);
+            tasks::cancel_or_delete(conn, &dropped).unwrap();
+            assert_eq!(unfinished(conn, "a").unwrap(), 1, "cancelled");
+            tasks::cancel_or_delete(conn, &dropped).unwrap();
+            tasks::cancel_or_delete(conn, &done).unwrap();
+            assert_eq!(unfinished(conn, "a").unwrap(), 1, "finished ones deleted");
+            let running = claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
+            assert_eq!(reclaim(conn, 1, Some(HERE.holder)).unwrap(), (0, 1));
+            assert_eq!(unfinished(conn, "a").unwrap(), 0, "given up");
+            let counted: i64 = conn
+                .query_one(
+                    "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+                     WHERE t.status IN ('pending', 'running')",
+                    params![],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(counted, 0, "{running:?}");
+            assert_eq!(unfinished(conn, "b").unwrap(), 0, "never had a job");
         });
     }
 

@@ -86,7 +86,8 @@ pub fn register(registry: &ToolRegistry, db: &Db) -> Result<(), RegistryError> {
                     }
                 }
             },
-        ),
+        )
+        .writing(),
         false,
     )?;
     registry.register(
@@ -116,7 +117,8 @@ pub fn register(registry: &ToolRegistry, db: &Db) -> Result<(), RegistryError> {
                     }
                 }
             },
-        ),
+        )
+        .writing(),
         false,
     )
 }

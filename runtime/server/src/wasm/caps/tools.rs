@@ -18,25 +18,30 @@ use v0_2::service::adapter::types::ToolSpec;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
-    /// Tool names; `*` grants every tool but gated ones, which must be named.
+    /// Tool names; `*` grants every tool but gated and writing ones, which must be named.
     #[serde(default)]
     tools: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Granted {
-    /// `None`: every ungated tool.
-    pub names: Option<BTreeSet<String>>,
+    /// `*`: every tool that need not be named.
+    pub all: bool,
+    /// The tools the grant names.
+    pub named: BTreeSet<String>,
+    /// A 0.1 component's own list of the tools it wants, which it never gets past (`None`:
+    /// it lists none, or `*`).
+    pub listed: Option<BTreeSet<String>>,
 }
 
 impl Granted {
-    /// Whether the grant covers a tool; a gated tool (`gate` is its variable) must be named
-    /// explicitly, never through `*`, and `gate_open` must say its variable is `true`.
-    pub fn allows(&self, name: &str, gate: Option<&str>, gate_open: impl Fn(&str) -> bool) -> bool {
-        match gate {
-            None => self.names.as_ref().is_none_or(|t| t.contains(name)),
-            Some(gate) => self.names.as_ref().is_some_and(|t| t.contains(name)) && gate_open(gate),
-        }
+    /// Whether the grant covers a tool. A tool that `must_be_named` (gated, or writing stored
+    /// data) is covered only by its name, never through `*`.
+    pub fn allows(&self, name: &str, must_be_named: bool) -> bool {
+        self.listed
+            .as_ref()
+            .is_none_or(|listed| listed.contains(name))
+            && (self.named.contains(name) || (self.all && !must_be_named))
     }
 }
 
@@ -56,36 +61,44 @@ impl Capability for Tools {
         _: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Granted, String> {
         if !request.imports.contains(Self::INTERFACE) {
-            return Ok(Granted {
-                names: Some(BTreeSet::new()),
-            });
+            return Ok(Granted::default());
         }
-        let all = |list: &[String]| list.iter().any(|t| t == "*");
-        let granted = |t: &String| all(&grant.tools) || grant.tools.contains(t);
-        let names = match &request.listed {
+        let star = |list: &[String]| list.iter().any(|t| t == "*");
+        Ok(Granted {
+            all: star(&grant.tools),
+            named: grant.tools.iter().filter(|t| *t != "*").cloned().collect(),
             // A 0.1 component lists the tools it wants, or `*`.
-            Some(listed) if !all(&listed.tools) => Some(
-                listed
-                    .tools
-                    .iter()
-                    .filter(|t| granted(t))
-                    .cloned()
-                    .collect(),
-            ),
-            _ if all(&grant.tools) => None,
-            _ => Some(grant.tools.iter().cloned().collect()),
-        };
-        Ok(Granted { names })
+            listed: request
+                .listed
+                .as_ref()
+                .filter(|listed| !star(&listed.tools))
+                .map(|listed| listed.tools.iter().cloned().collect()),
+        })
     }
 
     fn granted_anything(granted: &Granted) -> bool {
-        granted.names.as_ref().is_none_or(|t| !t.is_empty())
+        match &granted.listed {
+            None => granted.all || !granted.named.is_empty(),
+            Some(listed) => listed
+                .iter()
+                .any(|t| granted.all || granted.named.contains(t)),
+        }
     }
 
     fn summary(granted: &Granted) -> Vec<String> {
-        match &granted.names {
-            None => vec!["tools:*".into()],
-            Some(names) => names.iter().map(|t| format!("tool:{t}")).collect(),
+        let named = |t: &String| format!("tool:{t}");
+        match &granted.listed {
+            None => granted
+                .all
+                .then(|| "tools:*".to_owned())
+                .into_iter()
+                .chain(granted.named.iter().map(named))
+                .collect(),
+            Some(listed) => listed
+                .iter()
+                .filter(|t| granted.all || granted.named.contains(*t))
+                .map(named)
+                .collect(),
         }
     }
 
@@ -105,15 +118,16 @@ impl Capability for Tools {
 }
 
 impl HostState {
-    /// Whether the adapter's grant covers `name` (gated tools only when named and switched on).
+    /// Whether the adapter's grant covers `name`: gated tools only when named and switched
+    /// on, writing tools only when named.
     fn tool_granted(&self, name: &str) -> bool {
-        let services = &self.caller.services;
-        self.caller
-            .granted
-            .tools
-            .allows(name, services.tools.gate_of(name), |gate| {
-                services.env.get(gate).as_deref() == Some("true")
-            })
+        let (services, granted) = (&self.caller.services, &self.caller.granted.tools);
+        match services.tools.gate_of(name) {
+            Some(gate) => {
+                granted.allows(name, true) && services.env.get(gate).as_deref() == Some("true")
+            }
+            None => granted.allows(name, services.tools.writes(name)),
+        }
     }
 }
 
