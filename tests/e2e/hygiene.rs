@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::guests::guest;
 use crate::support::{Server, assert_error, json_of};
+use crate::wasm::{drop_in, loaded};
 
 /// Framework wording that must never reach a client.
 const FRAMEWORK_WORDS: [&str; 4] = ["Failed to", "deserialize", "expected struct", "untagged"];
@@ -255,7 +257,8 @@ async fn slow_clients_time_out_and_do_not_starve_others() {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(
         data.join("config.toml"),
-        "[server]\nheader_timeout_secs = 3\nbody_timeout_secs = 3\nmax_connections = 4\n",
+        "[server]\nheader_timeout_secs = 3\nbody_timeout_secs = 3\nmax_connections = 4\n\
+         max_connections_per_peer = 4\n",
     )
     .unwrap();
     let server = Server::start_in(&data, &[]);
@@ -301,6 +304,93 @@ async fn slow_clients_time_out_and_do_not_starve_others() {
         "{answer}"
     );
     assert_eq!(health(&server).await, StatusCode::OK);
+}
+
+/// How much arrives on `stream` before the server closes it (bounded by `limit`).
+async fn received_before_close(stream: &mut TcpStream, limit: Duration) -> usize {
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut received = 0;
+    loop {
+        match tokio::time::timeout(limit, stream.read(&mut chunk))
+            .await
+            .expect("the server kept a connection that reads nothing open")
+        {
+            Ok(0) | Err(_) => return received,
+            Ok(n) => received += n,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_holds_its_share_for_the_write_deadline_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("config.toml"),
+        "[server]\nmax_connections = 16\nmax_connections_per_peer = 4\nwrite_timeout_secs = 2\n",
+    )
+    .unwrap();
+    let server = Server::start_in(&data, &[]);
+    drop_in(&server, "hostile", &guest("hostile"), "");
+    loaded(&server, "hostile").await;
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let ask = |bytes: usize| {
+        format!("GET /api/adapters/hostile/big?bytes={bytes} HTTP/1.1\r\nHost: {addr}\r\n\r\n")
+    };
+
+    // Four connections ask for 4 MB each and read nothing, with a receive buffer small enough
+    // that the answer cannot wait in the kernel: this address's whole share.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(8 << 10).unwrap();
+        let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+        stream.write_all(ask(4_000_000).as_bytes()).await.unwrap();
+        held.push(stream);
+    }
+    // A fifth from the same address is turned away at once, in words.
+    let mut fifth = slow_client(&addr, &ask(10)).await;
+    let answer = until_closed(&mut fifth, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("the most one client may hold"), "{answer}");
+    // Another address is served meanwhile.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let response = elsewhere
+        .get(server.url("/api/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // Reading nothing for the write deadline (2 s), each is closed: what arrived is what the
+    // socket buffers took, not the answer.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for stream in &mut held {
+        let received = received_before_close(stream, Duration::from_secs(15)).await;
+        assert!(received < 4_000_000, "{received}");
+    }
+    // The share is free again.
+    assert_eq!(health(&server).await, StatusCode::OK);
+
+    // An answer past 4 MiB is not passed on, and the entry says why.
+    let (status, said) = {
+        let response = reqwest::get(server.url("/api/adapters/hostile/big?bytes=5000000"))
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
+    };
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{said}");
+    let hostile = server.adapter("hostile").await.unwrap();
+    assert!(
+        hostile["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("a body of 5000000 bytes, more than 4 MiB"),
+        "{hostile}"
+    );
 }
 
 #[tokio::test]

@@ -227,6 +227,88 @@ async fn a_guest_stays_within_its_quotas_and_says_so() {
     assert!(listing.bytes().await.unwrap().len() < 64 << 10);
 }
 
+/// How many tasks have each status.
+async fn task_counts(server: &Server) -> Value {
+    server.get("/api/tasks").await.1["counts"].clone()
+}
+
+#[tokio::test]
+async fn what_a_guest_makes_the_host_store_is_bounded() {
+    let server = Server::start_with_config("[jobs]\nkeep_finished = 5\n", &[]);
+    let grant = "agent = true\njobs = true\n[limits]\njobs_pending = 100\n";
+    drop_in(&server, "hostile", &guest("hostile"), grant);
+    loaded(&server, "hostile").await;
+    let said = |path: &'static str| {
+        let server = &server;
+        async move {
+            let (status, said) = get(server, &format!("/api/adapters/hostile{path}")).await;
+            assert!(status.is_success(), "{path}: {status} {said}");
+            said
+        }
+    };
+
+    // A prompt past limits.agent_prompt_bytes is refused before anything is stored.
+    let refused = said("/agent-big?bytes=3000000").await;
+    assert_eq!(
+        refused,
+        "refused: agent.run: a prompt of 3000000 bytes is larger than 65536 \
+         (limits.agent_prompt_bytes)"
+    );
+    assert!(
+        entry(&server, "hostile").await["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("QuotaExceeded: agent.run: a prompt of 3000000 bytes")
+    );
+    let (_, traces) = server.get("/api/traces").await;
+    assert_eq!(traces["total"], 0, "{traces}");
+
+    // Notes on a trace: at most 32.
+    let annotated = said("/annotate-flood?n=100").await;
+    assert_eq!(
+        annotated,
+        "annotated 32; then: agent.annotate: the trace has 32 warnings already, the most it keeps"
+    );
+    let (_, traces) = server.get("/api/traces").await;
+    let trace_id = traces["traces"][0]["id"].as_str().unwrap().to_owned();
+    let (_, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(trace["warnings"].as_array().unwrap().len(), 32);
+
+    // A job failing with 8 MB messages, every attempt: its task keeps the newest few KB.
+    let task_id = said("/fail-job?bytes=8000000").await;
+    let failed = eventually(30, async || {
+        let (_, tasks) = server.get("/api/tasks?status=error").await;
+        tasks["tasks"]
+            .as_array()?
+            .iter()
+            .find(|t| t["task_id"] == task_id.as_str())
+            .cloned()
+    })
+    .await;
+    let description = failed["description"].as_str().unwrap();
+    assert!(
+        description.chars().count() <= 4_000,
+        "{}",
+        description.len()
+    );
+    let listing = reqwest::get(server.url("/api/tasks?status=error&limit=10"))
+        .await
+        .unwrap();
+    assert!(listing.bytes().await.unwrap().len() < 16 << 10);
+
+    // Thirty finished jobs of 60 KB: their payloads go as they finish, and past
+    // [jobs] keep_finished only the newest five stay.
+    assert_eq!(said("/quick-jobs?n=30&bytes=60000").await, "queued");
+    eventually(60, async || {
+        let counts = task_counts(&server).await;
+        let open = counts["pending"].as_u64()? + counts["running"].as_u64()?;
+        let finished = counts["completed"].as_u64()? + counts["error"].as_u64()?;
+        // The annotated run's task is no job: it stays.
+        (open == 0 && finished <= 6).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn what_describe_and_list_tools_may_say_is_bounded() {
     let server = Server::start();
@@ -395,6 +477,72 @@ async fn a_delegation_chain_through_a_component_keeps_its_depth_and_budget() {
         })
         .count();
     assert!(refused > 0, "{traces}");
+}
+
+#[tokio::test]
+async fn adapters_at_their_largest_share_leave_a_neighbour_its_instances() {
+    // All from one client address, which may hold them all here.
+    let server = Server::start_with_config("[server]\nmax_connections_per_peer = 256\n", &[]);
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    let other = variant("hostile", "hostile2", &[("HOSTILE_NAME", "hostile2")]);
+    let grant = hostile_grant("handle_http_ms = 6000\nmax_instances = 32");
+    drop_in(&server, "hostile", &guest("hostile"), &grant);
+    drop_in(&server, "hostile2", &other, &grant);
+    for name in ["echo", "hostile", "hostile2"] {
+        loaded(&server, name).await;
+    }
+    // Both take all they may, 32 each on paper: the 64 of the server, were it not for the
+    // other adapters' reservations.
+    let client = reqwest::Client::new();
+    let spinners: Vec<_> = ["hostile", "hostile2"]
+        .iter()
+        .flat_map(|name| {
+            let url = server.url(&format!("/api/adapters/{name}/loop"));
+            (0..32).map(move |_| url.clone())
+        })
+        .map(|url| tokio::spawn(client.get(url).send()))
+        .collect();
+    let refused = eventually(10, async || {
+        let (status, said) = get(&server, "/api/adapters/hostile/ok").await;
+        (status == StatusCode::SERVICE_UNAVAILABLE).then_some(said)
+    })
+    .await;
+    assert!(refused.contains("busy"), "{refused}");
+    // The neighbour answers every time meanwhile.
+    for _ in 0..30 {
+        let (status, said) = get(&server, "/api/adapters/echo/hello").await;
+        assert_eq!(status, StatusCode::OK, "{said}");
+    }
+    assert!(
+        spinners.iter().any(|s| !s.is_finished()),
+        "measured while they spun"
+    );
+    for spinner in spinners {
+        drop(spinner.await);
+    }
+}
+
+#[tokio::test]
+async fn a_limit_past_its_range_is_a_grant_error_naming_the_range() {
+    let server = Server::start();
+    drop_in(
+        &server,
+        "hostile",
+        &guest("hostile"),
+        &hostile_grant("memory_mib = 100000"),
+    );
+    let refused = eventually(20, async || {
+        let entry = server.adapter("hostile").await?;
+        (entry["status"] == "error").then_some(entry)
+    })
+    .await;
+    assert!(
+        refused["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.memory_mib = 100000 is out of range: it takes 1 to 256"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]

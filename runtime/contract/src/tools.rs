@@ -248,7 +248,9 @@ impl ToolRegistry {
         (specs, warnings)
     }
 
-    /// Checks the input against the tool's schema, then runs its handler.
+    /// Checks the input against the tool's schema, then runs its handler. Its answer (or
+    /// error) is cut to [`MAX_RESULT_BYTES`], whatever the tool is: built in, a component's,
+    /// or a server's, so no tool can make a run resend or store more.
     pub async fn invoke(
         &self,
         name: &str,
@@ -272,8 +274,28 @@ impl ToolRegistry {
             .handler
             .clone()
             .ok_or_else(|| format!("tool {name:?} has no handler"))?;
-        handler.call(input, ctx).await
+        handler.call(input, ctx).await.map(cut).map_err(cut)
     }
+}
+
+/// The most of a tool's answer that goes on: to the model, into the trace, to a component.
+pub const MAX_RESULT_BYTES: usize = 64 << 10;
+
+/// `text`, or its first [`MAX_RESULT_BYTES`] with a line saying how much there was.
+fn cut(mut text: String) -> String {
+    let total = text.len();
+    if total <= MAX_RESULT_BYTES {
+        return text;
+    }
+    let mut kept = MAX_RESULT_BYTES;
+    while !text.is_char_boundary(kept) {
+        kept -= 1;
+    }
+    text.truncate(kept);
+    text.push_str(&format!(
+        "\n[cut: the tool answered {total} bytes; these are the first {kept}]"
+    ));
+    text
 }
 
 /// Deserializes schema-checked input into the handler's own type.
@@ -344,6 +366,49 @@ mod tests {
             Ok("second".to_owned())
         );
         assert_eq!(registry.list().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_answer_or_error_past_the_bound_is_cut_and_says_so() {
+        let registry = ToolRegistry::new();
+        let huge = |fail: bool| {
+            move |_: Value, _: ToolContext| async move {
+                // Multi-byte characters, so the cut must find a boundary.
+                let text = "é".repeat(MAX_RESULT_BYTES);
+                if fail { Err(text) } else { Ok(text) }
+            }
+        };
+        let schema = json!({"type": "object"});
+        registry
+            .register(Tool::new("flood", "", schema.clone(), huge(false)), false)
+            .unwrap();
+        registry
+            .register(Tool::new("flood_error", "", schema, huge(true)), false)
+            .unwrap();
+        let answer = registry
+            .invoke("flood", json!({}), context())
+            .await
+            .unwrap();
+        let error = registry
+            .invoke("flood_error", json!({}), context())
+            .await
+            .unwrap_err();
+        for text in [answer, error] {
+            assert!(text.len() < MAX_RESULT_BYTES + 100, "{}", text.len());
+            assert!(
+                text.ends_with(&format!(
+                    "[cut: the tool answered {} bytes; these are the first {MAX_RESULT_BYTES}]",
+                    2 * MAX_RESULT_BYTES
+                )),
+                "{}",
+                &text[text.len() - 100..]
+            );
+        }
+        registry.register(tool("small", "whole"), false).unwrap();
+        assert_eq!(
+            registry.invoke("small", json!({"n": 1}), context()).await,
+            Ok("whole".to_owned())
+        );
     }
 
     #[tokio::test]

@@ -295,7 +295,7 @@ fn main() {
         app.supervisor
             .add_native(Arc::new(NativeTeamchat { db: app.db.clone() }));
         app.supervisor.start_natives().await;
-        app.components.discover().await;
+        app.components.discover(app.components.announce()).await;
         assert!(app.components.generation("teamchat").is_some(), "teamchat is not bundled");
         let worker = Worker {
             components: Arc::clone(&app.components),

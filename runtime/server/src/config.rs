@@ -78,6 +78,9 @@ pub struct JobsSection {
     /// How long a replica's hold on a running job lasts without renewal (it renews a quarter
     /// of the way); a job whose replica died runs again elsewhere after this: default 20 s.
     pub lease_secs: Option<u64>,
+    /// Finished jobs kept per adapter, with their tasks (their payloads go when they finish);
+    /// older ones are deleted: default 1,000.
+    pub keep_finished: Option<u32>,
 }
 
 impl JobsSection {
@@ -97,12 +100,19 @@ impl JobsSection {
         Duration::from_secs(self.lease_secs.unwrap_or(20))
     }
 
+    pub fn keep_finished(&self) -> u32 {
+        self.keep_finished.unwrap_or(1_000)
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         if !(1..=1024).contains(&self.workers()) {
             bail!("[jobs] workers must be between 1 and 1024");
         }
-        if self.attempts() < 1 {
-            bail!("[jobs] attempts must be at least 1");
+        if !(1..=100).contains(&self.attempts()) {
+            bail!("[jobs] attempts must be between 1 and 100");
+        }
+        if self.keep_finished() > 1_000_000 {
+            bail!("[jobs] keep_finished must be at most 1000000");
         }
         if !(4..=3600).contains(&self.lease().as_secs()) {
             bail!("[jobs] lease_secs must be between 4 and 3600");
@@ -157,6 +167,12 @@ pub struct ServerSection {
     pub body_timeout_secs: Option<u64>,
     /// Connections served at once; further ones wait to be accepted: default 256.
     pub max_connections: Option<usize>,
+    /// Of those, what one client address may hold; past it, a new one is answered 503 and
+    /// closed: default a quarter of `max_connections`.
+    pub max_connections_per_peer: Option<usize>,
+    /// Seconds an answer may wait for a client that reads nothing before the connection is
+    /// closed: default 10.
+    pub write_timeout_secs: Option<u64>,
 }
 
 impl ServerSection {
@@ -172,14 +188,30 @@ impl ServerSection {
         self.max_connections.unwrap_or(256)
     }
 
+    pub fn max_connections_per_peer(&self) -> usize {
+        self.max_connections_per_peer
+            .unwrap_or_else(|| self.max_connections().div_ceil(4))
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_secs(self.write_timeout_secs.unwrap_or(10))
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         if !(1..=3600).contains(&self.header_timeout().as_secs())
             || !(1..=3600).contains(&self.body_timeout().as_secs())
+            || !(1..=3600).contains(&self.write_timeout().as_secs())
         {
-            bail!("[server] header_timeout_secs and body_timeout_secs must be between 1 and 3600");
+            bail!(
+                "[server] header_timeout_secs, body_timeout_secs and write_timeout_secs must be \
+                 between 1 and 3600"
+            );
         }
         if !(1..=65_536).contains(&self.max_connections()) {
             bail!("[server] max_connections must be between 1 and 65536");
+        }
+        if !(1..=self.max_connections()).contains(&self.max_connections_per_peer()) {
+            bail!("[server] max_connections_per_peer must be between 1 and max_connections");
         }
         Ok(())
     }

@@ -223,6 +223,7 @@ pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>
         match outcome {
             Outcome::Completed => {
                 tasks::set_status(tx, task_id, TaskStatus::Completed)?;
+                forget_payload(tx, task_id)?;
             }
             Outcome::RetryLater { run_after, note } => {
                 tx.execute(
@@ -235,10 +236,33 @@ pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>
             Outcome::Failed { note } => {
                 tasks::set_status(tx, task_id, TaskStatus::Error)?;
                 tasks::append_note(tx, task_id, note)?;
+                forget_payload(tx, task_id)?;
             }
         }
         Ok(true)
     })
+}
+
+/// A finished job's payload is of no more use: only its task stays.
+fn forget_payload(conn: &Conn, task_id: &str) -> Result<()> {
+    conn.execute_later(
+        "UPDATE adapter_jobs SET payload = ?2 WHERE task_id = ?1",
+        params![task_id, b"".as_slice()],
+    )
+}
+
+/// Deletes the finished jobs of each adapter (with their tasks) past its newest `keep`;
+/// returns how many went.
+pub fn forget_finished(conn: &Conn, keep: u32) -> Result<u64> {
+    conn.execute(
+        "DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM (\
+           SELECT j.task_id, row_number() OVER \
+             (PARTITION BY j.adapter ORDER BY t.updated_at DESC, t.rowid DESC) AS newer \
+           FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+           WHERE t.status IN ('completed', 'error', 'cancelled')) ranked \
+         WHERE newer > ?1)",
+        params![keep],
+    )
 }
 
 /// Jobs whose replica is gone go back to pending, or fail once they have started
@@ -406,6 +430,35 @@ mod tests {
                 .unwrap();
             assert_eq!(counted, 0, "{running:?}");
             assert_eq!(unfinished(conn, "b").unwrap(), 0, "never had a job");
+        });
+    }
+
+    #[test]
+    fn finished_jobs_drop_their_payload_and_only_the_newest_stay() {
+        each_conn(Backends::Both, |conn| {
+            let mut finished = Vec::new();
+            for adapter in ["a", "b"] {
+                for _ in 0..3 {
+                    let job = enqueue(conn, adapter, &[7; 1000], 10).unwrap();
+                    claim_next(conn, adapter, now_ms(), HERE).unwrap().unwrap();
+                    assert!(finish(conn, &job, HERE.holder, Outcome::Completed).unwrap());
+                    assert_eq!(payload(conn, &job).as_deref(), Some(&b""[..]));
+                    finished.push(job);
+                }
+            }
+            let waiting = enqueue(conn, "a", b"keep me", 10).unwrap();
+            assert_eq!(
+                forget_finished(conn, 2).unwrap(),
+                2,
+                "the oldest of each adapter"
+            );
+            assert!(tasks::get(conn, &finished[0]).unwrap().is_none());
+            assert!(tasks::get(conn, &finished[3]).unwrap().is_none());
+            for kept in [&finished[1], &finished[2], &finished[4], &finished[5]] {
+                assert!(tasks::get(conn, kept).unwrap().is_some());
+            }
+            assert_eq!(payload(conn, &waiting).as_deref(), Some(&b"keep me"[..]));
+            assert_eq!(forget_finished(conn, 2).unwrap(), 0);
         });
     }
 

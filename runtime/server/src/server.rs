@@ -18,7 +18,7 @@ use crate::http::limits::Limits;
 use crate::http::{self, AppState, guards::Binding};
 use crate::peers::Peers;
 use crate::wasm::{self, Worker};
-use crate::{kv, replica};
+use crate::{jobs, kv, replica};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -108,7 +108,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
         .run(jobs_stop.clone()),
     );
-    purge_kv_hourly(&app, background.clone());
+    housekeeping(&app, background.clone())?;
 
     http::listener::serve(listener, router, limits, shutdown).await;
     // No new jobs; running ones finish within the grace period.
@@ -139,11 +139,13 @@ async fn start_adapters(
     stop: CancellationToken,
     singletons_stop: CancellationToken,
 ) -> Option<JoinHandle<()>> {
+    // Components show as loading from the start, not as unknown while the natives start.
+    let found = components.announce();
     singletons.first_round().await;
     supervisor.start_natives().await;
     let singletons = tokio::spawn(singletons.keep(singletons_stop));
     tokio::select! {
-        () = components.discover() => {}
+        () = components.discover(found) => {}
         () = stop.cancelled() => return Some(singletons),
     }
     supervisor.mark_ready();
@@ -151,13 +153,24 @@ async fn start_adapters(
     Some(singletons)
 }
 
-/// Expired kv entries (a day's worth of event claims, say) go at start and then hourly.
-fn purge_kv_hourly(app: &App, stop: CancellationToken) {
-    let db = app.db.clone();
+/// Keeps what adapters leave behind within its bounds, on a connection of its own: finished
+/// jobs past `[jobs] keep_finished` per adapter every 10 s, expired kv entries (a day's worth
+/// of event claims, say) hourly; both at start too.
+fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
+    let db = app.db.another()?;
+    let keep = app.config.jobs.keep_finished();
     tokio::spawn(async move {
+        let mut often = tokio::time::interval(Duration::from_secs(10));
         let mut hourly = tokio::time::interval(Duration::from_secs(3600));
         loop {
             tokio::select! {
+                _ = often.tick() => {
+                    match db.call(move |conn| jobs::forget_finished(conn, keep)).await {
+                        Ok(0) => {}
+                        Ok(gone) => tracing::debug!(gone, "deleted finished jobs past [jobs] keep_finished"),
+                        Err(e) => tracing::warn!("cannot delete old finished jobs: {e}"),
+                    }
+                }
                 _ = hourly.tick() => {
                     if let Err(e) = db.call(|conn| kv::purge_expired(conn)).await {
                         tracing::warn!("cannot purge expired kv entries: {e}");
@@ -167,6 +180,7 @@ fn purge_kv_hourly(app: &App, stop: CancellationToken) {
             }
         }
     });
+    Ok(())
 }
 
 /// Resolves at the first Ctrl-C or SIGTERM. The handlers are registered when this is called.

@@ -9,6 +9,8 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use service_contract::registry::clip;
+
 use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
@@ -303,14 +305,47 @@ impl RunningTasks {
     }
 }
 
-/// Adds a line to a task's description (how it ended, for instance).
+/// The most of one note (a failed job's message, say) a task's description takes.
+pub const NOTE_CHARS: usize = 1_000;
+
+/// The most a task's description keeps: past it, the oldest lines go.
+pub const DESCRIPTION_CHARS: usize = 4_000;
+
+/// Adds a line to a task's description (how an attempt ended, for instance), cut to
+/// [`NOTE_CHARS`], keeping the description within [`DESCRIPTION_CHARS`] (the newest lines).
 pub fn append_note(conn: &Conn, task_id: &str, note: &str) -> Result<()> {
+    let note = clip(note, NOTE_CHARS);
+    let description: Option<String> = conn
+        .query_opt(
+            "SELECT description FROM tasks WHERE task_id = ?1",
+            params![task_id],
+            |r| r.get(0),
+        )?
+        .flatten();
+    let joined = match description {
+        Some(earlier) if !earlier.is_empty() => format!("{earlier}\n{note}"),
+        _ => note.into_owned(),
+    };
     conn.execute_later(
-        "UPDATE tasks SET description = coalesce(description || '\n', '') || ?2, updated_at = ?3 \
-         WHERE task_id = ?1",
-        params![task_id, note, db::now()],
+        "UPDATE tasks SET description = ?2, updated_at = ?3 WHERE task_id = ?1",
+        params![task_id, newest(&joined, DESCRIPTION_CHARS), db::now()],
     )?;
     Ok(())
+}
+
+/// The end of `text` within `max` characters, from the start of a line when there is one.
+fn newest(text: &str, max: usize) -> &str {
+    let chars = text.chars().count();
+    if chars <= max {
+        return text;
+    }
+    let (start, _) = text
+        .char_indices()
+        .nth(chars - max)
+        .expect("more than max characters");
+    let tail = &text[start..];
+    tail.split_once('\n')
+        .map_or(tail, |(_, whole_lines)| whole_lines)
 }
 
 /// Work cannot survive its process: tasks left running by a replica that stopped are failed:
@@ -386,6 +421,32 @@ mod tests {
                 list(conn, Some(TaskStatus::Pending), 10, 0).unwrap().0[0].task_id,
                 b.task_id
             );
+        });
+    }
+
+    #[test]
+    fn notes_are_cut_and_the_description_keeps_the_newest() {
+        each_conn(Backends::Both, |conn| {
+            let t = task(conn, "work");
+            for attempt in 1..=10 {
+                append_note(
+                    conn,
+                    &t.task_id,
+                    &format!("attempt {attempt}: {}", "e".repeat(5_000)),
+                )
+                .unwrap();
+            }
+            let description = get(conn, &t.task_id).unwrap().unwrap().description.unwrap();
+            assert!(description.chars().count() <= DESCRIPTION_CHARS);
+            assert!(
+                description.starts_with("attempt "),
+                "whole lines: {}",
+                &description[..20]
+            );
+            let last = description.lines().last().unwrap();
+            assert!(last.starts_with("attempt 10: "), "{}", &last[..20]);
+            assert_eq!(last.chars().count(), NOTE_CHARS + 1, "cut, with its mark");
+            assert!(!description.contains("attempt 1:"), "the oldest went");
         });
     }
 

@@ -200,8 +200,12 @@ pub fn set_warnings(conn: &Conn, trace_id: &str, warnings: &[String]) -> Result<
     Ok(())
 }
 
+/// The most warnings a trace keeps; past them, adding one is a conflict.
+pub const MAX_WARNINGS: usize = 32;
+
 /// Adds a warning to a trace of `source` after the run (an adapter noting its reply was not
-/// delivered); a trace of another source is not found.
+/// delivered); a trace of another source is not found, and a trace with [`MAX_WARNINGS`]
+/// already takes no more.
 pub fn add_warning(conn: &mut Conn, trace_id: &str, source: &str, warning: &str) -> Result<()> {
     conn.transaction(|tx| {
         let stored: Option<String> = tx
@@ -214,6 +218,11 @@ pub fn add_warning(conn: &mut Conn, trace_id: &str, source: &str, warning: &str)
         let mut warnings: Vec<String> = stored
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or_default();
+        if warnings.len() >= MAX_WARNINGS {
+            return Err(Error::conflict(format!(
+                "the trace has {MAX_WARNINGS} warnings already, the most it keeps"
+            )));
+        }
         warnings.push(warning.to_owned());
         let json = serde_json::to_string(&warnings).map_err(anyhow::Error::from)?;
         tx.execute(

@@ -7,9 +7,21 @@ use service_contract::HttpResponse;
 pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_BYTES: usize = 16 << 10;
 
+/// The largest body an answer may have: what a client that reads slowly can make the server
+/// hold for it, per connection.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
 /// Why an answer cannot be passed on, if it cannot: a status outside 200-599 (1xx are not
-/// final answers), too many or too large headers, or a header HTTP cannot carry.
+/// final answers), too many or too large headers, a header HTTP cannot carry, or a body past
+/// [`MAX_BODY_BYTES`].
 pub fn check(response: &HttpResponse) -> Result<(), String> {
+    if response.body.len() > MAX_BODY_BYTES {
+        return Err(format!(
+            "a body of {} bytes, more than {} MiB",
+            response.body.len(),
+            MAX_BODY_BYTES >> 20
+        ));
+    }
     if !(200..=599).contains(&response.status) {
         return Err(format!(
             "status {} is not a final HTTP status (200-599)",
@@ -73,5 +85,10 @@ mod tests {
         assert!(check(&answer(200, big)).is_err());
         assert!(check(&answer(200, vec![("bad name".into(), "v".into())])).is_err());
         assert!(check(&answer(200, vec![("x".into(), "line\nbreak".into())])).is_err());
+        let mut large = answer(200, vec![]);
+        large.body = vec![0; MAX_BODY_BYTES];
+        assert!(check(&large).is_ok());
+        large.body.push(0);
+        assert!(check(&large).unwrap_err().contains("more than 4 MiB"));
     }
 }

@@ -150,7 +150,9 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     {
-        if let Store::Sqlite { conn, .. } = &*self.store
+        // A log to truncate first is work for the pool, not for this thread.
+        if let Store::Sqlite { conn, path } = &*self.store
+            && !sqlite::log_oversized(path)
             && let Ok(conn) = conn.try_lock()
         {
             return with_sqlite(&conn, work);
@@ -196,7 +198,11 @@ impl Store {
     /// Runs `work` with a connection on this thread, blocking it.
     fn run<T>(&self, work: impl FnOnce(&mut Conn<'_>) -> Result<T>) -> Result<T> {
         match self {
-            Self::Sqlite { conn, .. } => with_sqlite(&lock(conn), work),
+            Self::Sqlite { conn, path } => {
+                let conn = lock(conn);
+                sqlite::keep_log_bounded(&conn, path);
+                with_sqlite(&conn, work)
+            }
             Self::Postgres(pg) => {
                 // On the I/O runtime, where a new connection's task then lives.
                 let client = pg
@@ -305,6 +311,75 @@ mod tests {
             shrunk,
             "the log is still {} bytes",
             wal.metadata().unwrap().len()
+        );
+    }
+
+    #[test]
+    fn writes_that_never_pause_under_readers_that_never_stop_keep_the_log_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let db = Db::open_sqlite(&path).unwrap();
+        let stop = CancellationToken::new();
+        db.checkpoint_in_background(stop.clone()).unwrap();
+        let reader = Db::open_sqlite(&path).unwrap();
+        let writing = std::time::Instant::now() + Duration::from_secs(6);
+        // Read transactions overlapping each other, so some snapshot is always in use.
+        let readers: Vec<_> = (0..3)
+            .map(|i| {
+                let reader = reader.another().unwrap();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50 * i));
+                    while std::time::Instant::now() < writing {
+                        reader
+                            .blocking(|conn| {
+                                // A deferred transaction: a reader, holding its snapshot.
+                                let raw = conn.as_sqlite().unwrap();
+                                raw.execute_batch("BEGIN")?;
+                                raw.query_row("SELECT count(*) FROM adapter_kv", [], |r| {
+                                    r.get::<_, i64>(0)
+                                })?;
+                                std::thread::sleep(Duration::from_millis(150));
+                                raw.execute_batch("COMMIT")?;
+                                Ok(())
+                            })
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
+        let (mut written, mut largest, mut round) = (0u64, 0u64, 0u64);
+        while std::time::Instant::now() < writing {
+            round += 1;
+            db.blocking(|conn| {
+                conn.transaction(|tx| {
+                    // Ever new rows (within a few thousand keys): pages the checkpoint must copy.
+                    for i in 0..20 {
+                        tx.execute(
+                            "INSERT INTO adapter_kv (adapter, key, value) VALUES ('flow', ?1, ?2) \
+                             ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value",
+                            crate::params![
+                                ((round * 20 + i) % 4_000).to_string(),
+                                vec![7u8; 20_000]
+                            ],
+                        )?;
+                    }
+                    Ok::<_, Error>(())
+                })
+            })
+            .unwrap();
+            written += 20 * 20_000;
+            largest = largest.max(wal.metadata().map_or(0, |m| m.len()));
+        }
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        stop.cancel();
+        assert!(written > 4 * WAL_LIMIT, "wrote only {written} bytes");
+        // The limit and, at most, the one transaction that went past it.
+        assert!(
+            largest < WAL_LIMIT + (1 << 20),
+            "the log reached {largest} bytes while {written} were written"
         );
     }
 

@@ -1,7 +1,7 @@
 //! The embedded backend: one SQLite file under the data directory, WAL mode, foreign keys on,
 //! and its write-ahead log checkpointed in the background.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +13,9 @@ pub const FILE_NAME: &str = "service.sqlite";
 
 /// The write-ahead log is cut back to this size once a burst has been checkpointed.
 pub const WAL_LIMIT: u64 = 16 << 20;
+
+/// How often the log is checkpointed.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// Opens a connection to the file at `path` with the service's settings. The caller migrates.
 pub fn connect(path: &Path) -> anyhow::Result<Connection> {
@@ -34,11 +37,36 @@ pub fn configure(conn: &Connection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The write-ahead log of the database at `path`.
+fn log_of(path: &Path) -> PathBuf {
+    path.with_file_name(format!(
+        "{}-wal",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ))
+}
+
+/// Before a unit of work on `conn`: a log past [`WAL_LIMIT`] is truncated first, by whoever is
+/// about to add to it, so writers that never pause cannot outrun the background checkpoints
+/// (a look at the file's size, otherwise).
+pub fn keep_log_bounded(conn: &Connection, path: &Path) {
+    if log_oversized(path)
+        && let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    {
+        tracing::warn!("cannot checkpoint the database log: {e}");
+    }
+}
+
+/// Whether the log of the database at `path` has grown past [`WAL_LIMIT`].
+pub fn log_oversized(path: &Path) -> bool {
+    log_of(path).metadata().is_ok_and(|m| m.len() > WAL_LIMIT)
+}
+
 /// Moves WAL checkpoints off the request path: `conn` stops checkpointing when a commit
 /// fills the log (a stall of milliseconds for whichever request commits then), and a
 /// connection of its own copies the log into the database every half second (PASSIVE:
-/// writers never wait for it), until `stop`. A log grown past [`WAL_LIMIT`] by a burst (or
-/// left so by an earlier process) is truncated once it is all copied.
+/// writers never wait for it), until `stop`. A log a burst left past [`WAL_LIMIT`] (or an
+/// earlier process) is truncated at the next of them; one that writers keep growing, by the
+/// next unit of work ([`keep_log_bounded`]).
 pub fn checkpoint_in_background(
     conn: &Connection,
     path: &Path,
@@ -46,36 +74,23 @@ pub fn checkpoint_in_background(
 ) -> anyhow::Result<()> {
     let checkpointer = connect(path)?;
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    let wal = path.with_file_name(format!(
-        "{}-wal",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
+    let path = path.to_owned();
     std::thread::Builder::new()
         .name("db-checkpoint".into())
         .spawn(move || {
             while !stop.is_cancelled() {
-                let oversized = wal.metadata().is_ok_and(|m| m.len() > WAL_LIMIT);
-                // (busy, frames in the log, frames copied): all copied means truncating
-                // waits for no one.
-                let checkpoint = |mode: &str| {
-                    checkpointer.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, i64>(2)?,
-                        ))
-                    })
+                let mode = if log_oversized(&path) {
+                    "TRUNCATE"
+                } else {
+                    "PASSIVE"
                 };
-                let done = match checkpoint("PASSIVE") {
-                    Ok((0, log, copied)) if oversized && log == copied => {
-                        checkpoint("TRUNCATE").map(drop)
-                    }
-                    other => other.map(drop),
-                };
+                let done =
+                    checkpointer
+                        .query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
                 if let Err(e) = done {
                     tracing::warn!("cannot checkpoint the database log: {e}");
                 }
-                std::thread::sleep(Duration::from_millis(500));
+                std::thread::sleep(CHECKPOINT_EVERY);
             }
         })?;
     Ok(())

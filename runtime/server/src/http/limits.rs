@@ -28,7 +28,9 @@ const DISCARD_BYTES: usize = 4 * MAX_BODY_BYTES;
 pub struct Limits {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    pub write_timeout: Duration,
     pub max_connections: usize,
+    pub max_connections_per_peer: usize,
 }
 
 impl Limits {
@@ -36,7 +38,9 @@ impl Limits {
         Self {
             header_timeout: server.header_timeout(),
             body_timeout: server.body_timeout(),
+            write_timeout: server.write_timeout(),
             max_connections: server.max_connections(),
+            max_connections_per_peer: server.max_connections_per_peer(),
         }
     }
 }

@@ -17,6 +17,7 @@ mod store;
 mod tasks;
 mod tools;
 mod traces;
+mod write_deadline;
 
 use std::sync::Arc;
 

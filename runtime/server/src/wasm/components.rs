@@ -13,6 +13,12 @@ use super::tool_bridge::ToolBridge;
 use super::watcher::{self, Files};
 use crate::adapters::Supervisor;
 
+/// The components a start found to load.
+pub struct Found {
+    files: BTreeMap<String, Files>,
+    names: BTreeSet<String>,
+}
+
 pub struct Components {
     loader: Loader,
     supervisor: Arc<Supervisor>,
@@ -54,10 +60,9 @@ impl Components {
         self.supervisor.install(generation).await;
     }
 
-    /// Loads bundled components and every `*.wasm` in the adapters folder, sorted by name (a
-    /// file overrides the bundled component of the same name). Every one shows as loading
-    /// first, so its routes answer 503 until it is ready.
-    pub async fn discover(&self) {
+    /// The components to load: bundled ones and every `*.wasm` in the adapters folder. Each
+    /// shows as loading from now on, so its routes answer 503 (not 404) until it is ready.
+    pub fn announce(&self) -> Found {
         let files = watcher::scan(self.loader.adapters_dir());
         let names: BTreeSet<String> = files
             .iter()
@@ -68,6 +73,12 @@ impl Components {
         for name in &names {
             self.supervisor.loading(name);
         }
+        Found { files, names }
+    }
+
+    /// Loads what [`Components::announce`] found, sorted by name (a file overrides the bundled
+    /// component of the same name).
+    pub async fn discover(&self, Found { files, names }: Found) {
         for name in &names {
             if let Err(e) = self.reload(name, files.get(name)).await {
                 self.supervisor.load_failed(name, &format!("{e:#}"));

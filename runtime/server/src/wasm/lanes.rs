@@ -9,6 +9,13 @@
 //! CPU (`SCHED_IDLE`). There a computing guest yields every slice, so guests on the lane take
 //! turns, and the API's threads preempt them the moment they have work.
 //!
+//! The calls of an adapter whose calls needed the lane recently ([`HEAVY_FOR`]) start there,
+//! and a host call handed a large byte list ([`Slice::to_lane`]) moves there before it works on
+//! it: host work done for a guest (copying its memory, hashing it) is the guest's time, not
+//! the API's. (Well-behaved jobs stay off the lane: on a busy machine its threads may wait
+//! long for a core, and a job's steps, a post and the record that it was posted, say, should
+//! follow each other closely.)
+//!
 //! Host work a guest asks for (database, agent runs, outbound HTTP) runs on the host's own
 //! executor through [`on_host`], never on the lane: a database lock or a pooled connection
 //! must not depend on a thread the scheduler runs last.
@@ -26,6 +33,12 @@ use tokio_util::task::AbortOnDropHandle;
 /// How long a guest may compute in one go: on the caller's executor before it moves to the
 /// lane, and on the lane before it lets the next guest run.
 pub const SLICE: Duration = Duration::from_millis(2);
+
+/// How long an adapter whose call needed the lane has its requests start there.
+pub const HEAVY_FOR: Duration = Duration::from_secs(10);
+
+/// Host work on this many bytes of a guest's or more goes to the lane first.
+pub const HEAVY_BYTES: usize = 64 << 10;
 
 static START: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -62,6 +75,39 @@ impl Slice {
         self.poll_started
             .store(micros(Instant::now()), Ordering::Relaxed);
     }
+
+    /// Moves the call to the lane, for host work of its own (a no-op there already).
+    pub async fn to_lane(&self) {
+        if ON_LANE.with(|on| on.get()) {
+            return;
+        }
+        self.wants_lane.store(true, Ordering::Relaxed);
+        tokio::task::yield_now().await;
+    }
+
+    /// Whether the call went to the lane on its way.
+    pub fn went_to_lane(&self) -> bool {
+        self.wants_lane.load(Ordering::Relaxed)
+    }
+}
+
+/// When an adapter's calls last needed the lane (µs since [`START`], 0: never).
+#[derive(Debug, Default)]
+pub struct Heavy(AtomicU64);
+
+impl Heavy {
+    pub fn mark(&self) {
+        self.0
+            .store(micros(Instant::now()).max(1), Ordering::Relaxed);
+    }
+
+    /// Where its next call starts: on the lane within [`HEAVY_FOR`] of the last mark.
+    pub fn start(&self) -> Start {
+        let marked = self.0.load(Ordering::Relaxed);
+        let recent = marked != 0
+            && micros(Instant::now()).saturating_sub(marked) < HEAVY_FOR.as_micros() as u64;
+        if recent { Start::OnLane } else { Start::Here }
+    }
 }
 
 /// Polls a call, noting when each poll begins.
@@ -77,6 +123,14 @@ impl<F: Future> Future for Clocked<F> {
         self.slice.begin_poll();
         self.call.as_mut().poll(cx)
     }
+}
+
+/// Where a call starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// On the caller's executor, for the microseconds most calls take.
+    Here,
+    OnLane,
 }
 
 /// The guest lane, started the first time a guest needs it.
@@ -109,24 +163,30 @@ impl Lanes {
         Ok(self.runtime.get_or_init(|| runtime).handle())
     }
 
-    /// Runs a guest call here until it has computed a whole slice, then on the lane.
+    /// Runs a guest call here until it has computed a whole slice, then on the lane; or on
+    /// the lane from the start when `start` says so.
     pub async fn run<T: Send + 'static>(
         &self,
         slice: Arc<Slice>,
+        start: Start,
         call: impl Future<Output = wasmtime::Result<T>> + Send + 'static,
     ) -> wasmtime::Result<T> {
         let mut call = Clocked {
             slice: Arc::clone(&slice),
             call: Box::pin(call),
         };
-        let finished_here = poll_fn(|cx| match Pin::new(&mut call).poll(cx) {
-            Poll::Ready(output) => Poll::Ready(Some(output)),
-            Poll::Pending if slice.wants_lane.load(Ordering::Relaxed) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        })
-        .await;
-        if let Some(output) = finished_here {
-            return output;
+        if start == Start::Here {
+            let finished_here = poll_fn(|cx| match Pin::new(&mut call).poll(cx) {
+                Poll::Ready(output) => Poll::Ready(Some(output)),
+                Poll::Pending if slice.wants_lane.load(Ordering::Relaxed) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            })
+            .await;
+            if let Some(output) = finished_here {
+                return output;
+            }
+        } else {
+            slice.wants_lane.store(true, Ordering::Relaxed);
         }
         let lane = self.handle().map_err(wasmtime::Error::msg)?;
         match AbortOnDropHandle::new(lane.spawn(call)).await {
@@ -200,7 +260,7 @@ mod tests {
         let slice = Arc::new(Slice::default());
         let asked = Arc::clone(&slice);
         let (on_lane, host_side) = lanes
-            .run(slice, async move {
+            .run(slice, Start::Here, async move {
                 asked.wants_lane.store(true, Ordering::Relaxed);
                 tokio::task::yield_now().await;
                 let on_lane = ON_LANE.with(|on| on.get());
@@ -211,5 +271,36 @@ mod tests {
             .unwrap();
         assert!(on_lane, "the call moved to the lane");
         assert!(!host_side, "host work ran on the host's executor");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn background_calls_start_on_the_lane_and_host_work_can_ask_for_it() {
+        let lanes = Lanes::default();
+        let slice = Arc::new(Slice::default());
+        let started_on_lane = lanes
+            .run(Arc::clone(&slice), Start::OnLane, async {
+                Ok(ON_LANE.with(|on| on.get()))
+            })
+            .await
+            .unwrap();
+        assert!(started_on_lane);
+        assert!(slice.went_to_lane());
+
+        let slice = Arc::new(Slice::default());
+        let asking = Arc::clone(&slice);
+        let moved = lanes
+            .run(Arc::clone(&slice), Start::Here, async move {
+                let before = ON_LANE.with(|on| on.get());
+                asking.to_lane().await;
+                Ok((before, ON_LANE.with(|on| on.get())))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            moved,
+            (false, true),
+            "host work asked for the lane and got it"
+        );
+        assert!(slice.went_to_lane());
     }
 }

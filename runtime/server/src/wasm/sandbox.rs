@@ -15,7 +15,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::engine::{self, MemoryInit};
 use super::exports::{Call, Exports};
-use super::lanes::{Lanes, Slice};
+use super::lanes::{Lanes, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use crate::adapters::CallError;
@@ -206,17 +206,24 @@ impl Sandbox {
         limit: Duration,
         wait: Wait,
     ) -> Result<C::Output, CallError> {
+        // Here, unless this adapter's calls needed the lane just now.
+        let start = prepared.caller.heavy.start();
         let places = self.places(&prepared.caller, wait).await?;
         let caller = Arc::clone(&prepared.caller);
         let memory = caller.granted.limits.memory_bytes().min(engine::MAX_MEMORY);
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let mut state = HostState::new(Arc::clone(&caller), memory, stderr.clone());
+        let slice = Arc::new(Slice::default());
+        let mut state = HostState::new(
+            Arc::clone(&caller),
+            memory,
+            stderr.clone(),
+            Arc::clone(&slice),
+        );
         call.prepare(&mut state);
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
         let _cancel_runs_on_drop = state.cancel.clone().drop_guard();
         let mut store = Store::new(prepared.pre.engine(), state);
         store.limiter(|state| &mut state.limits);
-        let slice = Arc::new(Slice::default());
         let deadline = Instant::now() + limit;
         let clock = Arc::clone(&slice);
         store.epoch_deadline_callback(move |_| {
@@ -240,9 +247,12 @@ impl Sandbox {
         };
         let outcome = tokio::time::timeout(
             limit + Duration::from_millis(250),
-            self.lanes.run(slice, run),
+            self.lanes.run(Arc::clone(&slice), start, run),
         )
         .await;
+        if start == Start::Here && slice.went_to_lane() {
+            caller.heavy.mark();
+        }
         let (kind, message) = match outcome {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => classify(&e, &stderr),

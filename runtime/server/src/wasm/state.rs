@@ -16,6 +16,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::caps::{Granted, RunContext, States};
 use super::engine;
 use super::grants::Origin;
+use super::lanes::{HEAVY_BYTES, Heavy, Slice};
 use super::outbound::{Failure, Outbound};
 use super::pool::Membership;
 use super::sandbox::background_share;
@@ -49,6 +50,8 @@ pub struct Caller {
     pub instances: Arc<Semaphore>,
     /// The part of them its background calls (jobs, hooks) may hold; requests keep the rest.
     pub background: Arc<Semaphore>,
+    /// When its calls last needed the lane.
+    pub heavy: Heavy,
     pub services: Arc<Services>,
     /// A loaded adapter's place among those the server keeps instances for; none while a
     /// component is only being described.
@@ -64,6 +67,7 @@ impl Caller {
     ) -> anyhow::Result<Self> {
         Ok(Self {
             _member: member,
+            heavy: Heavy::default(),
             adapter: adapter.to_owned(),
             outbound: Outbound::new(&granted.outbound_http.origins)?,
             states: States::new(&granted),
@@ -127,13 +131,20 @@ pub struct HostState {
     pub job: Option<JobContext>,
     /// The agent run this call serves (a tool call), which its own runs continue.
     pub run: Option<RunContext>,
+    /// The call's clock, which host work on a guest's large inputs asks for the lane.
+    pub slice: Arc<Slice>,
 }
 
 /// Guest stderr is kept (64 KiB) so a panic or allocation failure can be named.
 pub const STDERR_CAPACITY: usize = 64 * 1024;
 
 impl HostState {
-    pub fn new(caller: Arc<Caller>, memory_bytes: usize, stderr: MemoryOutputPipe) -> Self {
+    pub fn new(
+        caller: Arc<Caller>,
+        memory_bytes: usize,
+        stderr: MemoryOutputPipe,
+        slice: Arc<Slice>,
+    ) -> Self {
         let wasi = WasiCtxBuilder::new()
             .stderr(stderr)
             .allow_tcp(false)
@@ -154,6 +165,22 @@ impl HostState {
             cancel: CancellationToken::new(),
             job: None,
             run: None,
+            slice,
+        }
+    }
+
+    /// Host work on `bytes` of the guest's (hashing them, storing them) is the guest's time:
+    /// past [`HEAVY_BYTES`] the call goes to the lane first, and the adapter's next requests
+    /// start there.
+    pub fn heavy(&self, bytes: usize) -> impl Future<Output = ()> + Send + 'static {
+        let slice = (bytes >= HEAVY_BYTES).then(|| {
+            self.caller.heavy.mark();
+            Arc::clone(&self.slice)
+        });
+        async move {
+            if let Some(slice) = slice {
+                slice.to_lane().await;
+            }
         }
     }
 }

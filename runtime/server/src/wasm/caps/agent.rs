@@ -46,6 +46,8 @@ pub struct Grant {
 pub struct Limits {
     pub agent_runs_at_once: u32,
     pub agent_runs_per_minute: u32,
+    /// A run's prompt, which its trace, its task and every model call keep.
+    pub agent_prompt_bytes: u32,
 }
 
 impl Default for Limits {
@@ -53,6 +55,7 @@ impl Default for Limits {
         Self {
             agent_runs_at_once: 4,
             agent_runs_per_minute: 60,
+            agent_prompt_bytes: 64 << 10,
         }
     }
 }
@@ -80,6 +83,10 @@ impl Capability for Agent {
         LimitKey {
             name: "agent_runs_per_minute",
             max: 60_000,
+        },
+        LimitKey {
+            name: "agent_prompt_bytes",
+            max: 1 << 20,
         },
     ];
     type Grant = Grant;
@@ -177,6 +184,21 @@ impl HostState {
     }
 
     async fn run_agent(&mut self, request: WitRequest) -> Result<RunReply, RunError> {
+        let earlier: usize = request.history.iter().map(|t| t.text.len()).sum();
+        self.heavy(request.prompt.len() + earlier).await;
+        let most = self.caller.granted.agent.limits.agent_prompt_bytes;
+        if request.prompt.len() > most as usize && self.caller.granted.agent.allowed {
+            let message = format!(
+                "agent.run: a prompt of {} bytes is larger than {most} (limits.agent_prompt_bytes)",
+                request.prompt.len()
+            );
+            let _ = over_quota(self, message.clone());
+            return Err(RunError {
+                kind: FailureKind::Invalid,
+                message,
+                trace_id: None,
+            });
+        }
         let permit = self.agent_slot("agent.run").await.map_err(|refusal| {
             let (kind, message) = match refusal {
                 Refusal::Denied(m) => (FailureKind::Denied, m),
@@ -289,7 +311,15 @@ impl Host for HostState {
                 .await
         })
         .await;
-        Ok(added.map_err(|e| e.to_string()))
+        Ok(added.map_err(|e| match e {
+            // A trace full of warnings: the bound of what an adapter may add.
+            crate::error::Error::Conflict(full) => {
+                let message = format!("agent.annotate: {full}");
+                self.caller.over_quota(&message);
+                message
+            }
+            other => other.to_string(),
+        }))
     }
 }
 

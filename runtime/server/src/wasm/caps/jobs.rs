@@ -150,6 +150,7 @@ impl HostState {
 
 impl v0_2::service::adapter::jobs::Host for HostState {
     async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
+        self.heavy(payload.len()).await;
         let limits = match self.jobs_limits("jobs.enqueue", payload.len()) {
             Ok(limits) => limits,
             Err(e) => return Ok(Err(e)),
@@ -165,6 +166,7 @@ impl v0_2::service::adapter::jobs::Host for HostState {
         ttl_ms: u64,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<Option<String>, Error>> {
+        self.heavy(key.len() + payload.len()).await;
         let limits = match self.jobs_limits("jobs.enqueue-once", payload.len()) {
             Ok(limits) => limits,
             Err(e) => return Ok(Err(e)),

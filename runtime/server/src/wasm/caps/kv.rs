@@ -175,6 +175,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
         value: Vec<u8>,
         ttl_ms: Option<u64>,
     ) -> wasmtime::Result<Result<(), Error>> {
+        self.heavy(key.len() + value.len()).await;
         Ok(self
             .with_kv(&key.clone(), value.len(), move |conn, adapter, quota| {
                 kv::set(conn, adapter, &key, &value, ttl_ms, quota)

@@ -110,6 +110,7 @@ impl v0_2::service::adapter::log::Host for HostState {
         message: String,
     ) -> wasmtime::Result<()> {
         use v0_2::service::adapter::log::Level;
+        self.heavy(message.len()).await;
         let caller = &self.caller;
         let state = &caller.states.log;
         if !state.rate.take() {

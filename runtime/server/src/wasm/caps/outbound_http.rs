@@ -121,6 +121,7 @@ impl Capability for OutboundHttp {
 
 impl v0_2::service::adapter::outbound_http::Host for HostState {
     async fn send(&mut self, request: Outgoing) -> wasmtime::Result<Result<Response, Error>> {
+        self.heavy(request.body.len()).await;
         let caller = self.caller.clone();
         let request = outbound::Request {
             method: request.method,

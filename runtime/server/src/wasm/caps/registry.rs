@@ -56,6 +56,7 @@ impl v0_2::service::adapter::registry::Host for HostState {
     }
 
     async fn mark_error(&mut self, message: String) -> wasmtime::Result<()> {
+        self.heavy(message.len()).await;
         let caller = &self.caller;
         caller
             .services

@@ -204,6 +204,7 @@ impl v0_2::service::adapter::secrets::Host for HostState {
         message: Vec<u8>,
         signature: Vec<u8>,
     ) -> wasmtime::Result<Result<bool, Error>> {
+        self.heavy(message.len() + signature.len()).await;
         Ok(match self.granted_secret(&name) {
             Ok(Some(secret)) => Ok(verify_hmac(
                 algorithm,

@@ -153,6 +153,7 @@ impl v0_2::service::adapter::tools::Host for HostState {
         name: String,
         args_json: String,
     ) -> wasmtime::Result<Result<String, String>> {
+        self.heavy(name.len() + args_json.len()).await;
         let caller = self.caller.clone();
         if !self.tool_granted(&name) {
             caller.deny(&format!("tool {name:?} is not granted"));
