@@ -525,6 +525,33 @@ async fn a_reply_cut_off_by_a_crash_is_delivered_once_after_the_restart() {
 }
 
 #[tokio::test]
+async fn a_message_the_platform_took_just_before_a_crash_is_not_posted_again() {
+    let llm = llm::openai(vec![Reply::Text("said once"); 2]).await;
+    let api = platform(json!({"ok": true})).await;
+    api.stall_next();
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+    let event = callback("EvTaken", mention("<@UBOT> once, please", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    eventually(20, async || (api.posted().len() == 1).then_some(())).await;
+
+    // kill -9 while the platform's answer is on its way: the post went out, its count was
+    // never stored. The next attempt finds the part in the conversation.
+    let server = server.restart();
+    let jobs = settled_jobs(&server).await;
+    assert_eq!(
+        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
+        (Some("completed"), &json!(2)),
+        "{jobs:?}"
+    );
+    let posted = api.posted();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].1["text"], "said once");
+    assert_eq!(posted[0].1["metadata"]["event_type"], "service_reply");
+}
+
+#[tokio::test]
 async fn a_reply_in_progress_at_shutdown_is_delivered_before_exit_and_not_again() {
     let (in_progress, pieces) = llm::by_hand();
     let llm = llm::openai(vec![in_progress]).await;

@@ -5,13 +5,17 @@
 //! refuses for now (429 with `Retry-After`, a 5xx, no answer) asks the host for another
 //! attempt; a final refusal is logged and noted on the run's trace.
 //!
-//! What is not covered: a crash between the platform accepting a message and its count being
-//! stored (a few milliseconds) repeats that one message at the next attempt.
+//! A crash between the platform accepting a message and its count being stored would repeat
+//! that message at the next attempt; so every message of a reply carries the job and its part
+//! as message metadata, and an attempt after the first looks in the conversation for the parts
+//! already there before it posts. (A reply through a slash command's `response_url` has no
+//! conversation to look in: there the window stays, a few milliseconds. So does a reply whose
+//! conversation cannot be read, a missing scope say: it is posted again.)
 
 use serde_json::{Value, json};
 
 use crate::exports::service::adapter::handler::{Job, JobFailure};
-use crate::job::{CommandJob, Work};
+use crate::job::{CommandJob, EventJob, Work};
 use crate::platform::{self, Failure};
 use crate::service::adapter::agent::{self, FailureKind, RunRequest, Turn};
 use crate::service::adapter::kv;
@@ -63,6 +67,9 @@ struct Progress {
 
 /// `sent_key`'s value once every message is posted.
 const ALL_SENT: &str = "all";
+
+/// The metadata event type that marks a message as part of a reply.
+const REPLY_EVENT: &str = "service_reply";
 
 impl Progress {
     fn of(job_id: &str) -> Self {
@@ -162,7 +169,7 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
         },
         Failure::Final(message) => give_up(message),
     };
-    let Some(posted) = progress.sent().map_err(later)? else {
+    let Some(mut posted) = progress.sent().map_err(later)? else {
         return Ok(());
     };
     let answer = match progress.answer().map_err(later)? {
@@ -173,7 +180,14 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
             answer
         }
     };
-    match deliver(&work, &messages(&work, &answer.text), posted, &progress) {
+    let messages = messages(&work, &answer.text);
+    if let Work::Event(event) = &work
+        && job.attempt > 1
+        && posted < messages.len()
+    {
+        posted = posted.max(already_posted(event, &job.id));
+    }
+    match deliver(&work, &messages, posted, &job.id, &progress) {
         Ok(()) => {
             progress.finish();
             answer.failed.map_or(Ok(()), |failed| Err(give_up(failed)))
@@ -249,17 +263,75 @@ fn messages(work: &Work, text: &str) -> Vec<String> {
     parts
 }
 
+/// How many parts of job `job_id`'s reply the conversation shows: a part an earlier attempt
+/// posted but could not count. 0 when the conversation cannot be read (the part is posted
+/// again, as before this look).
+fn already_posted(event: &EventJob, job_id: &str) -> usize {
+    let found = match (&event.thread_ts, &event.ts) {
+        (Some(thread), _) => platform::get(
+            "conversations.replies",
+            &[
+                ("channel", event.channel.as_str()),
+                ("ts", thread.as_str()),
+                ("include_all_metadata", "true"),
+                ("limit", "1000"),
+            ],
+        ),
+        (None, Some(ts)) => platform::get(
+            "conversations.history",
+            &[
+                ("channel", event.channel.as_str()),
+                ("oldest", ts.as_str()),
+                ("include_all_metadata", "true"),
+                ("limit", "1000"),
+            ],
+        ),
+        (None, None) => return 0,
+    };
+    let messages = match found {
+        Ok(answer) => answer["messages"].as_array().cloned().unwrap_or_default(),
+        Err(e) => {
+            log::log(
+                Level::Warn,
+                &format!(
+                    "cannot look for the parts an earlier attempt posted; posting from the last counted: {}",
+                    e.message()
+                ),
+            );
+            return 0;
+        }
+    };
+    messages
+        .iter()
+        .filter(|m| {
+            m["metadata"]["event_type"] == REPLY_EVENT
+                && m["metadata"]["event_payload"]["job"] == job_id
+        })
+        .filter_map(|m| m["metadata"]["event_payload"]["part"].as_u64())
+        .map(|part| part as usize + 1)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Posts `messages` from the `from`-th on, in order, counting each one that got out.
 fn deliver(
     work: &Work,
     messages: &[String],
     from: usize,
+    job_id: &str,
     progress: &Progress,
 ) -> Result<(), Failure> {
     for (i, text) in messages.iter().enumerate().skip(from) {
         match work {
             Work::Event(event) => {
-                let mut message = json!({ "channel": event.channel, "text": text });
+                let mut message = json!({
+                    "channel": event.channel,
+                    "text": text,
+                    "metadata": {
+                        "event_type": REPLY_EVENT,
+                        "event_payload": { "job": job_id, "part": i },
+                    },
+                });
                 if let Some(thread_ts) = &event.thread_ts {
                     message["thread_ts"] = json!(thread_ts);
                 }
@@ -278,7 +350,6 @@ fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::EventJob;
 
     #[test]
     fn backoff_doubles_up_to_five_minutes() {

@@ -1,7 +1,9 @@
 //! The team-chat platform as the teamchat adapter sees it, on one local server: the Web API
 //! (`chat.postMessage`, `conversations.replies`, `conversations.history`) over the channels it
 //! keeps, answering posts from a script (refusals with a status, `Retry-After` and body) before
-//! its usual answer, and the hooks origin where slash commands' `response_url`s point.
+//! its usual answer, and the hooks origin where slash commands' `response_url`s point. A
+//! message's `metadata` is kept and read back only with `include_all_metadata=true`, as the
+//! platform does.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,6 +39,8 @@ struct Platform {
     script: VecDeque<Option<(u16, Option<u64>, Value)>>,
     /// The answer once no refusal is left; `ok: true` stores the message.
     usual: Value,
+    /// The next accepted post is stored but never answered (the connection hangs).
+    stall_next: bool,
     calls: Vec<Call>,
     /// Every message of every channel, as the platform stores them.
     messages: Vec<Value>,
@@ -98,6 +102,12 @@ impl FakePlatform {
             .push_back(Some((status, retry_after, body)));
     }
 
+    /// The next post the platform accepts is stored, and its answer never sent: what its
+    /// sender sees when it dies after the platform took the message, before it heard so.
+    pub fn stall_next(&self) {
+        self.lock().stall_next = true;
+    }
+
     /// The next unscripted post gets the usual answer (so a later one can be refused).
     pub fn accept_next(&self) {
         self.lock().script.push_back(None);
@@ -147,33 +157,43 @@ async fn post_message(
     Json(mut body): Json<Value>,
 ) -> Response {
     let auth = authorization(&headers);
-    let mut platform = state.lock().unwrap_or_else(PoisonError::into_inner);
-    let scripted = platform.script.pop_front().flatten();
-    let (status, retry_after, mut answer) =
-        scripted.unwrap_or_else(|| (200, None, platform.usual.clone()));
-    if status == 200 && answer["ok"] == true {
-        platform.last_ts += 100;
-        let ts = format!(
-            "{}.{:06}",
-            platform.last_ts / 1_000_000,
-            platform.last_ts % 1_000_000
-        );
-        let mut stored = json!({
-            "type": "message", "user": BOT_USER, "bot_id": "B1", "ts": ts,
-            "channel": body["channel"], "text": body["text"],
-        });
-        if let Some(thread) = body["thread_ts"].as_str() {
-            stored["thread_ts"] = json!(thread);
+    let (status, retry_after, answer, stall) = {
+        let mut platform = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let scripted = platform.script.pop_front().flatten();
+        let (status, retry_after, mut answer) =
+            scripted.unwrap_or_else(|| (200, None, platform.usual.clone()));
+        if status == 200 && answer["ok"] == true {
+            platform.last_ts += 100;
+            let ts = format!(
+                "{}.{:06}",
+                platform.last_ts / 1_000_000,
+                platform.last_ts % 1_000_000
+            );
+            let mut stored = json!({
+                "type": "message", "user": BOT_USER, "bot_id": "B1", "ts": ts,
+                "channel": body["channel"], "text": body["text"],
+            });
+            if let Some(thread) = body["thread_ts"].as_str() {
+                stored["thread_ts"] = json!(thread);
+            }
+            if body["metadata"].is_object() {
+                stored["metadata"] = body["metadata"].clone();
+            }
+            platform.messages.push(stored);
+            answer["ts"] = json!(ts);
+            body["ts"] = json!(ts);
         }
-        platform.messages.push(stored);
-        answer["ts"] = json!(ts);
-        body["ts"] = json!(ts);
+        let stall = std::mem::take(&mut platform.stall_next) && body["ts"].is_string();
+        platform.calls.push(Call {
+            auth,
+            body,
+            at: Instant::now(),
+        });
+        (status, retry_after, answer, stall)
+    };
+    if stall {
+        std::future::pending::<()>().await;
     }
-    platform.calls.push(Call {
-        auth,
-        body,
-        at: Instant::now(),
-    });
     let mut response = (StatusCode::from_u16(status).unwrap(), Json(answer)).into_response();
     if let Some(secs) = retry_after {
         response
@@ -188,19 +208,32 @@ struct Page {
     channel: String,
     ts: Option<String>,
     latest: Option<String>,
+    oldest: Option<String>,
     inclusive: Option<String>,
     limit: Option<usize>,
+    include_all_metadata: Option<String>,
 }
 
 impl Page {
-    /// Whether `message` comes before `latest` (or at it, when inclusive).
+    /// Whether `message` comes before `latest` and after `oldest` (or at them, when inclusive).
     fn keeps(&self, message: &Value) -> bool {
-        let Some(latest) = &self.latest else {
-            return true;
-        };
         let ts = number(&message["ts"]);
-        ts < number(&json!(latest))
-            || (self.inclusive.as_deref() == Some("true") && ts == number(&json!(latest)))
+        let inclusive = self.inclusive.as_deref() == Some("true");
+        let bound = |edge: &Option<String>| edge.as_ref().map(|t| number(&json!(t)));
+        let before = bound(&self.latest).is_none_or(|l| ts < l || (inclusive && ts == l));
+        let after = bound(&self.oldest).is_none_or(|o| ts > o || (inclusive && ts == o));
+        before && after
+    }
+
+    /// `message` as this page shows it: its metadata only when asked for.
+    fn shown(&self, message: &Value) -> Value {
+        let mut shown = message.clone();
+        if self.include_all_metadata.as_deref() != Some("true")
+            && let Some(fields) = shown.as_object_mut()
+        {
+            fields.remove("metadata");
+        }
+        shown
     }
 }
 
@@ -230,10 +263,15 @@ async fn replies(
         m["channel"] == page.channel.as_str()
             && (m["ts"] == thread.as_str() || m["thread_ts"] == thread.as_str())
     });
-    let messages: Vec<Value> = sorted(in_thread.filter(|m| page.keeps(m)).cloned().collect())
-        .into_iter()
-        .take(page.limit.unwrap_or(1000))
-        .collect();
+    let messages: Vec<Value> = sorted(
+        in_thread
+            .filter(|m| page.keeps(m))
+            .map(|m| page.shown(m))
+            .collect(),
+    )
+    .into_iter()
+    .take(page.limit.unwrap_or(1000))
+    .collect();
     Json(json!({"ok": true, "messages": messages, "has_more": false})).into_response()
 }
 
@@ -251,7 +289,12 @@ async fn history(
         m["channel"] == page.channel.as_str()
             && (m["thread_ts"].is_null() || m["thread_ts"] == m["ts"])
     });
-    let mut messages = sorted(top_level.filter(|m| page.keeps(m)).cloned().collect());
+    let mut messages = sorted(
+        top_level
+            .filter(|m| page.keeps(m))
+            .map(|m| page.shown(m))
+            .collect(),
+    );
     messages.reverse();
     messages.truncate(page.limit.unwrap_or(100));
     Json(json!({"ok": true, "messages": messages, "has_more": false})).into_response()
