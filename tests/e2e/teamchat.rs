@@ -494,6 +494,16 @@ async fn asked(llm: &llm::FakeLlm, count: usize) {
     eventually(20, async || (llm.requests().len() >= count).then_some(())).await;
 }
 
+/// After a kill -9 mid-job and a restart: the job completed, at its second start.
+async fn completed_at_the_second_attempt(server: &Server) {
+    let jobs = settled_jobs(server).await;
+    assert_eq!(
+        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
+        (Some("completed"), &json!(2)),
+        "{jobs:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_reply_cut_off_by_a_crash_is_delivered_once_after_the_restart() {
     let (cut_off, _pieces) = llm::by_hand();
@@ -508,12 +518,7 @@ async fn a_reply_cut_off_by_a_crash_is_delivered_once_after_the_restart() {
 
     // kill -9 while the model is answering; the job runs again at the next start.
     let server = server.restart();
-    let jobs = settled_jobs(&server).await;
-    assert_eq!(
-        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
-        (Some("completed"), &json!(2)),
-        "{jobs:?}"
-    );
+    completed_at_the_second_attempt(&server).await;
     let posted = api.posted();
     assert_eq!(posted.len(), 1, "{posted:?}");
     assert_eq!(posted[0].1["text"], "after the restart");
@@ -539,12 +544,7 @@ async fn a_message_the_platform_took_just_before_a_crash_is_not_posted_again() {
     // kill -9 while the platform's answer is on its way: the post went out, its count was
     // never stored. The next attempt finds the part in the conversation.
     let server = server.restart();
-    let jobs = settled_jobs(&server).await;
-    assert_eq!(
-        (jobs[0]["status"].as_str(), &jobs[0]["attempt"]),
-        (Some("completed"), &json!(2)),
-        "{jobs:?}"
-    );
+    completed_at_the_second_attempt(&server).await;
     let posted = api.posted();
     assert_eq!(posted.len(), 1, "{posted:?}");
     assert_eq!(posted[0].1["text"], "said once");
