@@ -45,9 +45,9 @@ fn log_of(path: &Path) -> PathBuf {
     ))
 }
 
-/// Before a unit of work on `conn`: a log past [`WAL_LIMIT`] is truncated first, by whoever is
-/// about to add to it, so writers that never pause cannot outrun the background checkpoints
-/// (a look at the file's size, otherwise).
+/// Before a unit of work on a side connection `conn`: a log past [`WAL_LIMIT`] is truncated
+/// first, by whoever is about to add to it, so writers that never pause cannot outrun the
+/// background checkpoints (a look at the file's size, otherwise).
 pub fn keep_log_bounded(conn: &Connection, path: &Path) {
     if log_oversized(path)
         && let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))

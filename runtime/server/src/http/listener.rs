@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use super::limits::Limits;
@@ -62,7 +62,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Some(share) = peers.enter(peer.ip(), limits.max_connections_per_peer) else {
-            turn_away(stream, limits.max_connections_per_peer);
+            turn_away(stream, limits.max_connections_per_peer, permit);
             continue;
         };
         let stream = WriteDeadline::new(stream, limits.write_timeout);
@@ -123,8 +123,9 @@ impl Drop for Share {
 
 /// Tells a client over its share why it is refused and closes the connection, reading what
 /// it sent for a moment first (closing with its request unread would reset the connection,
-/// and the answer with it).
-fn turn_away(mut stream: tokio::net::TcpStream, most: usize) {
+/// and the answer with it). Until then it keeps its place among the server's connections
+/// (`permit`), so refusals cannot hold more sockets than the cap either.
+fn turn_away(mut stream: tokio::net::TcpStream, most: usize, permit: OwnedSemaphorePermit) {
     let body = format!(
         "{{\"error\":\"this address already has {most} connections open, the most one client \
          may hold; close some and try again\"}}"
@@ -143,6 +144,7 @@ fn turn_away(mut stream: tokio::net::TcpStream, most: usize) {
             std::io::Result::Ok(())
         })
         .await;
+        drop(permit);
     });
 }
 
