@@ -980,6 +980,77 @@ async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
 }
 
 #[tokio::test]
+async fn adapters_tab_shows_mcp_servers_and_the_agent_form_offers_their_tools() {
+    if !crate::mcp::sdk_available() {
+        return;
+    }
+    let config = format!(
+        "[mcp]\nconnect_timeout_secs = 5\n{}[mcp.servers.silent]\ncommand = [\"sleep\", \"60\"]\n",
+        crate::mcp::stdio_entry("files", "")
+    );
+    let server = Server::start_with_config(&config, &[]);
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let card = |name: &str| format!(".mcp-card[data-mcp-server=\"{name}\"]");
+    browser
+        .wait_for(
+            "both servers to settle",
+            "return document.querySelector('.mcp-card[data-mcp-server=\"files\"]')?.dataset.state === 'ready' \
+             && document.querySelector('.mcp-card[data-mcp-server=\"silent\"]')?.dataset.state === 'error'",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .text(&format!("{} [data-cell=\"tools\"]", card("files")))
+            .await,
+        "6 tools"
+    );
+    assert!(
+        browser
+            .text(&format!("{} [data-cell=\"server\"]", card("files")))
+            .await
+            .starts_with("test-tools 1.0")
+    );
+    assert!(
+        browser
+            .text(&format!("{} [data-cell=\"error\"]", card("silent")))
+            .await
+            .contains("no answer to the handshake within 5 s")
+    );
+    browser
+        .js(
+            "document.getElementById('mcp-servers').scrollIntoView()",
+            vec![],
+        )
+        .await;
+    browser.screenshot("adapters-mcp").await;
+
+    // The agent form offers the server's tools and a wildcard for all of them.
+    browser.tab("agents").await;
+    let picker = ".tool-picker .chip-button";
+    let offered = texts(&browser, picker).await;
+    for name in ["mcp__files__*", "mcp__files__add", "mcp__files__slow"] {
+        assert!(offered.iter().any(|t| t == name), "{name} in {offered:?}");
+    }
+    browser
+        .js(
+            "[...document.querySelectorAll(arguments[0])].find(b => b.textContent === 'mcp__files__*').click()",
+            vec![json!(picker)],
+        )
+        .await;
+    let value = browser
+        .js(
+            "return document.querySelector('#agent-tools').value",
+            vec![],
+        )
+        .await;
+    assert_eq!(value, "mcp__files__*");
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn tasks_tab_follows_status_changes_and_guards_delete() {
     let server = Server::start();
     let task = server.create_task("Nightly digest", "default", TaskStatus::Running);

@@ -16,6 +16,7 @@ mod integrations;
 mod isolation;
 mod javascript;
 mod mail_servers;
+mod mcp;
 mod python;
 mod radicale;
 mod replicas;

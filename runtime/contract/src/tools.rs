@@ -66,6 +66,9 @@ pub struct Tool {
     /// Whether it writes what the user keeps (notes): a component's grant must name it, as
     /// `tools = ["*"]` covers only tools that leave stored data alone.
     pub writes: bool,
+    /// Whether only profiles and grants that name it get it (an MCP server's tools, which can
+    /// do anything): never inherited by a profile whose list is unset, nor covered by `*`.
+    pub named_only: bool,
 }
 
 impl Tool {
@@ -83,6 +86,7 @@ impl Tool {
             gate: None,
             runs_agents: false,
             writes: false,
+            named_only: false,
         }
     }
 
@@ -95,6 +99,12 @@ impl Tool {
     /// Marks a tool that writes stored data.
     pub fn writing(mut self) -> Self {
         self.writes = true;
+        self
+    }
+
+    /// Marks a tool that only those who name it get.
+    pub fn named_only(mut self) -> Self {
+        self.named_only = true;
         self
     }
 }
@@ -122,11 +132,20 @@ pub struct ToolInfo {
     pub parameters: Value,
     pub gated: bool,
     pub has_handler: bool,
+    /// Offered only to profiles and grants that name it.
+    pub named_only: bool,
 }
+
+/// A listed name ending in this matches every tool whose name starts with what precedes it
+/// (`mcp__files__*`).
+pub const WILDCARD_SUFFIX: &str = "__*";
 
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: RwLock<BTreeMap<String, Arc<Registered>>>,
+    /// Name prefixes whose tools come and go with something configured (an MCP server's
+    /// `mcp__<server>__`): names under them are known even while none is registered.
+    sources: RwLock<BTreeMap<String, String>>,
 }
 
 impl ToolRegistry {
@@ -196,6 +215,46 @@ impl ToolRegistry {
         self.get(name).is_some_and(|r| r.tool.writes)
     }
 
+    /// Whether a registered tool is offered only to those who name it.
+    pub fn named_only(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|r| r.tool.named_only)
+    }
+
+    /// Declares that tools named `prefix...` come from `source` (a description such as
+    /// `the MCP server "files"`), so profiles may list them, and `prefix*`, while none is
+    /// registered.
+    pub fn add_source(&self, prefix: &str, source: &str) {
+        self.sources
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(prefix.to_owned(), source.to_owned());
+    }
+
+    /// What provides tools named like `name` (or the wildcard `name`), when a source does.
+    pub fn source_of(&self, name: &str) -> Option<String> {
+        let name = name.strip_suffix('*').unwrap_or(name);
+        self.sources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(prefix, _)| name.starts_with(prefix.as_str()))
+            .map(|(_, source)| source.clone())
+    }
+
+    /// Whether a profile may list `name`: a registered tool, a wildcard or a name under a
+    /// declared source.
+    pub fn knows(&self, name: &str) -> bool {
+        self.contains(name) || self.source_of(name).is_some()
+    }
+
+    /// The registered tools a wildcard entry (`mcp__files__*`) stands for; `None` when `name`
+    /// is not a wildcard.
+    pub fn expand(&self, name: &str) -> Option<Vec<String>> {
+        let prefix = wildcard_prefix(name)?;
+        let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
+        Some(named_under(&tools, prefix).cloned().collect())
+    }
+
     pub fn list(&self) -> Vec<ToolInfo> {
         let tools = self.tools.read().unwrap_or_else(PoisonError::into_inner);
         tools
@@ -206,12 +265,14 @@ impl ToolRegistry {
                 parameters: r.tool.parameters.clone(),
                 gated: r.tool.gate.is_some(),
                 has_handler: r.tool.handler.is_some(),
+                named_only: r.tool.named_only,
             })
             .collect()
     }
 
     /// The tools a profile may use, and warnings about names it lists that cannot be used.
-    /// `None` (unset) is every ungated tool; a list, even an empty one, is exactly that list.
+    /// `None` (unset) is every tool that is neither gated nor named-only; a list, even an
+    /// empty one, is exactly that list, where `prefix__*` stands for every tool so named.
     /// `gate_open` says whether a gate variable is set to `true`.
     pub fn allowed(
         &self,
@@ -227,14 +288,30 @@ impl ToolRegistry {
         let Some(listed) = listed else {
             let specs = tools
                 .values()
-                .filter(|r| r.tool.gate.is_none())
+                .filter(|r| r.tool.gate.is_none() && !r.tool.named_only)
                 .map(|r| spec(r))
                 .collect();
             return (specs, Vec::new());
         };
-        let mut specs = Vec::new();
+        let mut specs: Vec<ToolSpec> = Vec::new();
         let mut warnings = Vec::new();
+        let mut names = Vec::new();
         for name in listed {
+            match wildcard_prefix(name) {
+                Some(prefix) => {
+                    let before = names.len();
+                    names.extend(named_under(&tools, prefix));
+                    if names.len() == before {
+                        warnings.push(format!("no registered tool matches {name:?}"));
+                    }
+                }
+                None => names.push(name),
+            }
+        }
+        for name in names {
+            if specs.iter().any(|s| &s.name == name) {
+                continue;
+            }
             match tools.get(name) {
                 None => warnings.push(format!("tool {name:?} is not registered; skipped")),
                 Some(r) => match r.tool.gate {
@@ -276,6 +353,22 @@ impl ToolRegistry {
             .ok_or_else(|| format!("tool {name:?} has no handler"))?;
         handler.call(input, ctx).await.map(cut).map_err(cut)
     }
+}
+
+/// What a wildcard entry's tools start with (`mcp__files__` for `mcp__files__*`).
+fn wildcard_prefix(name: &str) -> Option<&str> {
+    name.strip_suffix('*')
+        .filter(|_| name.ends_with(WILDCARD_SUFFIX))
+}
+
+fn named_under<'a>(
+    tools: &'a BTreeMap<String, Arc<Registered>>,
+    prefix: &'a str,
+) -> impl Iterator<Item = &'a String> {
+    tools
+        .range(prefix.to_owned()..)
+        .take_while(move |(tool, _)| tool.starts_with(prefix))
+        .map(|(tool, _)| tool)
 }
 
 /// The most of a tool's answer that goes on: to the model, into the trace, to a component.
@@ -477,5 +570,40 @@ mod tests {
         );
         let (open, _) = registry.allowed(Some(&listed), |gate| gate == "SHELL_ON");
         assert_eq!(names(open), ["shell"]);
+    }
+
+    #[test]
+    fn named_only_tools_go_to_those_who_name_them_or_their_wildcard() {
+        let registry = ToolRegistry::new();
+        registry.register(tool("notes", "x"), false).unwrap();
+        for name in ["mcp__files__read", "mcp__files__write", "mcp__other__read"] {
+            registry
+                .register(tool(name, "x").named_only(), false)
+                .unwrap();
+        }
+        let names = |specs: Vec<ToolSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(names(registry.allowed(None, |_| true).0), ["notes"]);
+        let listed = [
+            "mcp__files__*".to_owned(),
+            "mcp__files__read".to_owned(),
+            "mcp__none__*".to_owned(),
+        ];
+        let (specs, warnings) = registry.allowed(Some(&listed), |_| true);
+        assert_eq!(names(specs), ["mcp__files__read", "mcp__files__write"]);
+        assert_eq!(warnings, ["no registered tool matches \"mcp__none__*\""]);
+        assert_eq!(
+            registry.expand("mcp__files__*"),
+            Some(vec!["mcp__files__read".into(), "mcp__files__write".into()])
+        );
+        assert_eq!(registry.expand("mcp__files__read"), None);
+
+        assert!(!registry.knows("mcp__later__tool"));
+        registry.add_source("mcp__later__", "the MCP server \"later\"");
+        assert!(registry.knows("mcp__later__tool") && registry.knows("mcp__later__*"));
+        assert!(!registry.knows("later__*"));
+        assert_eq!(
+            registry.source_of("mcp__later__*").as_deref(),
+            Some("the MCP server \"later\"")
+        );
     }
 }

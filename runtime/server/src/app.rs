@@ -21,6 +21,7 @@ use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_LLM_CALL_BUDGET, DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
 use crate::environment::Environment;
+use crate::mcp::{self, McpServers};
 use crate::replica;
 use crate::scheduler::{self, Dispatcher, Scheduler};
 use crate::task_runs::AgentTasks;
@@ -50,6 +51,10 @@ pub struct App {
     /// Cancelled when the server shuts down: runs still streaming to a client end then, so
     /// the graceful shutdown does not wait for them.
     pub shutdown: CancellationToken,
+    /// The MCP servers whose tools agents may use (started by the commands that run agents).
+    pub mcp: Arc<McpServers>,
+    /// The agents as an MCP server (`/mcp`, `service-runtime mcp`).
+    pub mcp_agents: mcp::Agents,
 }
 
 /// Which process opens the state: the server (a replica with an id kept in the data
@@ -140,6 +145,18 @@ impl App {
         })
         .context("invalid [engine] settings in config.toml")?;
 
+        let mcp = McpServers::new(&config.mcp, Arc::clone(engine.tools()), Arc::clone(&env))?;
+        if let Some(gated) = config
+            .mcp_server
+            .tools
+            .iter()
+            .find(|name| engine.tools().gate_of(name).is_some())
+        {
+            anyhow::bail!(
+                "invalid [mcp_server] tools in config.toml: {gated:?} is gated, and gated tools \
+                 are never served over MCP"
+            );
+        }
         let running = Arc::new(RunningTasks::default());
         let agents: Arc<dyn AgentRunner> = engine.clone();
         let agent_tasks = AgentTasks {
@@ -151,6 +168,14 @@ impl App {
         let dispatcher = Arc::new(Dispatcher {
             tasks: agent_tasks.clone(),
         });
+        let shutdown = CancellationToken::new();
+        let mcp_agents = mcp::Agents::new(
+            db.clone(),
+            agent_tasks.clone(),
+            Arc::clone(engine.tools()),
+            config.mcp_server.tools.clone(),
+            shutdown.clone(),
+        );
         let registry = Arc::new(AdapterRegistry::new());
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
@@ -229,7 +254,9 @@ impl App {
             components,
             jobs_ready,
             bus,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            mcp,
+            mcp_agents,
         })
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::mcp::settings::{McpSection, McpServerSection};
+
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8765;
 const APP_DIR: &str = "service-runtime";
@@ -30,6 +32,12 @@ pub struct FileConfig {
     pub jobs: JobsSection,
     #[serde(default)]
     pub database: DatabaseSection,
+    /// `[mcp]`: MCP servers whose tools agents may use.
+    #[serde(default)]
+    pub mcp: McpSection,
+    /// `[mcp_server]`: what `/mcp` and `service-runtime mcp` serve besides the agents.
+    #[serde(default)]
+    pub mcp_server: McpServerSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
@@ -233,6 +241,7 @@ impl FileConfig {
             .check()
             .and_then(|()| config.server.check())
             .and_then(|()| config.database.check())
+            .and_then(|()| config.mcp.check())
             .with_context(|| format!("invalid {}", path.display()))?;
         Ok(config)
     }

@@ -241,6 +241,13 @@ pub const CATALOG: &[Integration] = &[
         configured_by: Needs::All(&["BRAVE_SEARCH_API_KEY"]),
         probe: None,
     },
+    Integration {
+        id: "mcp",
+        name: "MCP clients from other machines",
+        env_vars: &[crate::http::mcp::TOKEN_VARIABLE],
+        configured_by: Needs::All(&[crate::http::mcp::TOKEN_VARIABLE]),
+        probe: None,
+    },
 ];
 
 pub fn find(id: &str) -> Option<&'static Integration> {

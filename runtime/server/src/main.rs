@@ -1,5 +1,6 @@
 //! The `service-runtime` command line.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,10 +62,23 @@ enum Command {
         #[command(subcommand)]
         command: AdaptersCommand,
     },
+    /// Serve the agents over MCP on stdin and stdout (for desktop MCP clients)
+    Mcp,
+    /// Runs an MCP server's program for the runtime (internal)
+    #[command(hide = true)]
+    McpGuard {
+        #[arg(long)]
+        parent: u32,
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::McpGuard { parent, command } = &cli.command {
+        return service_runtime::mcp::process::guard(*parent, command);
+    }
     // The server logs its work; one-shot commands only speak up about problems.
     let default_level = match cli.command {
         Command::Serve { .. } => "info",
@@ -109,5 +123,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => runtime.block_on(cli::run::run(&data_dir, agent, model, prompt)),
         Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
         Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
+        Command::Mcp => runtime.block_on(cli::mcp::serve(&data_dir)),
+        Command::McpGuard { .. } => unreachable!("handled before logging starts"),
     }
 }

@@ -15,6 +15,22 @@ use reqwest::redirect::Policy;
 
 const MAX_REDIRECTS: usize = 5;
 
+/// TLS for the service's own clients (PostgreSQL, MCP servers): rustls with ring and the
+/// Mozilla root certificates compiled in, so no system certificate store is needed.
+pub fn rustls_config() -> anyhow::Result<rustls::ClientConfig> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    Ok(
+        rustls::ClientConfig::builder_with_provider(
+            rustls::crypto::ring::default_provider().into(),
+        )
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
 /// Whether an address is on the public internet.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {

@@ -38,6 +38,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), presence_stop.clone()).await?;
     app.supervisor.load_choices().await?;
+    app.mcp.start();
     let host = options
         .host
         .or(app.config.server.host.clone())
@@ -123,6 +124,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     if let Some(singletons) = singletons {
         let _ = singletons.await;
     }
+    app.mcp.stop().await;
     presence_stop.cancel();
     let _ = presence.await;
     tracing::info!("stopped");

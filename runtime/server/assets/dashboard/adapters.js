@@ -1,6 +1,6 @@
 // Adapters: the live adapter registry as cards, polled every 2 s so a new component or a fresh
 // error shows up without a reload; filter tabs by status; Enable/Disable for adapters that
-// have start and stop hooks.
+// have start and stop hooks. Below them, the MCP servers whose tools agents may use.
 
 import {
   ApiError, api, chips, empty, emptyState, enc, filterTabs, h, pill, refreshTimes, report, timeEl,
@@ -100,16 +100,60 @@ function adapterCard(a, reload) {
     cell('action', 'div', { class: 'card-actions' }, actionCell(a, reload)));
 }
 
+/** One MCP server: its state, what it offers, and its last error. */
+function mcpCard(server) {
+  const row = (label, name, content) => [h('dt', null, label), h('dd', { dataset: { cell: name } }, content)];
+  const offered = server.state === 'ready' || server.tools > 0
+    ? `${server.tools} tool${server.tools === 1 ? '' : 's'}`
+    : '—';
+  return h('li', { class: 'card mcp-card', dataset: { mcpServer: server.name, state: server.state } },
+    h('div', { class: 'mcp-top' },
+      h('div', null, h('strong', null, server.name), h('span', { class: 'muted small' }, ` ${server.transport}`)),
+      pill(server.state)),
+    h('dl', { class: 'meta' },
+      row('Tools', 'tools', h('span', { title: `named mcp__${server.name}__<tool>; an agent gets them by listing them, or mcp__${server.name}__*` }, offered)),
+      row('Server', 'server', server.server
+        ? h('span', null, server.server, h('span', { class: 'muted small' }, ` · MCP ${server.protocol_version}`))
+        : h('span', { class: 'muted' }, '—')),
+      row('Restarts', 'restarts', String(server.restarts)),
+      row('Last error', 'error', server.error
+        ? h('span', null, h('span', { class: 'truncate error-text', title: server.error }, server.error), ' ', timeEl(server.error_at))
+        : h('span', { class: 'muted' }, '—'))),
+    server.skipped.length
+      ? h('p', { class: 'hint' }, `Not used: ${server.skipped.join('; ')}`)
+      : null);
+}
+
+function mcpSection(servers) {
+  if (servers.length === 0) return null;
+  return h('section', { class: 'mcp-section', 'aria-labelledby': 'mcp-title' },
+    h('h2', { id: 'mcp-title' }, 'MCP servers'),
+    h('p', { class: 'sub' }, 'Tools from Model Context Protocol servers ([mcp.servers] in config.toml). Agents get them only by naming them.'),
+    h('ul', { class: 'mcp-grid', 'aria-label': 'MCP servers' }, servers.map(mcpCard)));
+}
+
 export async function adaptersView(main, route, ctx) {
   const wanted = route.params.get('status');
   const status = STATUSES.includes(wanted) ? wanted : '';
   const tabs = h('div', { id: 'adapter-filter' });
   const body = h('div', { id: 'adapter-table' });
+  const mcp = h('div', { id: 'mcp-servers' });
+  let lastMcp = null;
   const updated = h('span', { class: 'muted live', 'aria-live': 'off' });
   let last = null;
 
   const load = async (force = false) => {
-    const { adapters } = await api('/adapters', { signal: ctx.signal });
+    const [{ adapters }, { servers }] = await Promise.all([
+      api('/adapters', { signal: ctx.signal }),
+      api('/mcp/servers', { signal: ctx.signal }),
+    ]);
+    const mcpJson = JSON.stringify(servers);
+    if (mcpJson !== lastMcp) {
+      lastMcp = mcpJson;
+      mcp.replaceChildren(...[mcpSection(servers)].filter(Boolean));
+    } else {
+      refreshTimes(mcp);
+    }
     updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
     const json = JSON.stringify(adapters);
     if (json === last && !force) {
@@ -148,6 +192,7 @@ export async function adaptersView(main, route, ctx) {
         h('p', { class: 'sub' }, 'Adapters route outside events into agent runs. Native ones are built in; WebAssembly ones are components in the adapters folder.')),
       h('div', { class: 'actions' }, updated)),
     tabs,
-    body));
+    body,
+    mcp));
   ctx.poll(2000, load);
 }

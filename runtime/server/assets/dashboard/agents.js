@@ -240,10 +240,24 @@ function agentForm(tools, onSaved) {
   return form;
 }
 
+/** The tools, with `mcp__<server>__*` (every tool of that MCP server) before each server's. */
+function withWildcards(tools) {
+  const out = [];
+  for (const tool of tools) {
+    const server = tool.name.startsWith('mcp__') ? tool.name.split('__')[1] : null;
+    const wildcard = server && `mcp__${server}__*`;
+    if (wildcard && !out.some((t) => t.name === wildcard)) {
+      out.push({ name: wildcard, description: `Every tool of the MCP server ${server}, as it offers them` });
+    }
+    out.push(tool);
+  }
+  return out;
+}
+
 export async function agentsView(main, _route, ctx) {
   const [{ agents }, toolList] = await Promise.all([
     api('/agents', { signal: ctx.signal }),
-    api('/tools', { signal: ctx.signal }).then((r) => r.tools.filter((t) => !t.gated), () => []),
+    api('/tools', { signal: ctx.signal }).then((r) => withWildcards(r.tools.filter((t) => !t.gated)), () => []),
   ]);
   const list = h('ul', { class: 'agent-list', id: 'agent-list', 'aria-label': 'Agents' });
   const subtitle = h('p', { class: 'sub' });

@@ -178,7 +178,7 @@ export function filterTabs(tabs, current, label) {
 /** A status pill; the class comes from a fixed list so data never picks a class name. */
 export function pill(status) {
   const known = ['ok', 'running', 'pending', 'completed', 'error', 'cancelled', 'stopped',
-    'enabled', 'disabled'];
+    'enabled', 'disabled', 'ready', 'connecting'];
   const kind = known.includes(status) ? status : 'other';
   return h('span', { class: `pill pill-${kind}` }, status || 'unknown');
 }

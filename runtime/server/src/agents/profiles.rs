@@ -2,6 +2,7 @@
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
+use service_contract::tools::WILDCARD_SUFFIX;
 
 use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
@@ -247,16 +248,19 @@ fn validate_tools(tools: ToolsInput) -> Result<Vec<String>> {
     };
     let mut out: Vec<String> = Vec::new();
     for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        // `prefix__*` stands for every tool so named (an MCP server's).
+        let stem = name.strip_suffix(WILDCARD_SUFFIX).unwrap_or(name);
         let valid = name.len() <= MAX_TOOL_NAME
-            && name
+            && !stem.is_empty()
+            && stem
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !valid {
             return Err(Error::field(
                 "tools",
                 format!(
-                    "tool name {name:?} is not valid: use letters, digits, '_', '-' or '.' \
-                     (at most {MAX_TOOL_NAME})"
+                    "tool name {name:?} is not valid: use letters, digits, '_', '-' or '.', or \
+                     end in {WILDCARD_SUFFIX} for every tool so named (at most {MAX_TOOL_NAME})"
                 ),
             ));
         }

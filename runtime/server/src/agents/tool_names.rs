@@ -1,9 +1,10 @@
 //! Which tool names a profile may list, and which of those it lists cannot be used right now.
 //!
-//! A name must be a registered tool, with one exception: a tool a featured bundle recommends
-//! that comes from something not loaded here (an adapter, a config section). Installing
-//! Atlas keeps its calendar tools; they are shown as unavailable, with the reason, until
-//! whatever provides them is loaded.
+//! A name must be a registered tool, with two exceptions: a tool a featured bundle recommends
+//! that comes from something not loaded here (an adapter, a config section), and a name (or
+//! `prefix__*` wildcard) under a configured source such as an MCP server, whose tools come and
+//! go with its connection. Installing Atlas keeps its calendar tools; they are shown as
+//! unavailable, with the reason, until whatever provides them is loaded.
 
 use serde::Serialize;
 use service_contract::ToolRegistry;
@@ -52,7 +53,7 @@ pub fn check_known(names: &[String], registry: &ToolRegistry) -> Result<()> {
     let unknown: Vec<&str> = names
         .iter()
         .map(String::as_str)
-        .filter(|name| !registry.contains(name) && !recommended_by_a_bundle(name))
+        .filter(|name| !registry.knows(name) && !recommended_by_a_bundle(name))
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -78,12 +79,23 @@ pub fn unavailable(
         .into_iter()
         .flatten()
         .filter_map(|name| {
-            let reason = if !registry.contains(name) {
-                PROVIDED_ELSEWHERE
-                    .iter()
-                    .find(|(tool, _)| tool == name)
-                    .map_or(NOT_LOADED, |(_, reason)| reason)
-                    .to_owned()
+            let reason = if let Some(tools) = registry.expand(name) {
+                if !tools.is_empty() {
+                    return None;
+                }
+                match registry.source_of(name) {
+                    Some(source) => format!("{source} offers no tool yet"),
+                    None => "no registered tool matches it".to_owned(),
+                }
+            } else if !registry.contains(name) {
+                match registry.source_of(name) {
+                    Some(source) => format!("{source} does not offer it now"),
+                    None => PROVIDED_ELSEWHERE
+                        .iter()
+                        .find(|(tool, _)| tool == name)
+                        .map_or(NOT_LOADED, |(_, reason)| reason)
+                        .to_owned(),
+                }
             } else {
                 let gate = registry.gate_of(name).filter(|gate| !gate_open(gate))?;
                 format!("switched off until {gate}=true")

@@ -23,6 +23,9 @@ pub async fn run(
     // The run's trace names this process, which says it is alive while it runs.
     let _presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone()).await?;
+    // Tools of MCP servers are there once each server answered (or failed to).
+    app.mcp.start();
+    app.mcp.settled().await;
     let profile = ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
     let request = RunRequest {
         model,
@@ -51,7 +54,9 @@ pub async fn run(
             _ = tokio::signal::ctrl_c() => cancel.cancel(),
         }
     }
-    match run.await? {
+    let outcome = run.await?;
+    app.mcp.stop().await;
+    match outcome {
         Ok(output) => {
             writeln!(stdout, "\ntrace_id: {}", output.trace_id)?;
             Ok(())

@@ -46,7 +46,7 @@ pub async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> {
     let handle = io.0.as_ref().expect("just built").handle().clone();
     let target = describe(&config);
     let tls = MakeRustlsConnect::new(
-        rustls_client_config().context("cannot set up TLS for the database")?,
+        crate::net::rustls_config().context("cannot set up TLS for the database")?,
     );
     let manager = Manager::from_config(
         config.clone(),
@@ -170,20 +170,6 @@ fn describe(config: &tokio_postgres::Config) -> String {
         .or(config.get_user())
         .unwrap_or_default();
     format!("{host}:{port}/{database}")
-}
-
-fn rustls_client_config() -> anyhow::Result<rustls::ClientConfig> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    Ok(
-        rustls::ClientConfig::builder_with_provider(
-            rustls::crypto::ring::default_provider().into(),
-        )
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
 }
 
 /// Failures that mean "the database cannot be reached now" (503, try again) rather than a

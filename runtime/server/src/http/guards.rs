@@ -52,10 +52,14 @@ pub async fn browser_guard(
     let checked = unambiguous(headers).and_then(|host| {
         // Adapter routes receive platform webhooks, often through a reverse proxy that keeps
         // the public Host; they authenticate each request by its signature instead.
-        if is_component_route(request.uri().path()) {
+        let path = request.uri().path();
+        if is_component_route(path) {
             Ok(())
         } else {
-            check(binding, request.method(), host, headers)
+            // MCP asks servers to refuse a foreign Origin on every request (its GET streams
+            // too): DNS rebinding.
+            let any_method = path == "/mcp" || path.starts_with("/mcp/");
+            check(binding, request.method(), any_method, host, headers)
         }
     });
     match checked {
@@ -98,6 +102,7 @@ fn unambiguous(headers: &HeaderMap) -> Result<Option<Authority<'_>>, Refusal> {
 fn check(
     binding: Binding,
     method: &Method,
+    any_method: bool,
     host: Option<Authority<'_>>,
     headers: &HeaderMap,
 ) -> Result<(), Refusal> {
@@ -107,7 +112,7 @@ fn check(
             "the Host header must name this machine (localhost or 127.0.0.1)",
         ));
     }
-    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let safe = !any_method && matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     if let Some(origin) = headers.get(header::ORIGIN)
         && !safe
     {
@@ -123,7 +128,11 @@ fn check(
         if !same_origin {
             return Err((
                 StatusCode::FORBIDDEN,
-                "cross-origin requests may not change state",
+                if any_method {
+                    "requests from another origin are refused here"
+                } else {
+                    "cross-origin requests may not change state"
+                },
             ));
         }
     }
@@ -275,7 +284,13 @@ mod tests {
     }
 
     fn checked(method: Method, headers: &HeaderMap) -> Result<(), Refusal> {
-        check(LOOPBACK, &method, unambiguous(headers).unwrap(), headers)
+        check(
+            LOOPBACK,
+            &method,
+            false,
+            unambiguous(headers).unwrap(),
+            headers,
+        )
     }
 
     #[test]
@@ -308,8 +323,17 @@ mod tests {
     fn host_check_applies_only_on_loopback_binding() {
         let rebound = headers("evil.example:8765", None);
         let host = unambiguous(&rebound).unwrap();
-        assert!(check(LOOPBACK, &Method::GET, host, &rebound).is_err());
-        assert!(check(Binding { loopback: false }, &Method::GET, host, &rebound).is_ok());
-        assert!(check(LOOPBACK, &Method::GET, None, &HeaderMap::new()).is_err());
+        assert!(check(LOOPBACK, &Method::GET, false, host, &rebound).is_err());
+        assert!(
+            check(
+                Binding { loopback: false },
+                &Method::GET,
+                false,
+                host,
+                &rebound
+            )
+            .is_ok()
+        );
+        assert!(check(LOOPBACK, &Method::GET, false, None, &HeaderMap::new()).is_err());
     }
 }

@@ -12,6 +12,8 @@ mod health;
 mod integrations;
 pub mod limits;
 pub mod listener;
+pub mod mcp;
+mod mcp_servers;
 mod schedules;
 mod store;
 mod tasks;
@@ -33,6 +35,7 @@ use crate::bus::Bus;
 use crate::db::Db;
 use crate::engine::Engine;
 use crate::environment::Environment;
+use crate::mcp::{Agents, McpServers};
 use crate::tasks::RunningTasks;
 
 /// What every handler can reach.
@@ -51,6 +54,10 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Cancelled at shutdown; chat runs are its children.
     pub shutdown: CancellationToken,
+    /// The MCP servers whose tools agents use, for their statuses.
+    pub mcp: Arc<McpServers>,
+    /// The agents as an MCP server, behind `/mcp`.
+    pub mcp_agents: Agents,
 }
 
 impl AppState {
@@ -64,6 +71,8 @@ impl AppState {
             bus: Arc::clone(&app.bus),
             replica: app.replica.clone(),
             shutdown: app.shutdown.clone(),
+            mcp: Arc::clone(&app.mcp),
+            mcp_agents: app.mcp_agents.clone(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -102,9 +111,17 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/integrations", get(integrations::list))
         .route("/integrations/{id}/keys", post(integrations::write_key))
         .route("/integrations/{id}/verify", post(integrations::verify))
+        .route("/mcp/servers", get(mcp_servers::list))
         .method_not_allowed_fallback(api::method_not_allowed);
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp::service(&state))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            mcp::authorize,
+        ));
     Router::new()
         .nest("/api", api)
+        .merge(mcp)
         .merge(dashboard::router())
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(limits, limits::read_body))

@@ -7,12 +7,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use base64::Engine as _;
 use reqwest::redirect::Policy;
 use reqwest::{Method, StatusCode, Url};
 
 use super::grants::Origin;
 use crate::net::{self, Guard};
+use crate::placeholders;
 
 const MAX_REDIRECTS: usize = 5;
 const MAX_RESPONSE: usize = 4 * 1024 * 1024;
@@ -100,7 +100,12 @@ impl Outbound {
                 .request(method.clone(), url.clone())
                 .timeout(timeout);
             for (name, value) in &headers {
-                builder = builder.header(name, fill(value, &|name| secret(name, &origin))?);
+                let value = placeholders::fill(
+                    value,
+                    |name| secret(name, &origin),
+                    |m| Failure::Invalid(m.to_owned()),
+                )?;
+                builder = builder.header(name, value);
             }
             let response = builder.body(body.clone()).send().await.map_err(|e| {
                 if net::refused_by_guard(&e) {
@@ -121,7 +126,7 @@ impl Outbound {
                     .map_err(|e| Failure::Failed(format!("bad redirect {location:?}: {e}")))?;
                 // Credentials stay with the origin they were meant for.
                 if Origin::of(&url).as_ref() != Some(&origin) {
-                    headers.retain(|(_, value)| !has_placeholder(value));
+                    headers.retain(|(_, value)| !placeholders::has_placeholder(value));
                 }
                 // 303, and 301/302 after a POST, continue as a GET without a body (as browsers do).
                 if status == StatusCode::SEE_OTHER
@@ -166,42 +171,6 @@ impl Outbound {
         self.guard.check_url(url).map_err(Failure::Denied)?;
         Ok(origin)
     }
-}
-
-fn has_placeholder(value: &str) -> bool {
-    value.contains("{{secret:") || value.contains("{{basic:")
-}
-
-/// Fills a header value's placeholders: `{{secret:NAME}}` with the secret, and
-/// `{{basic:USER:PASSWORD}}` with HTTP Basic credentials made of two secrets.
-fn fill(value: &str, secret: &dyn Fn(&str) -> Result<String, Failure>) -> Result<String, Failure> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| Failure::Invalid("an unterminated {{...}} placeholder".into()))?;
-        let placeholder = &after[..end];
-        if let Some(name) = placeholder.strip_prefix("secret:") {
-            out.push_str(&secret(name)?);
-        } else if let Some((user, password)) = placeholder
-            .strip_prefix("basic:")
-            .and_then(|names| names.split_once(':'))
-        {
-            let pair = format!("{}:{}", secret(user)?, secret(password)?);
-            out.push_str("Basic ");
-            out.push_str(&base64::engine::general_purpose::STANDARD.encode(pair));
-        } else {
-            out.push_str("{{");
-            out.push_str(placeholder);
-            out.push_str("}}");
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -294,31 +263,5 @@ mod tests {
             .send(&origins, secret, get_request("http://127.0.0.1:1/".into()))
             .await;
         assert!(matches!(ungranted, Err(Failure::Denied(m)) if m.contains("not granted")));
-    }
-
-    #[test]
-    fn placeholders_are_filled_from_granted_secrets_only() {
-        let secret = |name: &str| match name {
-            "TOKEN" => Ok("xoxb-1".to_owned()),
-            "SID" => Ok("AC1".to_owned()),
-            other => Err(Failure::Denied(format!("secret {other} is not granted"))),
-        };
-        assert_eq!(
-            fill("Bearer {{secret:TOKEN}}", &secret).unwrap(),
-            "Bearer xoxb-1"
-        );
-        assert_eq!(
-            fill("{{basic:SID:TOKEN}}", &secret).unwrap(),
-            "Basic QUMxOnhveGItMQ=="
-        );
-        assert_eq!(fill("plain {{x}}", &secret).unwrap(), "plain {{x}}");
-        assert!(matches!(
-            fill("{{secret:OTHER}}", &secret),
-            Err(Failure::Denied(_))
-        ));
-        assert!(matches!(
-            fill("{{secret:TOKEN", &secret),
-            Err(Failure::Invalid(_))
-        ));
     }
 }

@@ -18,7 +18,8 @@ use v0_2::service::adapter::types::ToolSpec;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
-    /// Tool names; `*` grants every tool but gated and writing ones, which must be named.
+    /// Tool names; `*` grants every tool but gated, writing and named-only (MCP) ones, which
+    /// must be named.
     #[serde(default)]
     tools: Vec<String>,
 }
@@ -119,14 +120,17 @@ impl Capability for Tools {
 
 impl HostState {
     /// Whether the adapter's grant covers `name`: gated tools only when named and switched
-    /// on, writing tools only when named.
+    /// on, writing and named-only tools only when named.
     fn tool_granted(&self, name: &str) -> bool {
         let (services, granted) = (&self.caller.services, &self.caller.granted.tools);
         match services.tools.gate_of(name) {
             Some(gate) => {
                 granted.allows(name, true) && services.env.get(gate).as_deref() == Some("true")
             }
-            None => granted.allows(name, services.tools.writes(name)),
+            None => granted.allows(
+                name,
+                services.tools.writes(name) || services.tools.named_only(name),
+            ),
         }
     }
 }

@@ -1,0 +1,274 @@
+//! This runtime as an MCP server: one tool per agent profile (`ask_<name>`: a prompt in, the
+//! answer out, with its trace id as structured output), plus the registry tools the operator
+//! lists in `[mcp_server] tools` (never a gated one). Each agent run is a task with a trace,
+//! like every other run; a client that cancels its request cancels the run.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use service_contract::agent::{ProfileChoice, RunRequest};
+use service_contract::tools::{ToolContext, ToolRegistry};
+use tokio_util::sync::CancellationToken;
+
+use super::connection::identity;
+use super::tools;
+use crate::agents::profiles;
+use crate::db::Db;
+use crate::task_runs::{AgentTasks, NewRun};
+
+/// Where the runs it starts say they came from.
+pub const SOURCE: &str = "mcp";
+
+/// The MCP server's state, shared by every session (each gets a clone).
+#[derive(Clone)]
+pub struct Agents(Arc<Inner>);
+
+struct Inner {
+    db: Db,
+    tasks: AgentTasks,
+    registry: Arc<ToolRegistry>,
+    /// `[mcp_server] tools`.
+    offered: Vec<String>,
+    /// Cancelled at shutdown; runs are its children.
+    shutdown: CancellationToken,
+}
+
+/// What a tool name stands for.
+enum Target {
+    Agent(String),
+    Tool(String),
+}
+
+impl Agents {
+    pub fn new(
+        db: Db,
+        tasks: AgentTasks,
+        registry: Arc<ToolRegistry>,
+        offered: Vec<String>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            db,
+            tasks,
+            registry,
+            offered,
+            shutdown,
+        }))
+    }
+
+    /// Every tool offered now, with what it stands for.
+    async fn catalogue(&self) -> Result<Vec<(Tool, Target)>, ErrorData> {
+        let profiles = self
+            .0
+            .db
+            .call(|conn| profiles::list(conn))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("cannot list the agents: {e}"), None))?;
+        let mut tools: Vec<(Tool, Target)> = Vec::new();
+        for profile in profiles {
+            let name = unique(&tools, tool_name(&profile.name));
+            let about = match profile.description.trim() {
+                "" => String::new(),
+                description => format!(" ({description})"),
+            };
+            let tool = Tool::new(
+                name,
+                format!(
+                    "Ask the agent {:?}{about} of this service-runtime. It works with its own \
+                     persona, model and tools and answers in text; the run is recorded as a \
+                     task and a trace.",
+                    profile.name
+                ),
+                object(json!({
+                    "type": "object",
+                    "properties": {"prompt": {"type": "string", "description": "What to ask the agent"}},
+                    "required": ["prompt"],
+                })),
+            )
+            .with_title(profile.name.clone())
+            .with_raw_output_schema(Arc::new(object(json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "trace_id": {"type": "string"},
+                    "task_id": {"type": "string"},
+                },
+                "required": ["text", "trace_id"],
+            }))));
+            tools.push((tool, Target::Agent(profile.name)));
+        }
+        let registered = self.0.registry.list();
+        for info in registered
+            .into_iter()
+            .filter(|info| self.0.offered.contains(&info.name) && !info.gated)
+        {
+            let Value::Object(schema) = info.parameters else {
+                continue;
+            };
+            let name = unique(&tools, info.name.clone());
+            tools.push((
+                Tool::new(name, info.description, schema),
+                Target::Tool(info.name),
+            ));
+        }
+        Ok(tools)
+    }
+
+    async fn ask(
+        &self,
+        profile: String,
+        arguments: &JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let prompt = arguments
+            .get("prompt")
+            .and_then(Value::as_str)
+            .filter(|p| !p.trim().is_empty())
+            .ok_or_else(|| ErrorData::invalid_params("prompt must be a non-empty string", None))?
+            .to_owned();
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .unwrap_or_else(|| "an MCP client".to_owned());
+        let new = NewRun {
+            title: prompt.clone(),
+            description: format!("asked over MCP by {client}"),
+            profile: profile.clone(),
+        };
+        let request = RunRequest::new(prompt, ProfileChoice::Required(profile), SOURCE);
+        let cancel = self.0.shutdown.child_token();
+        // A client that cancels (or goes away) cancels the run; the task records it.
+        let _cancel_when_dropped = cancel.clone().drop_guard();
+        let run = self.0.tasks.as_task_of(new, None, request, cancel.clone());
+        let (task_id, result) = tokio::select! {
+            done = run => done,
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                return Err(ErrorData::internal_error("the request was cancelled", None));
+            }
+        };
+        Ok(match result {
+            Ok(reply) => {
+                let mut answer =
+                    CallToolResult::success(vec![ContentBlock::text(reply.text.clone())]);
+                answer.structured_content = Some(json!({
+                    "text": reply.text,
+                    "trace_id": reply.trace_id,
+                    "task_id": task_id,
+                }));
+                answer
+            }
+            Err(failure) => {
+                let trace = failure
+                    .trace_id
+                    .map(|id| format!(" (trace {id})"))
+                    .unwrap_or_default();
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{}{trace}",
+                    failure.message
+                ))])
+            }
+        })
+    }
+
+    async fn call(
+        &self,
+        tool: String,
+        arguments: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let ctx = ToolContext {
+            agents: Arc::clone(&self.0.tasks.agents),
+            run: None,
+            cancel: context.ct.child_token(),
+        };
+        match self
+            .0
+            .registry
+            .invoke(&tool, Value::Object(arguments), ctx)
+            .await
+        {
+            Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]),
+        }
+    }
+}
+
+impl ServerHandler for Agents {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(identity())
+            .with_instructions(
+                "Each ask_<agent> tool runs one agent of this service-runtime on a prompt and \
+                 answers with its reply; the structured result names the run's trace.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .catalogue()
+            .await?
+            .into_iter()
+            .map(|(tool, _)| tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let target = self
+            .catalogue()
+            .await?
+            .into_iter()
+            .find(|(tool, _)| tool.name == request.name)
+            .map(|(_, target)| target)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(format!("unknown tool {:?}", request.name), None)
+            })?;
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match target {
+            Target::Agent(profile) => self.ask(profile, &arguments, &context).await?,
+            Target::Tool(tool) => self.call(tool, arguments, &context).await,
+        };
+        Ok(result.into())
+    }
+}
+
+/// `ask_<name>`, with what a tool name cannot hold as `_`.
+fn tool_name(profile: &str) -> String {
+    let name: String = tools::plain(profile).chars().take(100).collect();
+    format!("ask_{name}")
+}
+
+/// `name`, or `name_2`, `name_3`... when an earlier tool took it.
+fn unique(tools: &[(Tool, Target)], name: String) -> String {
+    let taken = |candidate: &str| tools.iter().any(|(tool, _)| tool.name == candidate);
+    if !taken(&name) {
+        return name;
+    }
+    (2..)
+        .map(|n| format!("{name}_{n}"))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or(name)
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    }
+}

@@ -1,0 +1,13 @@
+//! The Model Context Protocol, both ways: tools of configured MCP servers offered to agents
+//! (`servers`, over `connection`s to guarded `process`es or Streamable HTTP), and this
+//! runtime's agents served to MCP clients (`agents`), over `/mcp` and `service-runtime mcp`.
+
+pub mod agents;
+mod connection;
+pub mod process;
+pub mod servers;
+pub mod settings;
+mod tools;
+
+pub use agents::Agents;
+pub use servers::McpServers;

@@ -1,0 +1,344 @@
+//! The configured MCP servers, kept connected: each is (re)started with backoff, its tools
+//! registered as `mcp__<server>__<tool>` and re-registered when it says they changed, its state
+//! shown on its status. Tools stay registered while their server reconnects, answering with
+//! an error that says so.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::Peer;
+use serde::Serialize;
+use serde_json::Value;
+use service_contract::tools::{Tool, ToolContext, ToolRegistry};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::connection::Connection;
+use super::settings::{McpSection, Server};
+use super::tools;
+use crate::db;
+use crate::environment::Environment;
+
+/// Pauses between restarts double from the first to the last; a server that stayed up for
+/// the last one starts again from the first.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LAST_PAUSE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Connecting,
+    Ready,
+    Error,
+}
+
+/// A server as `GET /api/mcp/servers` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    pub state: State,
+    /// Tools registered from it.
+    pub tools: usize,
+    /// Tools it offers that are not used, each with why.
+    pub skipped: Vec<String>,
+    pub protocol_version: Option<String>,
+    /// Its name and version, as it gave them.
+    pub server: Option<String>,
+    pub error: Option<String>,
+    pub error_at: Option<String>,
+    /// Times it was started again after a failure.
+    pub restarts: u32,
+}
+
+struct Slot {
+    server: Server,
+    status: Mutex<Status>,
+    /// The live session's peer, while connected.
+    peer: Mutex<Option<Peer<RoleClient>>>,
+    /// The registry names of its tools.
+    registered: Mutex<Vec<String>>,
+}
+
+pub struct McpServers {
+    slots: Vec<Arc<Slot>>,
+    registry: Arc<ToolRegistry>,
+    env: Arc<Environment>,
+    connect_timeout: Duration,
+    running: Mutex<Vec<JoinHandle<()>>>,
+    stop: CancellationToken,
+}
+
+impl McpServers {
+    /// The servers of `[mcp]`, not started yet; their tool names are known to the registry
+    /// from now on.
+    pub fn new(
+        section: &McpSection,
+        registry: Arc<ToolRegistry>,
+        env: Arc<Environment>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let slots = section
+            .servers()?
+            .into_iter()
+            .map(|server| {
+                registry.add_source(
+                    &tools::prefix(&server.name),
+                    &format!("the MCP server {:?}", server.name),
+                );
+                Arc::new(Slot {
+                    status: Mutex::new(Status {
+                        name: server.name.clone(),
+                        transport: server.transport.kind(),
+                        state: State::Connecting,
+                        tools: 0,
+                        skipped: Vec::new(),
+                        protocol_version: None,
+                        server: None,
+                        error: None,
+                        error_at: None,
+                        restarts: 0,
+                    }),
+                    server,
+                    peer: Mutex::default(),
+                    registered: Mutex::default(),
+                })
+            })
+            .collect();
+        Ok(Arc::new(Self {
+            slots,
+            registry,
+            env,
+            connect_timeout: section.connect_timeout()?,
+            running: Mutex::default(),
+            stop: CancellationToken::new(),
+        }))
+    }
+
+    /// Connects every server and keeps it connected until [`McpServers::stop`].
+    pub fn start(self: &Arc<Self>) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        for slot in &self.slots {
+            running.push(tokio::spawn(Arc::clone(self).keep(Arc::clone(slot))));
+        }
+    }
+
+    /// Ends every session; stdio servers' processes are killed.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        let running =
+            std::mem::take(&mut *self.running.lock().unwrap_or_else(PoisonError::into_inner));
+        for task in running {
+            let _ = task.await;
+        }
+    }
+
+    /// Returns once every server answered its first handshake or failed it (bounded by the
+    /// handshake timeout), so a one-off run sees the tools there are.
+    pub async fn settled(&self) {
+        let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(1);
+        let first_try = |status: &Status| status.state == State::Connecting && status.restarts == 0;
+        while self.statuses().iter().any(first_try) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn statuses(&self) -> Vec<Status> {
+        self.slots.iter().map(|slot| slot.status()).collect()
+    }
+
+    async fn keep(self: Arc<Self>, slot: Arc<Slot>) {
+        let mut pause = FIRST_PAUSE;
+        loop {
+            slot.update(|status| status.state = State::Connecting);
+            let secret = |name: &str| {
+                self.env
+                    .get(name)
+                    .ok_or_else(|| format!("{name} is not set (environment or .env)"))
+            };
+            let opened = tokio::select! {
+                opened = tokio::time::timeout(self.connect_timeout, Connection::open(&slot.server, &secret)) => opened,
+                () = self.stop.cancelled() => return,
+            };
+            match opened {
+                Err(_) => slot.fail(format!(
+                    "no answer to the handshake within {} s",
+                    self.connect_timeout.as_secs()
+                )),
+                Ok(Err(e)) => slot.fail(e),
+                Ok(Ok(connection)) => {
+                    let up = Instant::now();
+                    if self.serve(&slot, connection).await.is_none() {
+                        return;
+                    }
+                    if up.elapsed() >= LAST_PAUSE {
+                        pause = FIRST_PAUSE;
+                    }
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.stop.cancelled() => return,
+            }
+            pause = (pause * 2).min(LAST_PAUSE);
+            slot.update(|status| status.restarts += 1);
+        }
+    }
+
+    /// Serves a connection until it fails (`Some`, its failure recorded) or the runtime stops
+    /// (`None`).
+    async fn serve(&self, slot: &Arc<Slot>, mut connection: Connection) -> Option<()> {
+        slot.update(|status| {
+            status.protocol_version = connection.protocol_version();
+            status.server = connection.server_name();
+        });
+        *slot.peer.lock().unwrap_or_else(PoisonError::into_inner) = Some(connection.peer.clone());
+        let (peer, changed) = (
+            connection.peer.clone(),
+            Arc::clone(&connection.tools_changed),
+        );
+        let mut listed = self.list(slot, &peer).await;
+        while listed.is_ok() {
+            tokio::select! {
+                () = changed.notified() => listed = self.list(slot, &peer).await,
+                reason = connection.closed() => listed = Err(reason),
+                () = self.stop.cancelled() => {
+                    slot.disconnect();
+                    return None;
+                }
+            }
+        }
+        slot.disconnect();
+        if let Err(e) = listed {
+            slot.fail(e);
+        }
+        Some(())
+    }
+
+    /// Lists the server's tools and registers them in place of the ones it had.
+    async fn list(&self, slot: &Arc<Slot>, peer: &Peer<RoleClient>) -> Result<(), String> {
+        let offered = tokio::time::timeout(slot.server.call_timeout, peer.list_all_tools())
+            .await
+            .map_err(|_| "listing its tools timed out".to_owned())?
+            .map_err(|e| format!("cannot list its tools: {e}"))?;
+        let mut registered = slot
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for name in registered.drain(..) {
+            self.registry.unregister(&name);
+        }
+        let mut skipped = Vec::new();
+        for tool in offered.iter() {
+            if registered.len() == tools::MAX_TOOLS {
+                skipped.push(format!(
+                    "{}: past the first {} tools",
+                    tool.name,
+                    tools::MAX_TOOLS
+                ));
+                continue;
+            }
+            match slot.register(tool, &self.registry) {
+                Ok(name) => registered.push(name),
+                Err(e) => skipped.push(format!("{}: {e}", tool.name)),
+            }
+        }
+        let count = registered.len();
+        slot.update(|status| {
+            status.state = State::Ready;
+            status.tools = count;
+            status.skipped = skipped;
+            status.error = None;
+            status.error_at = None;
+        });
+        Ok(())
+    }
+}
+
+impl Slot {
+    fn status(&self) -> Status {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn fail(&self, error: String) {
+        tracing::warn!(mcp_server = %self.server.name, "{error}");
+        self.update(|status| {
+            status.state = State::Error;
+            status.error = Some(error);
+            status.error_at = Some(db::now());
+        });
+    }
+
+    fn disconnect(&self) {
+        *self.peer.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Registers one of the server's tools; its registry name.
+    fn register(
+        self: &Arc<Self>,
+        tool: &rmcp::model::Tool,
+        registry: &ToolRegistry,
+    ) -> Result<String, String> {
+        let name = tools::registry_name(&self.server.name, &tool.name)
+            .ok_or("its name is too long for a tool name")?;
+        let parameters = tools::schema(tool)?;
+        let (slot, remote) = (Arc::clone(self), tool.name.to_string());
+        let handler = move |input: Value, ctx: ToolContext| {
+            let (slot, remote) = (Arc::clone(&slot), remote.clone());
+            async move { slot.call(&remote, input, &ctx.cancel).await }
+        };
+        let tool = Tool::new(&name, &tools::description(tool), parameters, handler).named_only();
+        registry.register(tool, false).map_err(|e| e.to_string())?;
+        Ok(name)
+    }
+
+    /// Calls `tool` on the server, within the call timeout, abandoned (the server is told)
+    /// when the run is cancelled.
+    async fn call(
+        &self,
+        tool: &str,
+        input: Value,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        let server = &self.server.name;
+        let peer = self
+            .peer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                let status = self.status();
+                let why = status
+                    .error
+                    .unwrap_or_else(|| "it is connecting".to_owned());
+                format!("the MCP server {server:?} is not connected: {why}")
+            })?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        match input {
+            Value::Object(arguments) => params = params.with_arguments(arguments),
+            Value::Null => {}
+            _ => return Err("the arguments must be a JSON object".to_owned()),
+        }
+        let timeout = self.server.call_timeout;
+        tokio::select! {
+            result = tokio::time::timeout(timeout, peer.call_tool(params)) => match result {
+                Err(_) => Err(format!(
+                    "the MCP server {server:?} did not answer within {} s",
+                    timeout.as_secs()
+                )),
+                Ok(Err(e)) => Err(format!("the MCP server {server:?} failed: {e}")),
+                Ok(Ok(result)) => tools::answer(result),
+            },
+            () = cancel.cancelled() => Err("the run was cancelled".to_owned()),
+        }
+    }
+}

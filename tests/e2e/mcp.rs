@@ -1,0 +1,555 @@
+//! MCP both ways, against the reference Python SDK (`mcp` 2.x) at both ends: an agent calls
+//! tools of a stdio and a Streamable HTTP server; servers that die, stall, hang at the
+//! handshake or change their tools; MCP clients listing and calling agents over `/mcp` and
+//! `service-runtime mcp`.
+//!
+//! Without the SDK (`pip install mcp==2.3.0`) the tests say so loudly and pass without
+//! running; with `CI=true` that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::fakes::llm::{self, Reply};
+use crate::support::{BIN, Server, assert_error, cli, eventually, openai_env, tool_available};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/mcp/{name}"))
+}
+
+pub fn sdk_available() -> bool {
+    let present = Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    tool_available(
+        present,
+        "MCP TESTS SKIPPED: the MCP Python SDK is not installed (pip install mcp==2.3.0)",
+    )
+}
+
+/// The fixture server over Streamable HTTP on a free port; killed when dropped.
+struct HttpFixture {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpFixture {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(fixture("tools_server.py"))
+            .arg("http")
+            .arg(&port_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+            .spawn()
+            .unwrap();
+        let port = eventually(30, async || std::fs::read_to_string(&port_file).ok()).await;
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        // Listening once it answers at all.
+        eventually(30, async || reqwest::get(&url).await.ok()).await;
+        Self {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[mcp.servers.<name>]` running the fixture over stdio with `env` (inline table entries).
+pub fn stdio_entry(name: &str, env: &str) -> String {
+    format!(
+        "[mcp.servers.{name}]\ncommand = [\"python3\", {:?}, \"stdio\"]\nenv = {{ {env} }}\n",
+        fixture("tools_server.py").to_str().unwrap()
+    )
+}
+
+async fn server_status(server: &Server, name: &str) -> Value {
+    let (status, body) = server.get("/api/mcp/servers").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server {name}: {body}"))
+}
+
+async fn ready(server: &Server, name: &str) -> Value {
+    eventually(60, async || {
+        let status = server_status(server, name).await;
+        (status["state"] == "ready").then_some(status)
+    })
+    .await
+}
+
+async fn create_agent(server: &Server, name: &str, tools: Value) -> Value {
+    let (status, agent) = server
+        .post(
+            "/api/agents",
+            json!({"name": name, "system_prompt": "Use your tools.", "tools": tools}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{agent}");
+    agent
+}
+
+async fn chat(server: &Server, agent: &str) -> Value {
+    let (status, answer) = server
+        .post("/api/chat", json!({"prompt": "go", "agent": agent}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer
+}
+
+fn offered(request: &llm::Recorded) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn agents_call_the_tools_they_name_of_stdio_and_http_servers() {
+    if !sdk_available() {
+        return;
+    }
+    let remote = HttpFixture::start().await;
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![
+            ("c1", "mcp__files__add", json!({"a": 2, "b": 3})),
+            ("c2", "mcp__files__echo", json!({"text": "near"})),
+            ("c3", "mcp__remote__echo", json!({"text": "far"})),
+            ("c4", "mcp__files__broken", json!({})),
+        ]),
+        Reply::Text("done"),
+        Reply::Text("plain"),
+    ])
+    .await;
+    let config = format!(
+        "{}[mcp.servers.remote]\nurl = {:?}\nheaders = {{ Authorization = \"Bearer {{{{secret:REMOTE_TOKEN}}}}\" }}\n",
+        stdio_entry("files", "FIXTURE_SETTING = \"on\""),
+        remote.url
+    );
+    let mut env = openai_env(&fake.url);
+    env.push(("REMOTE_TOKEN", "s3cret-token".into()));
+    let server = Server::start_with_config(&config, &env);
+    let files = ready(&server, "files").await;
+    assert_eq!(
+        (
+            files["transport"].as_str(),
+            files["tools"].as_u64(),
+            files["server"].as_str()
+        ),
+        (Some("stdio"), Some(6), Some("test-tools 1.0"))
+    );
+    assert_eq!(
+        files["protocol_version"], "2026-07-28",
+        "the newest revision both speak"
+    );
+    let remote_status = ready(&server, "remote").await;
+    assert_eq!(remote_status["transport"], "http");
+
+    // Named tools only: a wildcard for one server, one tool of the other.
+    let agent = create_agent(
+        &server,
+        "operator",
+        json!(["mcp__files__*", "mcp__remote__echo"]),
+    )
+    .await;
+    assert_eq!(agent["unavailable_tools"], json!([]));
+    let answer = chat(&server, "operator").await;
+    let calls = answer["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["output"], "5");
+    assert_eq!(
+        calls[1]["output"], "near | authorization=None | env=on",
+        "the entry's env reaches the program"
+    );
+    assert_eq!(
+        calls[2]["output"], "far | authorization=Bearer s3cret-token | env=None",
+        "the header's secret is filled from the environment"
+    );
+    assert!(
+        calls[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Error executing tool broken")),
+        "a tool's failure is a tool error: {}",
+        calls[3]
+    );
+    let requests = fake.requests();
+    let tools = offered(&requests[0]);
+    for name in ["mcp__files__add", "mcp__files__slow", "mcp__remote__echo"] {
+        assert!(tools.contains(&name.to_owned()), "{name} in {tools:?}");
+    }
+    assert!(
+        !tools.contains(&"mcp__remote__add".to_owned()),
+        "not named: {tools:?}"
+    );
+    let schema = &requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__files__add")
+        .unwrap()["function"];
+    assert_eq!(schema["description"], "Adds two integers.");
+    assert_eq!(schema["parameters"]["required"], json!(["a", "b"]));
+
+    // A profile whose list is unset is offered no MCP tool.
+    chat(&server, "default").await;
+    let tools = offered(&fake.requests()[2]);
+    assert!(
+        !tools.is_empty() && !tools.iter().any(|t| t.starts_with("mcp__")),
+        "{tools:?}"
+    );
+
+    // The calls are in the trace like any tool's.
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            answer["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    let invoked: Vec<&str> = trace["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "tool_invocation")
+        .map(|s| s["tool_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        invoked,
+        [
+            "mcp__files__add",
+            "mcp__files__echo",
+            "mcp__remote__echo",
+            "mcp__files__broken"
+        ]
+    );
+    let (_, listing) = server.get("/api/tools").await;
+    let add = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__files__add")
+        .unwrap();
+    assert_eq!(add["named_only"], true);
+    let (_, statuses) = server.get("/api/mcp/servers").await;
+    assert!(!statuses.to_string().contains("s3cret"), "{statuses}");
+    // A name under a configured server is accepted before the server offers it.
+    create_agent(&server, "later", json!(["mcp__files__not_yet"])).await;
+    let (_, later) = server.get("/api/agents/later").await;
+    assert!(
+        later["unavailable_tools"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the MCP server \"files\""),
+        "{later}"
+    );
+    let (status, refused) = server
+        .post(
+            "/api/agents",
+            json!({"name": "x", "system_prompt": "x", "tools": ["mcp__nowhere__*"]}),
+        )
+        .await;
+    assert_error(
+        &(status, refused),
+        StatusCode::BAD_REQUEST,
+        "mcp__nowhere__*",
+    );
+}
+
+/// Whether a process is gone (a zombie waiting for its reaper counts as gone).
+fn gone(pid: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The state follows the command name, which is in parentheses.
+    stat.rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+#[tokio::test]
+async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runtime() {
+    if !sdk_available() {
+        return;
+    }
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "mcp__files__slow", json!({"seconds": 30}))]),
+        Reply::Text("ok"),
+        Reply::Tools(vec![("c2", "mcp__files__die", json!({}))]),
+        Reply::Text("ok"),
+        Reply::Tools(vec![("c3", "mcp__files__grow", json!({}))]),
+        Reply::Text("ok"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (pids, cancels) = (dir.path().join("pids"), dir.path().join("cancels"));
+    let config = format!(
+        "{}timeout_secs = 1\n",
+        stdio_entry(
+            "files",
+            &format!("PID_FILE = {:?}, CANCEL_FILE = {:?}", pids, cancels)
+        )
+    );
+    let mut server = Server::start_with_config(&config, &openai_env(&fake.url));
+    ready(&server, "files").await;
+    create_agent(&server, "operator", json!(["mcp__files__*"])).await;
+
+    // A call past its timeout is a tool error, and the server is told to stop working on it.
+    let answer = chat(&server, "operator").await;
+    let error = answer["tool_calls"][0]["error"].as_str().unwrap();
+    assert!(error.contains("did not answer within 1 s"), "{error}");
+    eventually(10, async || {
+        std::fs::read_to_string(&cancels)
+            .ok()
+            .filter(|text| text.contains("slow cancelled"))
+    })
+    .await;
+
+    // A server that dies is started again.
+    let answer = chat(&server, "operator").await;
+    assert!(answer["tool_calls"][0]["error"].is_string(), "{answer}");
+    let restarted = eventually(30, async || {
+        let status = server_status(&server, "files").await;
+        (status["state"] == "ready" && status["restarts"].as_u64() >= Some(1)).then_some(status)
+    })
+    .await;
+    assert_eq!(restarted["tools"], 6);
+    assert_eq!(
+        std::fs::read_to_string(&pids).unwrap().lines().count(),
+        2,
+        "a second process"
+    );
+
+    // New tools are registered when the server says its list changed.
+    let answer = chat(&server, "operator").await;
+    assert_eq!(answer["tool_calls"][0]["output"], "grown");
+    eventually(15, async || {
+        let (_, tools) = server.get("/api/tools").await;
+        tools.to_string().contains("mcp__files__late").then_some(())
+    })
+    .await;
+    assert_eq!(server_status(&server, "files").await["tools"], 7);
+
+    // kill -9 of the runtime takes its servers' processes with it.
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let live = text.lines().last().unwrap().to_owned();
+    assert!(!gone(&live));
+    server.stop();
+    eventually(5, async || gone(&live).then_some(())).await;
+}
+
+#[tokio::test]
+async fn bad_entries_stop_the_start_and_a_silent_server_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for (config, needle) in [
+        (
+            "[mcp.servers.both]\ncommand = [\"x\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+            "[mcp.servers.both] needs exactly one of command",
+        ),
+        (
+            "[mcp.servers.typo]\ncomand = [\"x\"]\n",
+            "unknown field `comand`",
+        ),
+        (
+            "[mcp.servers.leak]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer sk-1\" }\n",
+            "config.toml never holds one",
+        ),
+        (
+            "[mcp_server]\ntools = [\"shell_exec\"]\n",
+            "gated tools are never served over MCP",
+        ),
+    ] {
+        std::fs::write(data.join("config.toml"), config).unwrap();
+        let out = cli(&data, &["serve", "--port", "0"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(needle), "{stderr}");
+    }
+
+    let server = Server::start_with_config(
+        "[mcp]\nconnect_timeout_secs = 1\n[mcp.servers.silent]\ncommand = [\"sleep\", \"30\"]\n",
+        &[],
+    );
+    let failed = eventually(15, async || {
+        let status = server_status(&server, "silent").await;
+        (status["state"] == "error").then_some(status)
+    })
+    .await;
+    assert_eq!(failed["error"], "no answer to the handshake within 1 s");
+    assert!(failed["error_at"].is_string());
+    let (status, _) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// Runs the fixture client; its JSON answer. (Awaited, so the fake model keeps answering.)
+async fn mcp_client(args: &[&str]) -> Value {
+    let out = tokio::process::Command::new("python3")
+        .arg(fixture("client.py"))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn mcp_clients_list_and_call_agents_over_http_and_stdio() {
+    if !sdk_available() {
+        return;
+    }
+    let fake = llm::openai(vec![Reply::Text("hello from the agent"); 2]).await;
+    let server = Server::start_with_config(
+        "[mcp_server]\ntools = [\"search_notes\"]\n",
+        &openai_env(&fake.url),
+    );
+    create_agent(&server, "Research desk", json!([])).await;
+    let url = server.url("/mcp");
+    for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let answer = mcp_client(&[
+            mode,
+            "http",
+            &url,
+            "--",
+            "ask_Research_desk",
+            r#"{"prompt": "what is new?"}"#,
+        ])
+        .await;
+        assert_eq!(answer["protocol_version"], version);
+        let names: Vec<&str> = answer["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ask_default", "ask_Research_desk", "search_notes"]);
+        assert_eq!(answer["tools"][1]["title"], "Research desk");
+        assert_eq!(
+            (answer["is_error"].as_bool(), answer["text"].as_str()),
+            (Some(false), Some("hello from the agent"))
+        );
+        let trace_id = answer["structured"]["trace_id"].as_str().unwrap();
+        let (status, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            (
+                trace["source"].as_str(),
+                trace["agent_profile_name"].as_str()
+            ),
+            (Some("mcp"), Some("Research desk"))
+        );
+        let task_id = answer["structured"]["task_id"].as_str().unwrap();
+        let (_, tasks) = server.get("/api/tasks").await;
+        let task = tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == task_id)
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (task["status"].as_str(), task["title"].as_str()),
+            (Some("completed"), Some("what is new?"))
+        );
+    }
+
+    // The same over stdio, from a second process on the same data directory (no model is
+    // configured there: the offline responder answers).
+    let answer = mcp_client(&[
+        "auto",
+        "stdio",
+        BIN,
+        "--data-dir",
+        server.data_dir.to_str().unwrap(),
+        "mcp",
+        "--",
+        "ask_default",
+        r#"{"prompt": "over stdio"}"#,
+    ])
+    .await;
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("You said: \"over stdio\""),
+        "{answer}"
+    );
+    let trace_id = answer["structured"]["trace_id"].as_str().unwrap();
+    let (status, _) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(status, StatusCode::OK, "one data directory");
+
+    // A web page's request is refused, whatever its method.
+    let client = reqwest::Client::new();
+    for request in [client.post(&url).json(&json!({})), client.get(&url)] {
+        let response = request
+            .header("origin", "http://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    }
+}
+
+#[tokio::test]
+async fn with_a_token_every_mcp_client_must_send_it() {
+    if !sdk_available() {
+        return;
+    }
+    let server = Server::start_with(&[("SERVICE_MCP_TOKEN", "m-secret")]);
+    let url = server.url("/mcp");
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    let wrong = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth("m-secreT")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let answer = mcp_client(&[
+        "legacy",
+        "http",
+        &url,
+        "m-secret",
+        "--",
+        "ask_default",
+        r#"{"prompt": "hi"}"#,
+    ])
+    .await;
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("You said: \"hi\"")
+    );
+}
