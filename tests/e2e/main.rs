@@ -17,6 +17,7 @@ mod isolation;
 mod javascript;
 mod mail_servers;
 mod mcp;
+mod observability;
 mod python;
 mod radicale;
 mod replicas;

@@ -20,6 +20,6 @@ pub use agent::{
 };
 pub use error::{AdapterError, FailureKind};
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
-pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus};
+pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus, ErrorObserver};
 pub use routes::{HttpRequest, HttpResponse, Route, RouteHandler, Routes};
 pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};

@@ -2,7 +2,7 @@
 //! Mutators are no-ops for unknown names, so an adapter can never create entries for others.
 
 use std::collections::BTreeMap;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{OnceLock, PoisonError, RwLock};
 
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
@@ -97,11 +97,37 @@ fn now() -> String {
 #[derive(Debug, Default)]
 pub struct AdapterRegistry {
     entries: RwLock<BTreeMap<String, AdapterEntry>>,
+    /// Told of every error recorded on an entry, with its kind (metrics count limit hits).
+    errors: OnceLock<ErrorObserver>,
+}
+
+/// Hears of errors recorded on entries: `(adapter, kind)`.
+pub struct ErrorObserver(pub Box<OnError>);
+
+pub type OnError = dyn Fn(&str, &str) + Send + Sync;
+
+impl std::fmt::Debug for ErrorObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ErrorObserver")
+    }
 }
 
 impl AdapterRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets who hears of recorded errors (once; later calls change nothing).
+    pub fn observe_errors(&self, observer: ErrorObserver) {
+        let _ = self.errors.set(observer);
+    }
+
+    fn observed(&self, name: &str, kind: &str) {
+        if let Some(observer) = self.errors.get()
+            && self.get(name).is_some()
+        {
+            (observer.0)(name, kind);
+        }
     }
 
     /// Adds (or replaces) an entry; discovery calls this.
@@ -159,6 +185,7 @@ impl AdapterRegistry {
     /// adapter reports).
     pub fn mark_error(&self, name: &str, kind: impl AsRef<str>, message: &str) {
         let kind = kind.as_ref();
+        self.observed(name, kind);
         let message = clip(message, MAX_MESSAGE_CHARS);
         self.update(name, |e| {
             e.status = AdapterStatus::Error;
@@ -171,6 +198,7 @@ impl AdapterRegistry {
     /// a native adapter's name, say): counted and shown, the status unchanged.
     pub fn note_error(&self, name: &str, kind: impl AsRef<str>, message: &str) {
         let kind = kind.as_ref();
+        self.observed(name, kind);
         let message = clip(message, MAX_MESSAGE_CHARS);
         self.update(name, |e| {
             e.error_count += 1;

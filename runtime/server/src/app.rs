@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use service_contract::tools::ToolRegistry;
 use service_contract::{
-    Adapter, AdapterContext, AdapterRegistry, AgentRunner, ContextConfig, Secrets,
+    Adapter, AdapterContext, AdapterRegistry, AgentRunner, ContextConfig, ErrorObserver, Secrets,
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +26,7 @@ use crate::replica;
 use crate::scheduler::{self, Dispatcher, Scheduler};
 use crate::task_runs::AgentTasks;
 use crate::tasks::RunningTasks;
+use crate::telemetry::metrics::metrics;
 use crate::wasm::{Components, Loader, Sandbox, Services, ToolBridge};
 
 pub struct App {
@@ -177,6 +178,9 @@ impl App {
             shutdown.clone(),
         );
         let registry = Arc::new(AdapterRegistry::new());
+        registry.observe_errors(ErrorObserver(Box::new(|adapter, kind| {
+            metrics().limit_hit(adapter, kind);
+        })));
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
                 database_path: data_dir.join(db::FILE_NAME),

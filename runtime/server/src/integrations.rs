@@ -242,6 +242,13 @@ pub const CATALOG: &[Integration] = &[
         probe: None,
     },
     Integration {
+        id: "metrics",
+        name: "Prometheus scrapers from other machines",
+        env_vars: &[crate::http::metrics::TOKEN_VARIABLE],
+        configured_by: Needs::All(&[crate::http::metrics::TOKEN_VARIABLE]),
+        probe: None,
+    },
+    Integration {
         id: "mcp",
         name: "MCP clients from other machines",
         env_vars: &[crate::http::mcp::TOKEN_VARIABLE],

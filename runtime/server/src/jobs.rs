@@ -19,6 +19,8 @@ pub struct Job {
     pub payload: Vec<u8>,
     /// 1 on the first run.
     pub attempt: u32,
+    /// The trace context of the request that enqueued it, which its run continues.
+    pub traceparent: Option<String>,
 }
 
 /// The replica running jobs and how long its hold on one lasts without renewal.
@@ -66,6 +68,7 @@ pub fn enqueue(
     conn: &mut Conn,
     adapter: &str,
     payload: &[u8],
+    traceparent: Option<&str>,
     max_unfinished: u32,
 ) -> std::result::Result<String, Refused> {
     conn.transaction(|tx| {
@@ -84,8 +87,9 @@ pub fn enqueue(
             },
         )?;
         tx.execute_later(
-            "INSERT INTO adapter_jobs (task_id, adapter, payload) VALUES (?1, ?2, ?3)",
-            params![task.task_id, adapter, payload],
+            "INSERT INTO adapter_jobs (task_id, adapter, payload, traceparent) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![task.task_id, adapter, payload, traceparent],
         )?;
         Ok(task.task_id)
     })
@@ -97,6 +101,7 @@ pub struct Once<'a> {
     pub key: &'a str,
     pub ttl_ms: u64,
     pub payload: &'a [u8],
+    pub traceparent: Option<&'a str>,
 }
 
 /// Claims the key and enqueues the job in one transaction: the job's task id, or `None` when
@@ -112,7 +117,7 @@ pub fn enqueue_once(
         if !kv::claim(tx, adapter, once.key, once.ttl_ms, kv_quota)? {
             return Ok(None);
         }
-        enqueue(tx, adapter, once.payload, max_unfinished).map(Some)
+        enqueue(tx, adapter, once.payload, once.traceparent, max_unfinished).map(Some)
     })
 }
 
@@ -154,7 +159,7 @@ pub fn claim_next(
     conn.transaction(|tx| {
         let job = tx.query_opt(
             &format!(
-                "SELECT j.task_id, j.payload, j.attempt + 1 FROM adapter_jobs j \
+                "SELECT j.task_id, j.payload, j.attempt + 1, j.traceparent FROM adapter_jobs j \
                  JOIN tasks t ON t.task_id = j.task_id \
                  WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
                  ORDER BY t.created_at, t.rowid LIMIT 1{skip_taken}"
@@ -166,6 +171,7 @@ pub fn claim_next(
                     adapter: adapter.to_owned(),
                     payload: r.get(1)?,
                     attempt: r.get(2)?,
+                    traceparent: r.get(3)?,
                 })
             },
         )?;
@@ -307,11 +313,21 @@ pub fn reclaim(conn: &mut Conn, max_attempts: u32, restarted: Option<&str>) -> R
 
 /// Jobs waiting (pending) per adapter.
 pub fn backlog(conn: &Conn) -> Result<Vec<(String, u32)>> {
+    Ok(open(conn)?
+        .into_iter()
+        .filter(|(_, status, _)| status == "pending")
+        .map(|(adapter, _, count)| (adapter, count))
+        .collect())
+}
+
+/// Jobs waiting and running per adapter: `(adapter, "pending" | "running", count)`.
+pub fn open(conn: &Conn) -> Result<Vec<(String, String, u32)>> {
     conn.query(
-        "SELECT j.adapter, count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
-         WHERE t.status = 'pending' GROUP BY j.adapter",
+        "SELECT j.adapter, t.status, count(*) FROM adapter_jobs j JOIN tasks t \
+         ON t.task_id = j.task_id WHERE t.status IN ('pending', 'running') \
+         GROUP BY j.adapter, t.status",
         params![],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )
 }
 
@@ -342,8 +358,8 @@ mod tests {
     #[test]
     fn a_job_is_a_pending_task_with_a_payload() {
         each_conn(Backends::Both, |conn| {
-            let first = enqueue(conn, "teamchat", b"{\"channel\":\"C1\"}", 10).unwrap();
-            enqueue(conn, "webhook", b"2", 10).unwrap();
+            let first = enqueue(conn, "teamchat", b"{\"channel\":\"C1\"}", None, 10).unwrap();
+            enqueue(conn, "webhook", b"2", None, 10).unwrap();
             let task = tasks::get(conn, &first).unwrap().unwrap();
             assert_eq!(
                 (task.status, task.title.as_str()),
@@ -380,32 +396,32 @@ mod tests {
     #[test]
     fn an_adapter_has_a_bound_on_unfinished_jobs() {
         each_conn(Backends::Both, |conn| {
-            let a = enqueue(conn, "a", b"1", 2).unwrap();
-            enqueue(conn, "a", b"2", 2).unwrap();
+            let a = enqueue(conn, "a", b"1", None, 2).unwrap();
+            enqueue(conn, "a", b"2", None, 2).unwrap();
             assert!(matches!(
-                enqueue(conn, "a", b"3", 2),
+                enqueue(conn, "a", b"3", None, 2),
                 Err(Refused::Full { pending: 2 })
             ));
             assert!(
-                enqueue(conn, "b", b"1", 2).is_ok(),
+                enqueue(conn, "b", b"1", None, 2).is_ok(),
                 "bounds are per adapter"
             );
             claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
             assert!(
-                matches!(enqueue(conn, "a", b"3", 2), Err(Refused::Full { .. })),
+                matches!(enqueue(conn, "a", b"3", None, 2), Err(Refused::Full { .. })),
                 "running counts"
             );
             finish(conn, &a, HERE.holder, Outcome::Completed).unwrap();
-            assert!(enqueue(conn, "a", b"3", 2).is_ok());
+            assert!(enqueue(conn, "a", b"3", None, 2).is_ok());
         });
     }
 
     #[test]
     fn the_unfinished_count_follows_every_change_of_a_jobs_task() {
         each_conn(Backends::Both, |conn| {
-            let done = enqueue(conn, "a", b"1", 10).unwrap();
-            let dropped = enqueue(conn, "a", b"2", 10).unwrap();
-            enqueue(conn, "a", b"3", 10).unwrap();
+            let done = enqueue(conn, "a", b"1", None, 10).unwrap();
+            let dropped = enqueue(conn, "a", b"2", None, 10).unwrap();
+            enqueue(conn, "a", b"3", None, 10).unwrap();
             tasks::create(conn, &NewTask::default()).unwrap();
             assert_eq!(unfinished(conn, "a").unwrap(), 3);
             claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
@@ -439,14 +455,14 @@ mod tests {
             let mut finished = Vec::new();
             for adapter in ["a", "b"] {
                 for _ in 0..3 {
-                    let job = enqueue(conn, adapter, &[7; 1000], 10).unwrap();
+                    let job = enqueue(conn, adapter, &[7; 1000], None, 10).unwrap();
                     claim_next(conn, adapter, now_ms(), HERE).unwrap().unwrap();
                     assert!(finish(conn, &job, HERE.holder, Outcome::Completed).unwrap());
                     assert_eq!(payload(conn, &job).as_deref(), Some(&b""[..]));
                     finished.push(job);
                 }
             }
-            let waiting = enqueue(conn, "a", b"keep me", 10).unwrap();
+            let waiting = enqueue(conn, "a", b"keep me", None, 10).unwrap();
             assert_eq!(
                 forget_finished(conn, 2).unwrap(),
                 2,
@@ -465,7 +481,7 @@ mod tests {
     #[test]
     fn retries_wait_and_interrupted_jobs_run_again_up_to_the_limit() {
         each_conn(Backends::Both, |conn| {
-            let job = enqueue(conn, "a", b"x", 10).unwrap();
+            let job = enqueue(conn, "a", b"x", None, 10).unwrap();
             claim_next(conn, "a", 1_000, HERE).unwrap().unwrap();
             let retry = Outcome::RetryLater {
                 run_after: 5_000,
@@ -495,7 +511,7 @@ mod tests {
     #[test]
     fn a_job_whose_lease_ran_out_is_taken_over_once() {
         each_conn(Backends::Both, |conn| {
-            let job = enqueue(conn, "a", b"x", 10).unwrap();
+            let job = enqueue(conn, "a", b"x", None, 10).unwrap();
             let dying = Lease {
                 holder: "replica-b",
                 ms: -1,
@@ -520,6 +536,7 @@ mod tests {
                 key,
                 ttl_ms: 60_000,
                 payload: b"reply",
+                traceparent: None,
             };
             let first = enqueue_once(conn, "a", &once("event:1"), 10, 1 << 20).unwrap();
             assert!(first.is_some());

@@ -29,5 +29,6 @@ pub mod sealed_settings;
 pub mod server;
 pub mod task_runs;
 pub mod tasks;
+pub mod telemetry;
 pub mod traces;
 pub mod wasm;

@@ -1,19 +1,18 @@
 //! The `service-runtime` command line.
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use service_runtime::config;
 use service_runtime::server::{self, ServeOptions};
+use service_runtime::telemetry;
 
 mod cli;
 
 use cli::adapters::AdaptersCommand;
 use cli::schedule::ScheduleCommand;
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(
@@ -76,26 +75,26 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::McpGuard { parent, command } = &cli.command {
-        return service_runtime::mcp::process::guard(*parent, command);
-    }
+    let command = match cli.command {
+        Command::McpGuard { parent, command } => {
+            return service_runtime::mcp::process::guard(parent, &command);
+        }
+        command => command,
+    };
     // The server logs its work; one-shot commands only speak up about problems.
-    let default_level = match cli.command {
+    let level = match command {
         Command::Serve { .. } => "info",
         _ => "warn",
     };
-    // An empty RUST_LOG counts as unset.
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .map_or_else(|| EnvFilter::new(default_level), EnvFilter::new);
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, never into a log file or a pipe.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    match run(cli) {
+    let outcome = tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| {
+            let telemetry = runtime.block_on(async { telemetry::init(level) })?;
+            let outcome = run(&runtime, cli.data_dir, command);
+            runtime.block_on(telemetry.shutdown());
+            outcome
+        });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -104,13 +103,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
-    let data_dir = match cli.data_dir {
+fn run(
+    runtime: &tokio::runtime::Runtime,
+    data_dir: Option<PathBuf>,
+    command: Command,
+) -> anyhow::Result<()> {
+    let data_dir = match data_dir {
         Some(dir) => dir,
         None => config::default_data_dir()?,
     };
-    let runtime = tokio::runtime::Runtime::new()?;
-    match cli.command {
+    match command {
         Command::Serve { host, port } => runtime.block_on(server::serve(ServeOptions {
             data_dir,
             host,
@@ -124,6 +126,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
         Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
         Command::Mcp => runtime.block_on(cli::mcp::serve(&data_dir)),
-        Command::McpGuard { .. } => unreachable!("handled before logging starts"),
+        Command::McpGuard { .. } => unreachable!("the guard runs before the runtime starts"),
     }
 }

@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 15;
+pub const SCHEMA_VERSION: u32 = 16;
 
 struct Step {
     sqlite: &'static str,
@@ -77,6 +77,13 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             ("tasks", "runner", "TEXT"),
             ("traces", "runner", "TEXT"),
         ],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0016_job_trace_context.sql"),
+        postgres: Some(sql!("postgres/0016_job_trace_context.sql")),
+        // The trace context of the request that enqueued a job.
+        sqlite_columns: &[("adapter_jobs", "traceparent", "TEXT")],
         sqlite_after: "",
     },
 ];

@@ -128,6 +128,18 @@ impl Db {
         }
     }
 
+    /// PostgreSQL's pool now: connections made, idle ones, and callers waiting for one;
+    /// `None` with SQLite.
+    pub fn pool_status(&self) -> Option<(usize, usize, usize)> {
+        match &*self.store {
+            Store::Sqlite { .. } => None,
+            Store::Postgres(pg) => {
+                let status = pg.pool.status();
+                Some((status.size, status.available, status.waiting))
+            }
+        }
+    }
+
     /// Where the data lives, for logs and health: the file, or `host:port/database`.
     pub fn location(&self) -> String {
         match &*self.store {

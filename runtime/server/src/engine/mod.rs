@@ -20,12 +20,15 @@ pub use service_contract::agent::{Parent, ProfileChoice, RunRequest};
 use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
 use crate::db::{self, Conn, Db};
 use crate::environment::Environment;
+use crate::telemetry::genai;
+use crate::telemetry::metrics::{RunLabels, metrics};
 use crate::traces;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -372,6 +375,10 @@ impl Engine {
             })
             .chain([Message::User(prompt)])
             .collect();
+        let agent = match &request.profile {
+            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
+        };
+        let span = genai::invoke_agent(&agent, provider.name(), &model, &trace_id, &request.source);
         let chat = ChatRequest {
             model,
             system: profile.map(|p| p.system_prompt),
@@ -379,7 +386,7 @@ impl Engine {
             tools: specs,
         };
         let outcome = tokio::select! {
-            outcome = run.drive(chat) => outcome,
+            outcome = run.drive(chat).instrument(span.clone()) => outcome,
             () = cancel.cancelled() => Err((Stop::Cancelled, Usage::default())),
         };
         let latency_ms = started.elapsed().as_millis() as i64;
@@ -394,6 +401,19 @@ impl Engine {
             }
             Err(Stop::Error(message)) => Some(message.clone()),
         };
+        genai::record_usage(&span, usage.input_tokens, usage.output_tokens);
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(Stop::Cancelled) => "cancelled",
+            Err(Stop::Error(_)) => "error",
+        };
+        if let Some(error) = &error {
+            genai::failed(&span, outcome, error);
+        }
+        metrics()
+            .agent_runs
+            .get_or_create(&RunLabels { agent, outcome })
+            .inc();
         let text = result.as_ref().ok().map(|(text, _)| text.clone());
         {
             let trace_id = trace_id.clone();
@@ -484,8 +504,24 @@ impl Run<'_> {
                     });
                 }
             };
-            let result = self.provider.complete(chat, &mut on_token).await;
+            let span = genai::chat(self.provider.name(), chat);
+            let result = self
+                .provider
+                .complete(chat, &mut on_token)
+                .instrument(span.clone())
+                .await;
             let latency_ms = clock.elapsed().as_millis() as i64;
+            match &result {
+                Ok(turn) => genai::chat_answered(&span, &chat.model, turn),
+                Err(e) => genai::failed(&span, e.kind(), &e.to_string()),
+            }
+            let usage = result.as_ref().map(|t| t.usage).unwrap_or_default();
+            metrics().model_call(
+                self.provider.name(),
+                &chat.model,
+                result.is_ok(),
+                (usage.input_tokens, usage.output_tokens),
+            );
             let error = result.as_ref().err().map(ToString::to_string);
             let turn = result.as_ref().ok();
             self.record_llm_call(
@@ -605,11 +641,14 @@ impl Run<'_> {
             }),
             cancel: self.cancel.clone(),
         };
+        let span = genai::execute_tool(&call.name, &call.id, &call.input);
         // A model may name a tool it was not offered; the profile's list is the boundary.
-        let result = if self.offered.contains(&call.name) {
+        let offered = self.offered.contains(&call.name);
+        let result = if offered {
             self.engine
                 .tools
                 .invoke(&call.name, call.input.clone(), context)
+                .instrument(span.clone())
                 .await
         } else {
             Err(format!(
@@ -617,6 +656,14 @@ impl Run<'_> {
                 call.name
             ))
         };
+        genai::tool_answered(&span, &result);
+        // Only offered names become labels: a model's inventions are not counted one by one.
+        let label = if offered {
+            call.name.as_str()
+        } else {
+            "(not offered)"
+        };
+        metrics().tool_call(label, result.is_ok(), clock.elapsed());
         let latency_ms = clock.elapsed().as_millis() as i64;
         let (output, error) = match result {
             Ok(output) => (Some(output), None),
@@ -681,7 +728,9 @@ impl AgentRunner for Engine {
             })?;
             // On a task of its own: a caller that gives up (a component call that timed out)
             // cancels the token, and the run still records how it ended in its trace.
-            let run = tokio::spawn(async move { engine.run(request, None, &cancel).await });
+            let run = tokio::spawn(
+                async move { engine.run(request, None, &cancel).await }.in_current_span(),
+            );
             run.await
                 .map_err(|e| RunFailure {
                     kind: RunFailureKind::Failed,

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::AppState;
 use super::api::{ApiError, ApiResult, JsonBody};
@@ -65,10 +66,11 @@ pub async fn complete(
     let _cancel_on_drop = cancel.clone().drop_guard();
     let engine = app.engine.clone();
     let request = body.into_request();
-    let output = tokio::spawn(async move { engine.run(request, None, &cancel).await })
-        .await
-        .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?
-        .map_err(run_error)?;
+    let output =
+        tokio::spawn(async move { engine.run(request, None, &cancel).await }.in_current_span())
+            .await
+            .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?
+            .map_err(run_error)?;
     Ok(Json(output))
 }
 
@@ -105,12 +107,15 @@ pub async fn stream(
         }
     });
     let engine = app.engine.clone();
-    tokio::spawn(async move {
-        let result = engine.execute(prepared, Some(&events), &cancel).await;
-        finished.cancel();
-        drop(events);
-        let _ = result_tx.send(result);
-    });
+    tokio::spawn(
+        async move {
+            let result = engine.execute(prepared, Some(&events), &cancel).await;
+            finished.cancel();
+            drop(events);
+            let _ = result_tx.send(result);
+        }
+        .in_current_span(),
+    );
 
     // The first event names the trace; without it the run failed before writing one, and
     // the last frame says why.

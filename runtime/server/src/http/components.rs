@@ -10,9 +10,11 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use service_contract::{HttpRequest, HttpResponse};
+use std::time::Instant;
 
 use super::AppState;
 use super::api::{ApiError, PathParam};
+use crate::telemetry::metrics::metrics;
 
 /// Headers an adapter may not set: the server's own framing, and what would let its answer
 /// act with the dashboard's origin.
@@ -34,6 +36,8 @@ pub async fn dispatch(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let started = Instant::now();
+    tracing::Span::current().record("service_runtime.adapter", name.as_str());
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
@@ -61,6 +65,10 @@ pub async fn dispatch(
         }
     };
     fence(response.headers_mut());
+    // Only adapters there are become labels: a scan of made-up names adds none.
+    if app.adapters.registry().get(&name).is_some() {
+        metrics().adapter_request(&name, response.status().as_u16(), started.elapsed());
+    }
     response
 }
 

@@ -14,6 +14,8 @@ pub mod limits;
 pub mod listener;
 pub mod mcp;
 mod mcp_servers;
+pub mod metrics;
+mod request_spans;
 mod schedules;
 mod store;
 mod tasks;
@@ -37,6 +39,7 @@ use crate::engine::Engine;
 use crate::environment::Environment;
 use crate::mcp::{Agents, McpServers};
 use crate::tasks::RunningTasks;
+use crate::wasm::Components;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -58,6 +61,8 @@ pub struct AppState {
     pub mcp: Arc<McpServers>,
     /// The agents as an MCP server, behind `/mcp`.
     pub mcp_agents: Agents,
+    /// Components, for the instances they use.
+    pub components: Arc<Components>,
 }
 
 impl AppState {
@@ -73,6 +78,7 @@ impl AppState {
             shutdown: app.shutdown.clone(),
             mcp: Arc::clone(&app.mcp),
             mcp_agents: app.mcp_agents.clone(),
+            components: Arc::clone(&app.components),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -112,16 +118,19 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/integrations/{id}/keys", post(integrations::write_key))
         .route("/integrations/{id}/verify", post(integrations::verify))
         .route("/mcp/servers", get(mcp_servers::list))
+        .route_layer(middleware::from_fn(request_spans::trace))
         .method_not_allowed_fallback(api::method_not_allowed);
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(&state))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             mcp::authorize,
-        ));
+        ))
+        .layer(middleware::from_fn(request_spans::trace));
     Router::new()
         .nest("/api", api)
         .merge(mcp)
+        .route("/metrics", get(metrics::show))
         .merge(dashboard::router())
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(limits, limits::read_body))

@@ -3,6 +3,7 @@
 //! lists in `[mcp_server] tools` (never a gated one). Each agent run is a task with a trace,
 //! like every other run; a client that cancels its request cancels the run.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -15,12 +16,14 @@ use serde_json::{Value, json};
 use service_contract::agent::{ProfileChoice, RunRequest};
 use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::connection::identity;
 use super::tools;
 use crate::agents::profiles;
 use crate::db::Db;
 use crate::task_runs::{AgentTasks, NewRun};
+use crate::telemetry::{TARGET, propagation};
 
 /// Where the runs it starts say they came from.
 pub const SOURCE: &str = "mcp";
@@ -239,11 +242,32 @@ impl ServerHandler for Agents {
             .ok_or_else(|| {
                 ErrorData::invalid_params(format!("unknown tool {:?}", request.name), None)
             })?;
+        let span = tracing::info_span!(
+            target: TARGET,
+            "mcp_call",
+            otel.name = %format!("tools/call {}", request.name),
+            otel.kind = "server",
+            "mcp.method.name" = "tools/call",
+            gen_ai.tool.name = %request.name,
+        );
+        // The client's context comes in `_meta` (MCP's SEP-414).
+        let carrier: HashMap<String, String> = [
+            ("traceparent", context.meta.get_traceparent()),
+            ("tracestate", context.meta.get_tracestate()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), value?.to_owned())))
+        .collect();
+        propagation::follow(&span, &carrier);
         let arguments = request.arguments.unwrap_or_default();
-        let result = match target {
-            Target::Agent(profile) => self.ask(profile, &arguments, &context).await?,
-            Target::Tool(tool) => self.call(tool, arguments, &context).await,
-        };
+        let result = async {
+            Ok::<_, ErrorData>(match target {
+                Target::Agent(profile) => self.ask(profile, &arguments, &context).await?,
+                Target::Tool(tool) => self.call(tool, arguments, &context).await,
+            })
+        }
+        .instrument(span)
+        .await?;
         Ok(result.into())
     }
 }

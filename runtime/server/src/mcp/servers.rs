@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::RoleClient;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use rmcp::service::Peer;
 use serde::Serialize;
 use serde_json::Value;
@@ -20,6 +20,7 @@ use super::settings::{McpSection, Server};
 use super::tools;
 use crate::db;
 use crate::environment::Environment;
+use crate::telemetry::propagation;
 
 /// Pauses between restarts double from the first to the last; a server that stayed up for
 /// the last one starts again from the first.
@@ -323,6 +324,16 @@ impl Slot {
                 format!("the MCP server {server:?} is not connected: {why}")
             })?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
+        // The tool call's span goes on at the server (MCP carries it in `_meta`).
+        let trace = propagation::carrier();
+        if let Some(traceparent) = trace.get("traceparent") {
+            let mut meta = RequestMetaObject::default();
+            meta.set_traceparent(traceparent.clone());
+            if let Some(state) = trace.get("tracestate") {
+                meta.set_tracestate(state.clone());
+            }
+            params.meta = Some(meta);
+        }
         match input {
             Value::Object(arguments) => params = params.with_arguments(arguments),
             Value::Null => {}

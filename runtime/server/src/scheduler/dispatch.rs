@@ -9,6 +9,8 @@ use super::tick::Due;
 use crate::error::Result;
 use crate::task_runs::{self, AgentTasks, NewRun};
 use crate::tasks::TaskStatus;
+use crate::telemetry::TARGET;
+use tracing::Instrument;
 
 /// How a dispatched run ended: its task's status, and the answer or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,10 +41,18 @@ impl Dispatcher {
             description: due.prompt.clone(),
             profile: due.agent.clone(),
         };
+        let span = tracing::info_span!(
+            target: TARGET,
+            "schedule",
+            otel.name = %format!("schedule {}", due.name),
+            otel.kind = "internal",
+            service_runtime.schedule = %due.name,
+        );
         let request = RunRequest::new(due.prompt, ProfileChoice::Required(due.agent), super::NAME);
         let (task_id, result) = self
             .tasks
             .as_task_of(new, Some(&due.name), request, CancellationToken::new())
+            .instrument(span)
             .await;
         if task_id.is_none() {
             let failure = result.err().map(|f| f.message).unwrap_or_default();

@@ -24,6 +24,8 @@ pub use dispatch::Dispatcher;
 pub use store::runs_in_progress;
 
 use crate::db::Db;
+use crate::tasks::TaskStatus;
+use crate::telemetry::metrics::{Outcome, metrics};
 
 pub const NAME: &str = "scheduler";
 pub const DEFAULT_TICK: Duration = Duration::from_secs(30);
@@ -213,7 +215,16 @@ impl Ticker {
             // Off the tick loop: a slow run never delays the next tick.
             tokio::spawn(async move {
                 let name = due.name.clone();
-                if let Err(e) = dispatcher.run(due).await {
+                let ran = dispatcher.run(due).await;
+                let outcome = match &ran {
+                    Ok(ran) if ran.status == TaskStatus::Completed => "ok",
+                    _ => "error",
+                };
+                metrics()
+                    .scheduler_fires
+                    .get_or_create(&Outcome { outcome })
+                    .inc();
+                if let Err(e) = ran {
                     tracing::error!(schedule = %name, "scheduled run could not be recorded: {e}");
                 }
                 drop(landed);

@@ -101,6 +101,9 @@ fn version_text(version: Version) -> &'static str {
 pub trait Call: Send + 'static {
     type Output: Send + 'static;
 
+    /// The export it calls, as the contract names it (span names say it).
+    fn export(&self) -> &'static str;
+
     /// Sets up the store before the instance exists (the job or agent run it serves).
     fn prepare(&self, _state: &mut HostState) {}
 
@@ -129,6 +132,10 @@ pub struct Describe;
 
 impl Call for Describe {
     type Output = Description;
+
+    fn export(&self) -> &'static str {
+        "describe"
+    }
 
     async fn call(
         self,
@@ -186,6 +193,10 @@ pub struct HandleHttp(pub HttpRequest);
 
 impl Call for HandleHttp {
     type Output = service_contract::HttpResponse;
+
+    fn export(&self) -> &'static str {
+        "handle-http"
+    }
 
     async fn call(
         self,
@@ -254,6 +265,10 @@ pub struct RunJob {
 impl Call for RunJob {
     type Output = Result<(), JobFailure>;
 
+    fn export(&self) -> &'static str {
+        "run-job"
+    }
+
     fn prepare(&self, state: &mut HostState) {
         state.job = Some(self.job.clone());
     }
@@ -298,6 +313,10 @@ pub struct Hook(pub bool);
 
 impl Call for Hook {
     type Output = Result<(), String>;
+
+    fn export(&self) -> &'static str {
+        if self.0 { "start" } else { "stop" }
+    }
 
     async fn call(
         self,
@@ -344,6 +363,10 @@ pub struct ListTools;
 
 impl Call for ListTools {
     type Output = Vec<OfferedTool>;
+
+    fn export(&self) -> &'static str {
+        "list-tools"
+    }
 
     async fn call(
         self,
@@ -394,6 +417,10 @@ pub struct CallTool {
 
 impl Call for CallTool {
     type Output = Result<String, String>;
+
+    fn export(&self) -> &'static str {
+        "call-tool"
+    }
 
     fn prepare(&self, state: &mut HostState) {
         state.run = self.run.clone();

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, Runtime};
 use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument;
 
 /// How long a guest may compute in one go: on the caller's executor before it moves to the
 /// lane, and on the lane before it lets the next guest run.
@@ -215,7 +216,8 @@ pub async fn on_host<T: Send + 'static>(
     if !ON_LANE.with(|on| on.get()) {
         return work.await;
     }
-    match AbortOnDropHandle::new(host.spawn(work)).await {
+    // The guest call's span goes on as the host work's parent (when traces are exported).
+    match AbortOnDropHandle::new(host.spawn(work.in_current_span())).await {
         Ok(output) => output,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         // The host's runtime is shutting down; the guest's call ends with it.

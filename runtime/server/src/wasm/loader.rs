@@ -65,6 +65,10 @@ impl Loader {
         }
     }
 
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
     pub fn services(&self) -> &Arc<Services> {
         &self.services
     }

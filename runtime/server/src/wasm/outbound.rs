@@ -13,6 +13,9 @@ use reqwest::{Method, StatusCode, Url};
 use super::grants::Origin;
 use crate::net::{self, Guard};
 use crate::placeholders;
+use crate::telemetry::{TARGET, propagation};
+use tracing::Instrument;
+use tracing::field::Empty;
 
 const MAX_REDIRECTS: usize = 5;
 const MAX_RESPONSE: usize = 4 * 1024 * 1024;
@@ -107,7 +110,28 @@ impl Outbound {
                 )?;
                 builder = builder.header(name, value);
             }
-            let response = builder.body(body.clone()).send().await.map_err(|e| {
+            let span = tracing::info_span!(
+                target: TARGET,
+                "outbound",
+                otel.name = %method,
+                otel.kind = "client",
+                http.request.method = %method,
+                server.address = %origin.host,
+                url.full = %without_secrets(&url),
+                http.response.status_code = Empty,
+                "error.type" = Empty,
+                otel.status_code = Empty,
+            );
+            // The request's span goes on at the other end (when traces are exported).
+            let builder = builder.headers(span.in_scope(propagation::headers));
+            let sent = builder
+                .body(body.clone())
+                .send()
+                .instrument(span.clone())
+                .await;
+            let response = sent.map_err(|e| {
+                span.record("error.type", "transport");
+                span.record("otel.status_code", "error");
                 if net::refused_by_guard(&e) {
                     Failure::Denied(net::describe(e))
                 } else {
@@ -115,6 +139,7 @@ impl Outbound {
                 }
             })?;
             let status = response.status();
+            span.record("http.response.status_code", i64::from(status.as_u16()));
             if status.is_redirection()
                 && let Some(location) = response.headers().get(reqwest::header::LOCATION)
             {
@@ -171,6 +196,16 @@ impl Outbound {
         self.guard.check_url(url).map_err(Failure::Denied)?;
         Ok(origin)
     }
+}
+
+/// A URL as a span shows it: no user, password, query or fragment, which may hold secrets.
+fn without_secrets(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
 }
 
 #[cfg(test)]

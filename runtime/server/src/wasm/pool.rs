@@ -73,6 +73,15 @@ impl Pool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The instances each adapter has in use now.
+    pub fn in_use(&self) -> Vec<(String, usize)> {
+        self.lock()
+            .adapters
+            .iter()
+            .map(|(name, usage)| (name.clone(), usage.in_use))
+            .collect()
+    }
+
     /// Counts `adapter` among the loaded ones (its reservation holds) while this lives.
     pub fn join(self: &Arc<Self>, adapter: &str) -> Membership {
         self.lock().usage(adapter).loaded += 1;

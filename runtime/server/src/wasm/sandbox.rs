@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use service_contract::{AdapterError, FailureKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -19,6 +20,7 @@ use super::lanes::{Lanes, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use crate::adapters::CallError;
+use crate::telemetry::TARGET;
 
 /// A component ready to instantiate: its pre-linked instance, exports and grant.
 pub struct Prepared {
@@ -162,6 +164,11 @@ impl Sandbox {
         self.small.pooled && self.large.pooled
     }
 
+    /// The instances each adapter has in use now.
+    pub fn instances_in_use(&self) -> Vec<(String, usize)> {
+        self.instances.in_use()
+    }
+
     /// Counts `adapter` among the loaded ones, whose share of the instances the others
     /// leave free, while the membership lives.
     pub fn join(&self, adapter: &str) -> Membership {
@@ -239,12 +246,23 @@ impl Sandbox {
             })
         });
         store.set_epoch_deadline(1);
+        let span = tracing::info_span!(
+            target: TARGET,
+            "component_call",
+            otel.name = %format!("{} {}", call.export(), caller.adapter),
+            otel.kind = "internal",
+            service_runtime.adapter = %caller.adapter,
+            service_runtime.export = call.export(),
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
         let prepared = Arc::clone(prepared);
         let run = async move {
             let _places = places;
             let instance = prepared.pre.instantiate_async(&mut store).await?;
             call.call(&mut store, &instance, &prepared.exports).await
-        };
+        }
+        .instrument(span.clone());
         let outcome = tokio::time::timeout(
             limit + Duration::from_millis(250),
             self.lanes.run(Arc::clone(&slice), start, run),
@@ -258,6 +276,8 @@ impl Sandbox {
             Ok(Err(e)) => classify(&e, &stderr),
             Err(_) => (FailureKind::Timeout, format!("no answer within {limit:?}")),
         };
+        span.record("error.type", kind.as_str());
+        span.record("otel.status_code", "error");
         Err(CallError::Failed(AdapterError::new(kind, message)))
     }
 }

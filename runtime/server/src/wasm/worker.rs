@@ -29,6 +29,8 @@ use crate::db::now_ms;
 use crate::jobs::{self, Job, Lease, Outcome};
 use crate::task_runs;
 use crate::tasks::{self, RunningTasks};
+use crate::telemetry::{TARGET, propagation};
+use tracing::Instrument;
 
 /// A job taken off the queue, with the generation that runs it and its instance place.
 struct Claimed {
@@ -250,13 +252,27 @@ impl Worker {
             job:
                 Job {
                     task_id,
+                    adapter,
                     payload,
                     attempt,
-                    ..
+                    traceparent,
                 },
             generation,
             place,
         } = claimed;
+        // The job continues the trace of the request that queued it.
+        let span = tracing::info_span!(
+            target: TARGET,
+            "job",
+            otel.name = %format!("job {adapter}"),
+            otel.kind = "consumer",
+            service_runtime.adapter = %adapter,
+            service_runtime.task_id = %task_id,
+            service_runtime.attempt = i64::from(attempt),
+        );
+        if let Some(traceparent) = &traceparent {
+            propagation::follow(&span, &propagation::from_traceparent(traceparent));
+        }
         let context = JobContext {
             task_id: task_id.clone(),
             attempt,
@@ -278,7 +294,7 @@ impl Worker {
                     return None;
                 }
                 tokio::select! {
-                    outcome = generation.run_job(context, payload, place) => Some(outcome),
+                    outcome = generation.run_job(context, payload, place).instrument(span) => Some(outcome),
                     () = cancel.cancelled() => None,
                 }
             },

@@ -140,6 +140,7 @@ impl Provider for Anthropic {
                 match data["type"].as_str().unwrap_or(&event.event) {
                     "message_start" => {
                         turn.usage.input_tokens = data["message"]["usage"]["input_tokens"].as_i64();
+                        turn.model = data["message"]["model"].as_str().map(str::to_owned);
                     }
                     "content_block_start" => {
                         let block = &data["content_block"];
@@ -166,6 +167,9 @@ impl Provider for Anthropic {
                     "message_delta" => {
                         if let Some(output) = data["usage"]["output_tokens"].as_i64() {
                             turn.usage.output_tokens = Some(output);
+                        }
+                        if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                            turn.finish_reason = Some(reason.to_owned());
                         }
                     }
                     "error" => {

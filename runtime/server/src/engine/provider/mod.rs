@@ -13,6 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 pub use service_contract::tools::ToolSpec;
 
+use crate::telemetry::propagation;
+
 /// One message of a conversation, in the shape the engine keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -56,6 +58,10 @@ pub struct Turn {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// The model that answered, when the provider names it.
+    pub model: Option<String>,
+    /// Why it stopped (`stop`, `tool_calls`, `end_turn`...), as the provider says it.
+    pub finish_reason: Option<String>,
 }
 
 /// Receives text as the model streams it.
@@ -112,6 +118,20 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// A short name for the kind of failure (`error.type` of its span).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotConfigured { .. } => "not_configured",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Status { .. } => "status",
+            Self::Timeout { .. } => "timeout",
+            Self::Malformed { .. } => "malformed",
+            Self::Truncated { .. } => "truncated",
+            Self::Transport { .. } => "transport",
+        }
+    }
+
     fn transport(provider: &'static str, e: &reqwest::Error) -> Self {
         if e.is_timeout() {
             Self::Timeout { provider }
@@ -153,7 +173,8 @@ pub(crate) async fn send(
 ) -> Result<Response, ProviderError> {
     let mut attempt = 0;
     loop {
-        let retry_after = match build().send().await {
+        // The model call's span goes on as the provider's parent (when traces are exported).
+        let retry_after = match build().headers(propagation::headers()).send().await {
             Ok(response) if response.status().is_success() => return Ok(response),
             Ok(response) => {
                 let status = response.status();

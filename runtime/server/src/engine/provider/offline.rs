@@ -49,6 +49,8 @@ impl Provider for Offline {
                 },
                 text,
                 tool_calls: Vec::new(),
+                model: None,
+                finish_reason: Some("stop".to_owned()),
             })
         }
         .boxed()

@@ -154,8 +154,14 @@ impl Provider for OpenAi {
                         output_tokens: usage["completion_tokens"].as_i64(),
                     };
                 }
+                if let Some(model) = chunk["model"].as_str() {
+                    turn.model = Some(model.to_owned());
+                }
                 let choice = &chunk["choices"][0];
-                finished |= choice["finish_reason"].is_string();
+                if let Some(reason) = choice["finish_reason"].as_str() {
+                    turn.finish_reason = Some(reason.to_owned());
+                    finished = true;
+                }
                 let delta = &choice["delta"];
                 if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
                     tokens(text);

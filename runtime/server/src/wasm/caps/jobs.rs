@@ -11,6 +11,7 @@ use super::{Capability, denied, link_versions, on_host, over_quota};
 use crate::bus::Event;
 use crate::db::Conn;
 use crate::jobs::{self, Refused};
+use crate::telemetry::propagation;
 use v0_2::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -155,8 +156,18 @@ impl v0_2::service::adapter::jobs::Host for HostState {
             Ok(limits) => limits,
             Err(e) => return Ok(Err(e)),
         };
+        // Its run continues the trace of the call that queued it.
+        let traceparent = propagation::traceparent();
         Ok(self
-            .queue(move |conn, adapter| jobs::enqueue(conn, adapter, &payload, limits.jobs_pending))
+            .queue(move |conn, adapter| {
+                jobs::enqueue(
+                    conn,
+                    adapter,
+                    &payload,
+                    traceparent.as_deref(),
+                    limits.jobs_pending,
+                )
+            })
             .await)
     }
 
@@ -175,12 +186,14 @@ impl v0_2::service::adapter::jobs::Host for HostState {
             Ok(quota) => quota,
             Err(e) => return Ok(Err(e)),
         };
+        let traceparent = propagation::traceparent();
         Ok(self
             .queue(move |conn, adapter| {
                 let once = jobs::Once {
                     key: &key,
                     ttl_ms,
                     payload: &payload,
+                    traceparent: traceparent.as_deref(),
                 };
                 jobs::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
             })

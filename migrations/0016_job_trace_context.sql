@@ -1,0 +1,4 @@
+-- v0.10 observability. A job keeps the W3C trace context (traceparent) of the request that
+-- enqueued it, so its run continues that trace on whichever replica runs it. (The column,
+-- which SQLite cannot add with IF NOT EXISTS, is added by the migration code:
+-- adapter_jobs.traceparent.)

@@ -1,0 +1,70 @@
+//! `GET /metrics`: the Prometheus text exposition. This machine only unless
+//! `SERVICE_METRICS_TOKEN` is set; then every scraper sends it as a bearer token.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::api::ApiError;
+use super::guards;
+use crate::jobs;
+use crate::telemetry::metrics::{self, AdapterName, JobLabels, PoolLabels};
+
+/// The bearer token scrapers must send, when set.
+pub const TOKEN_VARIABLE: &str = "SERVICE_METRICS_TOKEN";
+
+pub async fn show(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let token = app.env.get(TOKEN_VARIABLE);
+    if let Err(refusal) = guards::token_or_loopback(token, TOKEN_VARIABLE, peer, &headers) {
+        return refusal.into_response();
+    }
+    let open = match app.db.call(|conn| jobs::open(conn)).await {
+        Ok(open) => open,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let metrics = metrics::metrics();
+    // States, set afresh on every scrape (an adapter that went away goes from the listing).
+    metrics.jobs.clear();
+    for (adapter, status, count) in open {
+        let state = if status == "running" {
+            "running"
+        } else {
+            "pending"
+        };
+        metrics
+            .jobs
+            .get_or_create(&JobLabels { adapter, state })
+            .set(count.into());
+    }
+    metrics.instances_in_use.clear();
+    for (adapter, in_use) in app.components.loader().sandbox().instances_in_use() {
+        metrics
+            .instances_in_use
+            .get_or_create(&AdapterName { adapter })
+            .set(in_use as i64);
+    }
+    if let Some((size, available, waiting)) = app.db.pool_status() {
+        for (state, value) in [
+            ("size", size),
+            ("available", available),
+            ("waiting", waiting),
+        ] {
+            metrics
+                .db_pool
+                .get_or_create(&PoolLabels { state })
+                .set(value as i64);
+        }
+    }
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        metrics.encode(),
+    )
+        .into_response()
+}
