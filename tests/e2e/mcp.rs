@@ -9,11 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
+use crate::guests::guest;
 use crate::support::{BIN, Server, assert_error, cli, eventually, openai_env, tool_available};
+use crate::wasm::{ECHO_GRANT, drop_in, loaded};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/mcp/{name}"))
@@ -271,6 +273,32 @@ async fn agents_call_the_tools_they_name_of_stdio_and_http_servers() {
         StatusCode::BAD_REQUEST,
         "mcp__nowhere__*",
     );
+
+    // A component gets an MCP tool only when its grant names it: `*` does not cover it.
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    let call = async || {
+        server
+            .send_text(
+                Method::POST,
+                "/api/adapters/echo/tool?name=mcp__files__add",
+                r#"{"a": 20, "b": 22}"#,
+            )
+            .await
+    };
+    let (status, refused) = call().await;
+    assert!(
+        status == StatusCode::BAD_GATEWAY && refused.contains("not granted"),
+        "{status} {refused}"
+    );
+    let naming = ECHO_GRANT.replace("tools = [\"*\"]", "tools = [\"*\", \"mcp__files__add\"]");
+    std::fs::write(server.data_dir.join("adapters/echo.toml"), naming).unwrap();
+    let answer = eventually(20, async || {
+        let (status, answer) = call().await;
+        (status == StatusCode::OK).then_some(answer)
+    })
+    .await;
+    assert_eq!(answer, "42");
 }
 
 /// Whether a process is gone (a zombie waiting for its reaper counts as gone).
@@ -292,6 +320,7 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
     let fake = llm::openai(vec![
         Reply::Tools(vec![("c1", "mcp__files__slow", json!({"seconds": 30}))]),
         Reply::Text("ok"),
+        Reply::Tools(vec![("c1b", "mcp__patient__slow", json!({"seconds": 30}))]),
         Reply::Tools(vec![("c2", "mcp__files__die", json!({}))]),
         Reply::Text("ok"),
         Reply::Tools(vec![("c3", "mcp__files__grow", json!({}))]),
@@ -300,16 +329,24 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
     .await;
     let dir = tempfile::tempdir().unwrap();
     let (pids, cancels) = (dir.path().join("pids"), dir.path().join("cancels"));
+    let patient_cancels = dir.path().join("patient-cancels");
     let config = format!(
-        "{}timeout_secs = 1\n",
+        "{}timeout_secs = 1\n{}",
         stdio_entry(
             "files",
             &format!("PID_FILE = {:?}, CANCEL_FILE = {:?}", pids, cancels)
-        )
+        ),
+        stdio_entry("patient", &format!("CANCEL_FILE = {patient_cancels:?}"))
     );
     let mut server = Server::start_with_config(&config, &openai_env(&fake.url));
     ready(&server, "files").await;
-    create_agent(&server, "operator", json!(["mcp__files__*"])).await;
+    ready(&server, "patient").await;
+    create_agent(
+        &server,
+        "operator",
+        json!(["mcp__files__*", "mcp__patient__slow"]),
+    )
+    .await;
 
     // A call past its timeout is a tool error, and the server is told to stop working on it.
     let answer = chat(&server, "operator").await;
@@ -317,6 +354,31 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
     assert!(error.contains("did not answer within 1 s"), "{error}");
     eventually(10, async || {
         std::fs::read_to_string(&cancels)
+            .ok()
+            .filter(|text| text.contains("slow cancelled"))
+    })
+    .await;
+
+    // A run cancelled while its tool works (the client went away) abandons the call, and the
+    // server is told.
+    let mut stream = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "go", "agent": "operator"}))
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("tool_call") {
+        let chunk = stream
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(stream);
+    eventually(10, async || {
+        std::fs::read_to_string(&patient_cancels)
             .ok()
             .filter(|text| text.contains("slow cancelled"))
     })

@@ -124,7 +124,7 @@ impl AdapterRegistry {
 
     fn observed(&self, name: &str, kind: &str) {
         if let Some(observer) = self.errors.get()
-            && self.get(name).is_some()
+            && self.contains(name)
         {
             (observer.0)(name, kind);
         }
@@ -222,6 +222,14 @@ impl AdapterRegistry {
     /// Sets `last_activity_at` to now; the status is unchanged.
     pub fn touch(&self, name: &str) {
         self.update(name, |e| e.last_activity_at = Some(now()));
+    }
+
+    /// Whether an entry of that name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(name)
     }
 
     pub fn get(&self, name: &str) -> Option<AdapterEntry> {

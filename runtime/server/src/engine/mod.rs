@@ -28,7 +28,7 @@ use crate::agents::profiles::{self, Profile};
 use crate::db::{self, Conn, Db};
 use crate::environment::Environment;
 use crate::telemetry::genai;
-use crate::telemetry::metrics::{RunLabels, metrics};
+use crate::telemetry::metrics::metrics;
 use crate::traces;
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -410,10 +410,7 @@ impl Engine {
         if let Some(error) = &error {
             genai::failed(&span, outcome, error);
         }
-        metrics()
-            .agent_runs
-            .get_or_create(&RunLabels { agent, outcome })
-            .inc();
+        metrics().agent_run(&agent, outcome);
         let text = result.as_ref().ok().map(|(text, _)| text.clone());
         {
             let trace_id = trace_id.clone();

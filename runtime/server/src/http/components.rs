@@ -66,7 +66,7 @@ pub async fn dispatch(
     };
     fence(response.headers_mut());
     // Only adapters there are become labels: a scan of made-up names adds none.
-    if app.adapters.registry().get(&name).is_some() {
+    if app.adapters.registry().contains(&name) {
         metrics().adapter_request(&name, response.status().as_u16(), started.elapsed());
     }
     response

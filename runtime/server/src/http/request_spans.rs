@@ -10,6 +10,9 @@ use tracing::field::Empty;
 use crate::telemetry::{TARGET, propagation};
 
 pub async fn trace(request: Request, next: Next) -> Response {
+    if !tracing::span_enabled!(target: TARGET, tracing::Level::INFO) {
+        return next.run(request).await;
+    }
     let route = request.extensions().get::<MatchedPath>().map_or_else(
         || request.uri().path().to_owned(),
         |p| p.as_str().to_owned(),
@@ -26,9 +29,6 @@ pub async fn trace(request: Request, next: Next) -> Response {
         service_runtime.adapter = Empty,
         otel.status_code = Empty,
     );
-    if span.is_disabled() {
-        return next.run(request).await;
-    }
     propagation::follow_headers(&span, request.headers());
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status();

@@ -2,8 +2,9 @@
 //! requests, limit hits, schedule fires) and, for what is a state rather than an event (jobs
 //! waiting, instances in use, the database pool, the span queue), read when scraped.
 
-use std::sync::LazyLock;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -93,6 +94,25 @@ pub struct PoolLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Distinct values a label that requests choose (agent and model names) takes; later ones
+/// are counted as `other`, so no client can grow the exposition without bound.
+pub const MAX_LABEL_VALUES: usize = 100;
+
+/// The values of one such label seen so far.
+#[derive(Default)]
+struct Seen(Mutex<HashSet<String>>);
+
+impl Seen {
+    fn label(&self, value: &str) -> String {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(value) || seen.len() < MAX_LABEL_VALUES && seen.insert(value.to_owned()) {
+            value.to_owned()
+        } else {
+            "other".to_owned()
+        }
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     pub agent_runs: Family<RunLabels, Counter>,
@@ -108,6 +128,8 @@ pub struct Metrics {
     pub instances_in_use: Family<AdapterName, Gauge>,
     pub jobs: Family<JobLabels, Gauge>,
     pub db_pool: Family<PoolLabels, Gauge>,
+    agents: Seen,
+    models: Seen,
 }
 
 /// Latencies from 1 ms (an adapter's answer) to two minutes (a tool that runs an agent).
@@ -141,6 +163,8 @@ impl Metrics {
             instances_in_use: Family::default(),
             jobs: Family::default(),
             db_pool: Family::default(),
+            agents: Seen::default(),
+            models: Seen::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` when encoded.
@@ -221,6 +245,16 @@ impl Metrics {
         text
     }
 
+    /// `outcome`: `ok`, `error` or `cancelled`.
+    pub fn agent_run(&self, agent: &str, outcome: &'static str) {
+        self.agent_runs
+            .get_or_create(&RunLabels {
+                agent: self.agents.label(agent),
+                outcome,
+            })
+            .inc();
+    }
+
     pub fn model_call(
         &self,
         provider: &str,
@@ -228,10 +262,11 @@ impl Metrics {
         ok: bool,
         tokens: (Option<i64>, Option<i64>),
     ) {
+        let model = self.models.label(model);
         self.model_calls
             .get_or_create(&ModelLabels {
                 provider: provider.to_owned(),
-                model: model.to_owned(),
+                model: model.clone(),
                 outcome: if ok { "ok" } else { "error" },
             })
             .inc();
@@ -240,7 +275,7 @@ impl Metrics {
                 self.model_tokens
                     .get_or_create(&TokenLabels {
                         provider: provider.to_owned(),
-                        model: model.to_owned(),
+                        model: model.clone(),
                         kind,
                     })
                     .inc_by(count);
@@ -331,5 +366,20 @@ impl Collector for Spans {
             None,
             queued.metric_type(),
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_requests_choose_stop_growing_at_the_bound() {
+        let seen = Seen::default();
+        for n in 0..MAX_LABEL_VALUES {
+            assert_eq!(seen.label(&n.to_string()), n.to_string());
+        }
+        assert_eq!(seen.label("one more"), "other");
+        assert_eq!(seen.label("7"), "7", "a value seen before keeps its label");
     }
 }
