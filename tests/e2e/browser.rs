@@ -1005,7 +1005,7 @@ async fn adapters_tab_shows_mcp_servers_and_the_agent_form_offers_their_tools() 
         browser
             .text(&format!("{} [data-cell=\"tools\"]", card("files")))
             .await,
-        "6 tools"
+        "8 tools"
     );
     assert!(
         browser

@@ -158,7 +158,7 @@ async fn agents_call_the_tools_they_name_of_stdio_and_http_servers() {
             files["tools"].as_u64(),
             files["server"].as_str()
         ),
-        (Some("stdio"), Some(6), Some("test-tools 1.0"))
+        (Some("stdio"), Some(8), Some("test-tools 1.0"))
     );
     assert_eq!(
         files["protocol_version"], "2026-07-28",
@@ -392,7 +392,7 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
         (status["state"] == "ready" && status["restarts"].as_u64() >= Some(1)).then_some(status)
     })
     .await;
-    assert_eq!(restarted["tools"], 6);
+    assert_eq!(restarted["tools"], 8);
     assert_eq!(
         std::fs::read_to_string(&pids).unwrap().lines().count(),
         2,
@@ -407,7 +407,7 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
         tools.to_string().contains("mcp__files__late").then_some(())
     })
     .await;
-    assert_eq!(server_status(&server, "files").await["tools"], 7);
+    assert_eq!(server_status(&server, "files").await["tools"], 9);
 
     // kill -9 of the runtime takes its servers' processes with it.
     let text = std::fs::read_to_string(&pids).unwrap();
@@ -415,6 +415,72 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
     assert!(!gone(&live));
     server.stop();
     eventually(5, async || gone(&live).then_some(())).await;
+}
+
+#[tokio::test]
+async fn what_a_server_may_make_the_runtime_hold_is_bounded() {
+    if !sdk_available() {
+        return;
+    }
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "mcp__flood__big", json!({"kib": 100}))]),
+        Reply::Text("ok"),
+        Reply::Tools(vec![("c2", "mcp__flood__big", json!({"kib": 5000}))]),
+        Reply::Text("ok"),
+        Reply::Tools(vec![("c3", "mcp__flood__big", json!({"kib": 1}))]),
+        Reply::Text("ok"),
+    ])
+    .await;
+    let server = Server::start_with_config(
+        &format!(
+            "{}timeout_secs = 3\n",
+            stdio_entry("flood", "EXTRA_TOOLS = \"80\"")
+        ),
+        &openai_env(&fake.url),
+    );
+    // 88 offered, 64 registered, the rest named as skipped.
+    let flood = ready(&server, "flood").await;
+    assert_eq!(flood["tools"], 64);
+    let skipped = flood["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 24);
+    assert!(
+        skipped[0]
+            .as_str()
+            .unwrap()
+            .contains("past the first 64 tools"),
+        "{flood}"
+    );
+    let (_, tools) = server.get("/api/tools").await;
+    let wordy = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__flood__wordy")
+        .unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .count();
+    assert_eq!(wordy, 2_048, "the description is cut");
+    create_agent(&server, "operator", json!(["mcp__flood__big"])).await;
+
+    // An answer past what a tool may hand on is cut, and says so.
+    let answer = chat(&server, "operator").await;
+    let output = answer["tool_calls"][0]["output"].as_str().unwrap();
+    assert!(output.len() < 66_000, "{}", output.len());
+    assert!(output.ends_with("[cut: the tool answered 102400 bytes; these are the first 65536]"));
+
+    // A message past 4 MiB is discarded as it arrives (never held whole): the call it answers
+    // fails at its timeout, and the connection serves on.
+    let answer = chat(&server, "operator").await;
+    let error = answer["tool_calls"][0]["error"].as_str().unwrap();
+    assert!(error.contains("did not answer within 3 s"), "{error}");
+    let answer = chat(&server, "operator").await;
+    assert_eq!(
+        answer["tool_calls"][0]["output"].as_str().unwrap().len(),
+        1024
+    );
+    assert_eq!(server_status(&server, "flood").await["restarts"], 0);
 }
 
 #[tokio::test]

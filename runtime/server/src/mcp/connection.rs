@@ -26,8 +26,9 @@ use super::process::{self, Guarded};
 use super::settings::{Server, Transport};
 use crate::placeholders;
 
-/// The largest message a server may send (a tool's answer among them); a larger one ends the
-/// connection. What reaches the model is cut much shorter (the registry's result cap).
+/// The largest message a server may send (a tool's answer among them); a larger one is
+/// discarded as it arrives, so the call it answers times out. What reaches the model is cut
+/// much shorter (the registry's result cap).
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// A stdio server's stderr is read a line at a time; longer lines are skipped.
 const MAX_STDERR_BYTES: usize = 4_096;
