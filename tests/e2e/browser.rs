@@ -702,6 +702,101 @@ async fn assert_error_row(browser: &Browser, row: &str, message: &str) {
 }
 
 #[tokio::test]
+async fn chat_is_a_conversation_that_can_be_reopened_and_started_anew() {
+    let fake = llm::openai(vec![
+        Reply::Text("Hello Ada."),
+        Reply::Text("You are Ada."),
+        Reply::Text("Nice to meet you."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    let answers =
+        "return [...document.querySelectorAll('.msg-agent .msg-text')].map(t => t.textContent)";
+    let say = async |prompt: &str, count: usize| {
+        browser.type_into("#chat-prompt", prompt).await;
+        browser.click("#chat-send").await;
+        browser
+            .wait_for_with(
+                "the answer",
+                "return document.querySelectorAll('.msg-agent .msg-foot').length === arguments[0]",
+                vec![json!(count)],
+            )
+            .await;
+    };
+    say("My name is Ada.", 1).await;
+    say("What is my name?", 2).await;
+    assert_eq!(
+        browser.js(answers, vec![]).await,
+        json!(["Hello Ada.", "You are Ada."])
+    );
+    // The second turn reached the model with the first.
+    let second = &fake.requests()[1].body;
+    assert!(
+        second["messages"].to_string().contains("Hello Ada."),
+        "{second}"
+    );
+    let hash = browser.js("return location.hash", vec![]).await;
+    let id = hash
+        .as_str()
+        .unwrap()
+        .strip_prefix("#/chat?c=")
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('chat-agent').disabled",
+                vec![]
+            )
+            .await,
+        true,
+        "a conversation keeps its agent"
+    );
+
+    // A new chat forgets it; the recent list reopens it, messages and all.
+    browser.click("#chat-new").await;
+    assert_eq!(browser.js(answers, vec![]).await, json!([]));
+    say("Hi, I am Bo.", 1).await;
+    assert!(
+        !fake.requests()[2].body["messages"]
+            .to_string()
+            .contains("Ada"),
+        "a new conversation starts empty"
+    );
+    browser
+        .js(
+            "const s = document.getElementById('chat-recent'); s.value = arguments[0]; s.dispatchEvent(new Event('change'))",
+            vec![json!(id)],
+        )
+        .await;
+    browser
+        .wait_for(
+            "the conversation reopened",
+            "return document.querySelectorAll('.msg-agent .msg-text').length === 2",
+        )
+        .await;
+    assert_eq!(
+        browser.js(answers, vec![]).await,
+        json!(["Hello Ada.", "You are Ada."])
+    );
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelectorAll('.msg-user').length",
+                vec![]
+            )
+            .await,
+        2
+    );
+    browser.screenshot("chat-conversation").await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
     // The test decides when each token arrives, and looks at the page in between.
     let (reply, pieces) = llm::by_hand();

@@ -7,6 +7,7 @@ mod agents;
 mod browser;
 mod calendar;
 mod chat;
+mod conversations;
 mod email;
 mod fakes;
 mod guards;

@@ -59,6 +59,22 @@ pub struct Turn {
     pub text: String,
 }
 
+/// The latest of `turns` (oldest first) that fit `max_turns` and `max_chars` together, oldest
+/// first: what is dropped to make room is always the oldest.
+pub fn latest(turns: Vec<Turn>, max_turns: usize, max_chars: usize) -> Vec<Turn> {
+    let mut kept = Vec::new();
+    let mut chars = 0;
+    for turn in turns.into_iter().rev().take(max_turns) {
+        chars += turn.text.chars().count();
+        if chars > max_chars {
+            break;
+        }
+        kept.push(turn);
+    }
+    kept.reverse();
+    kept
+}
+
 /// The run that delegated this one (directly, or through a tool that runs agents).
 #[derive(Debug, Clone)]
 pub struct Parent {

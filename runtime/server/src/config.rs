@@ -38,6 +38,9 @@ pub struct FileConfig {
     /// `[mcp_server]`: what `/mcp` and `service-runtime mcp` serve besides the agents.
     #[serde(default)]
     pub mcp_server: McpServerSection,
+    /// `[conversations]`: how much of a conversation a new turn sends the model.
+    #[serde(default)]
+    pub conversations: ConversationsSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
@@ -68,6 +71,36 @@ impl DatabaseSection {
         }
         if !(1..=1024).contains(&self.pool_size()) {
             bail!("[database] pool_size must be between 1 and 1024");
+        }
+        Ok(())
+    }
+}
+
+/// `[conversations]`: the history a turn sends the model, newest first until either bound.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationsSection {
+    /// Earlier messages at most (1 to 1000): default 50.
+    pub history_messages: Option<usize>,
+    /// Their characters at most (1 to 1000000): default 32000.
+    pub history_chars: Option<usize>,
+}
+
+impl ConversationsSection {
+    pub fn budget(&self) -> crate::conversations::Budget {
+        crate::conversations::Budget {
+            messages: self.history_messages.unwrap_or(50),
+            chars: self.history_chars.unwrap_or(32_000),
+        }
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let budget = self.budget();
+        if !(1..=1000).contains(&budget.messages) || !(1..=1_000_000).contains(&budget.chars) {
+            bail!(
+                "[conversations] history_messages must be between 1 and 1000, history_chars \
+                 between 1 and 1000000"
+            );
         }
         Ok(())
     }
@@ -242,6 +275,7 @@ impl FileConfig {
             .and_then(|()| config.server.check())
             .and_then(|()| config.database.check())
             .and_then(|()| config.mcp.check())
+            .and_then(|()| config.conversations.check())
             .with_context(|| format!("invalid {}", path.display()))?;
         Ok(config)
     }

@@ -9,6 +9,7 @@ pub mod allowances;
 pub mod app;
 pub mod bus;
 pub mod config;
+pub mod conversations;
 pub mod db;
 pub mod engine;
 pub mod environment;

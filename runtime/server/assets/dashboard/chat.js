@@ -1,5 +1,7 @@
 // Chat: pick an agent, send a prompt, watch the run stream in (tokens, tool calls and their
-// results), then follow the trace. The conversation survives switching tabs.
+// results), then follow the trace. Each chat is a conversation the agent remembers; recent
+// ones (adapters' threads too, read-only) can be reopened, and New chat starts another. The
+// conversation survives switching tabs, and its id is in the address (#/chat?c=...).
 
 import {
   ApiError, api, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
@@ -10,6 +12,8 @@ const state = {
   agents: [],
   busy: false,
   controller: null,
+  /** The conversation this chat continues, once its first turn started it. */
+  conversation: null,
 };
 
 let els = {};
@@ -38,7 +42,8 @@ function build() {
   });
   els.send = h('button', { type: 'submit', id: 'chat-send', class: 'primary' }, 'Send');
   els.stop = h('button', { type: 'button', id: 'chat-stop', hidden: true, onclick: () => state.controller?.abort() }, 'Stop');
-  els.clear = h('button', { type: 'button', id: 'chat-clear', class: 'ghost', onclick: clear }, 'Clear');
+  els.clear = h('button', { type: 'button', id: 'chat-new', class: 'ghost', onclick: () => newChat() }, 'New chat');
+  els.recent = h('select', { id: 'chat-recent', name: 'recent', 'aria-label': 'Recent conversations', onchange: () => reopen(els.recent.value) });
   return h('section', { class: 'view chat-view' },
     h('div', { class: 'view-header' },
       h('div', null, h('h1', { tabindex: '-1' }, 'Chat'),
@@ -49,6 +54,8 @@ function build() {
         h('span', { class: 'with-dot' }, els.dot, els.agent)),
       h('div', { class: 'field inline' },
         h('label', { for: 'chat-model' }, 'Model'), els.model),
+      h('div', { class: 'field inline' },
+        h('label', { for: 'chat-recent' }, 'Recent'), els.recent),
       els.agentInfo),
     els.log,
     h('form', { class: 'chat-form', id: 'chat-form', novalidate: true, onsubmit: (e) => { e.preventDefault(); send(); } },
@@ -73,10 +80,64 @@ async function loadAgents(wanted) {
   showAgent();
 }
 
-function clear() {
+/** Forgets the current conversation: the next message starts a new one. */
+function newChat() {
   if (state.busy) return;
+  setConversation(null);
   els.log.replaceChildren();
+  els.recent.value = '';
   els.prompt.focus();
+}
+
+/** Which conversation the chat continues; its agent is fixed while it does, and a thread an
+ * adapter holds is read here, not written to. */
+function setConversation(conversation) {
+  state.conversation = conversation;
+  els.agent.disabled = Boolean(conversation);
+  const readOnly = Boolean(conversation && conversation.source !== 'chat');
+  els.prompt.disabled = readOnly;
+  els.send.disabled = readOnly || state.busy;
+  els.prompt.placeholder = readOnly
+    ? `A ${conversation.source} thread: read-only here. New chat to talk to the agent.`
+    : 'Ask the agent…  (Enter sends, Shift+Enter adds a line)';
+  const wanted = conversation ? `#/chat?c=${encodeURIComponent(conversation.id)}` : '#/chat';
+  if (location.hash !== wanted) history.replaceState(null, '', wanted);
+}
+
+async function loadRecent() {
+  const { conversations } = await api('/conversations?limit=20');
+  const label = (c) => `${truncate(c.title, 48)} · ${c.agent}${c.source === 'chat' ? '' : ` · ${c.source}`}`;
+  els.recent.replaceChildren(h('option', { value: '' }, conversations.length ? 'Reopen…' : 'none yet'),
+    ...conversations.map((c) => h('option', { value: c.id }, label(c))));
+  els.recent.value = state.conversation ? state.conversation.id : '';
+}
+
+/** Shows a conversation's messages and continues it. */
+async function reopen(id) {
+  if (state.busy || !id) return;
+  const conversation = await api(`/conversations/${encodeURIComponent(id)}`);
+  if (state.agents.some((a) => a.name === conversation.agent)) {
+    els.agent.value = conversation.agent;
+    showAgent();
+  }
+  const color = state.agents.find((a) => a.name === conversation.agent)?.color;
+  els.log.replaceChildren(...conversation.messages.map((m) => {
+    if (m.role === 'user') {
+      return h('article', { class: 'msg msg-user' }, h('div', { class: 'msg-who' }, 'You'), h('p', { class: 'msg-text' }, m.text));
+    }
+    const turn = new Turn(conversation.agent, color);
+    for (const [i, call] of (m.tool_calls || []).entries()) {
+      const callId = call.id || `call-${i}`;
+      turn.toolCall({ id: callId, name: call.name, input: call.input });
+      turn.toolResult({ id: callId, name: call.name, output: call.output, error: call.error });
+    }
+    turn.token(m.text);
+    turn.finish(m.trace_id ? h('div', { class: 'msg-foot' }, 'Trace ', traceLink(m.trace_id)) : null);
+    return turn.el;
+  }));
+  setConversation(conversation);
+  els.recent.value = conversation.id;
+  scrollToEnd();
 }
 
 function scrollToEnd() {
@@ -85,7 +146,7 @@ function scrollToEnd() {
 
 function setBusy(busy) {
   state.busy = busy;
-  els.send.disabled = busy;
+  els.send.disabled = busy || els.prompt.disabled;
   els.stop.hidden = !busy;
   els.clear.disabled = busy;
 }
@@ -177,6 +238,7 @@ async function send() {
   try {
     const body = { prompt, agent };
     if (model) body.model = model;
+    if (state.conversation) body.conversation_id = state.conversation.id;
     await postEventStream('/chat/stream', body, {
       signal: state.controller.signal,
       onOpen: (response) => {
@@ -189,11 +251,13 @@ async function send() {
           case 'tool_result': turn.toolResult(frame); break;
           case 'done':
             ended = true;
+            keep(frame.conversation_id, agent, prompt);
             turn.finish(h('div', { class: 'msg-foot' },
               'Done in ', ms(frame.latency_ms), ' · trace ', traceLink(frame.trace_id)));
             break;
           case 'error':
             ended = true;
+            keep(frame.conversation_id, agent, prompt);
             turn.finish(errorBox(frame.message, frame.trace_id));
             break;
           default: break;
@@ -212,7 +276,15 @@ async function send() {
     state.controller = null;
     scrollToEnd();
     dataChanged();
+    loadRecent().catch(() => {});
     if (document.activeElement === document.body || document.activeElement === els.stop) els.prompt.focus();
+  }
+}
+
+/** Continues the conversation a turn was kept in (the first turn starts it). */
+function keep(id, agent, prompt) {
+  if (id && (!state.conversation || state.conversation.id !== id)) {
+    setConversation({ id, agent, source: 'chat', title: prompt });
   }
 }
 
@@ -220,5 +292,8 @@ export async function chatView(main, route) {
   if (!state.root) state.root = build();
   main.append(state.root);
   await loadAgents(route.params.get('agent'));
-  if (!state.busy) els.prompt.focus({ preventScroll: true });
+  await loadRecent();
+  const wanted = route.params.get('c');
+  if (wanted && wanted !== state.conversation?.id) await reopen(wanted);
+  if (!state.busy && !els.prompt.disabled) els.prompt.focus({ preventScroll: true });
 }

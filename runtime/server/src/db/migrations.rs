@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 16;
+pub const SCHEMA_VERSION: u32 = 17;
 
 struct Step {
     sqlite: &'static str,
@@ -84,6 +84,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
         postgres: Some(sql!("postgres/0016_job_trace_context.sql")),
         // The trace context of the request that enqueued a job.
         sqlite_columns: &[("adapter_jobs", "traceparent", "TEXT")],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0017_conversations.sql"),
+        postgres: Some(sql!("postgres/0017_conversations.sql")),
+        sqlite_columns: &[],
         sqlite_after: "",
     },
 ];

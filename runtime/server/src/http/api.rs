@@ -22,6 +22,7 @@ pub struct ApiError {
     message: String,
     field: Option<Cow<'static, str>>,
     trace_id: Option<String>,
+    conversation_id: Option<String>,
 }
 
 impl ApiError {
@@ -31,6 +32,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             trace_id: None,
+            conversation_id: None,
         }
     }
 
@@ -46,6 +48,12 @@ impl ApiError {
 
     pub fn field(&self) -> Option<&str> {
         self.field.as_deref()
+    }
+
+    /// Names the conversation the failed turn was kept in.
+    pub fn with_conversation(mut self, id: &str) -> Self {
+        self.conversation_id = Some(id.to_owned());
+        self
     }
 
     /// Names the trace that recorded the failed run.
@@ -131,6 +139,9 @@ impl IntoResponse for ApiError {
         }
         if let Some(trace_id) = self.trace_id {
             body["trace_id"] = json!(trace_id);
+        }
+        if let Some(conversation_id) = self.conversation_id {
+            body["conversation_id"] = json!(conversation_id);
         }
         (self.status, axum::Json(body)).into_response()
     }

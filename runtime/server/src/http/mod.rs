@@ -5,6 +5,7 @@ mod agents;
 pub mod api;
 mod chat;
 mod components;
+mod conversations;
 mod dashboard;
 mod decode;
 pub mod guards;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub mcp_agents: Agents,
     /// Components, for the instances they use.
     pub components: Arc<Components>,
+    /// How much of a conversation goes to the model with a new prompt.
+    pub conversation_budget: crate::conversations::Budget,
 }
 
 impl AppState {
@@ -79,6 +82,7 @@ impl AppState {
             mcp: Arc::clone(&app.mcp),
             mcp_agents: app.mcp_agents.clone(),
             components: Arc::clone(&app.components),
+            conversation_budget: app.config.conversations.budget(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -109,6 +113,11 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/store/{slug}/install", post(store::install))
         .route("/chat", post(chat::complete))
         .route("/chat/stream", post(chat::stream))
+        .route("/conversations", get(conversations::list))
+        .route(
+            "/conversations/{id}",
+            get(conversations::show).delete(conversations::remove),
+        )
         .route("/tools", get(tools::list))
         .route("/tasks", get(tasks::list))
         .route("/tasks/{task_id}", delete(tasks::remove))

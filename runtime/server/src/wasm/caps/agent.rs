@@ -264,23 +264,17 @@ impl HostState {
 
 /// The last turns that fit the bounds, oldest first.
 fn history(turns: Vec<v0_2::service::adapter::agent::Turn>) -> Vec<Turn> {
-    let mut kept = Vec::new();
-    let mut chars = 0;
-    for turn in turns.into_iter().rev().take(MAX_HISTORY_TURNS) {
-        chars += turn.text.chars().count();
-        if chars > MAX_HISTORY_CHARS {
-            break;
-        }
-        kept.push(Turn {
+    let turns = turns
+        .into_iter()
+        .map(|turn| Turn {
             role: match turn.role {
                 Role::User => TurnRole::User,
                 Role::Assistant => TurnRole::Assistant,
             },
             text: turn.text,
-        });
-    }
-    kept.reverse();
-    kept
+        })
+        .collect();
+    service_contract::agent::latest(turns, MAX_HISTORY_TURNS, MAX_HISTORY_CHARS)
 }
 
 impl Host for HostState {

@@ -1,0 +1,282 @@
+//! Conversations: a dashboard chat, or an adapter's thread, with its messages in order. A turn
+//! sends the model the latest earlier messages that fit the history budget (the oldest go
+//! first); of an answer's tool calls only the answer's text goes back to the model, the calls
+//! themselves are kept with the message for people to read.
+
+use serde::Serialize;
+use serde_json::Value;
+use service_contract::agent::{self, Turn, TurnRole};
+
+use crate::db::{self, Conn, Row};
+use crate::error::Result;
+use crate::params;
+
+/// Title length: the start of the first prompt.
+const TITLE_CHARS: usize = 80;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Conversation {
+    pub id: String,
+    pub agent: String,
+    pub title: String,
+    /// `chat`, or the adapter whose thread it is.
+    pub source: String,
+    /// Exchanges so far (a prompt and what answered it).
+    pub turns: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Message {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    pub trace_id: Option<String>,
+    pub at: String,
+}
+
+/// How much of a conversation goes to the model with a new prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub messages: usize,
+    pub chars: usize,
+}
+
+const COLUMNS: &str = "id, agent, title, source, turns, created_at, updated_at";
+
+fn from_row(r: &Row<'_>) -> Result<Conversation> {
+    Ok(Conversation {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        title: r.get(2)?,
+        source: r.get(3)?,
+        turns: r.get(4)?,
+        created_at: r.get(5)?,
+        updated_at: r.get(6)?,
+    })
+}
+
+/// A new conversation of `agent`, titled by the prompt that opens it.
+pub fn start(conn: &Conn, agent: &str, source: &str, prompt: &str) -> Result<Conversation> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let title: String = prompt.trim().chars().take(TITLE_CHARS).collect();
+    let now = db::now();
+    conn.execute(
+        "INSERT INTO conversations (id, agent, title, source, turns, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
+        params![id, agent, title, source, now],
+    )?;
+    Ok(Conversation {
+        id,
+        agent: agent.to_owned(),
+        title,
+        source: source.to_owned(),
+        turns: 0,
+        created_at: now.clone(),
+        updated_at: now,
+    })
+}
+
+pub fn get(conn: &Conn, id: &str) -> Result<Option<Conversation>> {
+    conn.query_opt(
+        &format!("SELECT {COLUMNS} FROM conversations WHERE id = ?1"),
+        params![id],
+        from_row,
+    )
+}
+
+/// Newest first (by their last message), of one source when given; with the total.
+pub fn list(
+    conn: &Conn,
+    source: Option<&str>,
+    limit: u32,
+    offset: u32,
+) -> Result<(Vec<Conversation>, i64)> {
+    let conversations = conn.query(
+        &format!(
+            "SELECT {COLUMNS} FROM conversations WHERE (CAST(?1 AS TEXT) IS NULL OR source = ?1) \
+             ORDER BY updated_at DESC, id LIMIT ?2 OFFSET ?3"
+        ),
+        params![source, limit, offset],
+        from_row,
+    )?;
+    let total = conn.query_one(
+        "SELECT count(*) FROM conversations WHERE (CAST(?1 AS TEXT) IS NULL OR source = ?1)",
+        params![source],
+        |r| r.get(0),
+    )?;
+    Ok((conversations, total))
+}
+
+/// Its messages, in order.
+pub fn messages(conn: &Conn, id: &str) -> Result<Vec<Message>> {
+    conn.query(
+        "SELECT role, text, tool_calls, trace_id, at FROM conversation_messages \
+         WHERE conversation_id = ?1 ORDER BY seq",
+        params![id],
+        |r| {
+            let tool_calls: Option<String> = r.get(2)?;
+            Ok(Message {
+                role: r.get(0)?,
+                text: r.get(1)?,
+                tool_calls: tool_calls.and_then(|calls| serde_json::from_str(&calls).ok()),
+                trace_id: r.get(3)?,
+                at: r.get(4)?,
+            })
+        },
+    )
+}
+
+/// The latest messages that fit `budget`, oldest first, for the model.
+pub fn history(conn: &Conn, id: &str, budget: Budget) -> Result<Vec<Turn>> {
+    let mut recent = conn.query(
+        "SELECT role, text FROM conversation_messages WHERE conversation_id = ?1 \
+         ORDER BY seq DESC LIMIT ?2",
+        params![id, budget.messages as i64],
+        |r| {
+            let role: String = r.get(0)?;
+            Ok(Turn {
+                role: if role == "user" {
+                    TurnRole::User
+                } else {
+                    TurnRole::Assistant
+                },
+                text: r.get(1)?,
+            })
+        },
+    )?;
+    recent.reverse();
+    Ok(agent::latest(recent, budget.messages, budget.chars))
+}
+
+/// What one exchange adds: the prompt, and the answer when there is one.
+pub struct Exchange<'a> {
+    pub prompt: &'a str,
+    pub answer: Option<&'a str>,
+    /// The answer's tool calls, kept for people to read.
+    pub tool_calls: Option<&'a Value>,
+    pub trace_id: Option<&'a str>,
+}
+
+/// Appends an exchange and moves the conversation to the top of the list, in one transaction.
+pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> {
+    conn.transaction(|tx| {
+        let now = db::now();
+        let next: i64 = tx.query_one(
+            "SELECT coalesce(max(seq), 0) + 1 FROM conversation_messages WHERE conversation_id = ?1",
+            params![id],
+            |r| r.get(0),
+        )?;
+        let insert = "INSERT INTO conversation_messages \
+                      (conversation_id, seq, role, text, tool_calls, trace_id, at) \
+                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+        tx.execute(
+            insert,
+            params![id, next, "user", exchange.prompt, None::<String>, exchange.trace_id, now],
+        )?;
+        if let Some(answer) = exchange.answer {
+            let calls = exchange
+                .tool_calls
+                .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
+                .map(Value::to_string);
+            tx.execute(
+                insert,
+                params![id, next + 1, "assistant", answer, calls, exchange.trace_id, now],
+            )?;
+        }
+        tx.execute(
+            "UPDATE conversations SET turns = turns + 1, updated_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )?;
+        Ok(())
+    })
+}
+
+/// Deletes a conversation and its messages; whether it was there.
+pub fn delete(conn: &Conn, id: &str) -> Result<bool> {
+    conn.execute(
+        "DELETE FROM conversation_messages WHERE conversation_id = ?1",
+        params![id],
+    )?;
+    Ok(conn.execute("DELETE FROM conversations WHERE id = ?1", params![id])? > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::db::testing::{Backends, each_conn};
+
+    #[test]
+    fn exchanges_are_kept_in_order_and_the_history_keeps_the_latest() {
+        each_conn(Backends::Both, |conn| {
+            let chat = start(
+                conn,
+                "default",
+                "chat",
+                "  What is the plan for the week?  ",
+            )
+            .unwrap();
+            assert_eq!(chat.title, "What is the plan for the week?");
+            let calls = json!([{"name": "search_notes"}]);
+            for n in 0..3 {
+                record(
+                    conn,
+                    &chat.id,
+                    &Exchange {
+                        prompt: &format!("question {n}"),
+                        answer: Some(&format!("answer {n}")),
+                        tool_calls: Some(&calls),
+                        trace_id: Some("t1"),
+                    },
+                )
+                .unwrap();
+            }
+            record(
+                conn,
+                &chat.id,
+                &Exchange {
+                    prompt: "unanswered",
+                    answer: None,
+                    tool_calls: None,
+                    trace_id: None,
+                },
+            )
+            .unwrap();
+            let kept = messages(conn, &chat.id).unwrap();
+            assert_eq!(kept.len(), 7);
+            assert_eq!(
+                (kept[1].role.as_str(), kept[1].text.as_str()),
+                ("assistant", "answer 0")
+            );
+            assert_eq!(kept[1].tool_calls, Some(calls.clone()));
+            assert_eq!(get(conn, &chat.id).unwrap().unwrap().turns, 4);
+
+            let budget = Budget {
+                messages: 3,
+                chars: 1_000,
+            };
+            let recent = history(conn, &chat.id, budget).unwrap();
+            let texts: Vec<&str> = recent.iter().map(|t| t.text.as_str()).collect();
+            assert_eq!(texts, ["question 2", "answer 2", "unanswered"]);
+            let tight = Budget {
+                messages: 10,
+                chars: 20,
+            };
+            assert_eq!(history(conn, &chat.id, tight).unwrap().len(), 2);
+
+            let other = start(conn, "default", "teamchat", "hello").unwrap();
+            let (all, total) = list(conn, None, 10, 0).unwrap();
+            assert_eq!((all.len(), total), (2, 2));
+            let (mine, _) = list(conn, Some("teamchat"), 10, 0).unwrap();
+            assert_eq!(mine[0].id, other.id);
+            assert!(delete(conn, &chat.id).unwrap());
+            assert!(!delete(conn, &chat.id).unwrap());
+            assert!(messages(conn, &chat.id).unwrap().is_empty());
+        });
+    }
+}
