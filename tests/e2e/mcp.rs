@@ -548,13 +548,19 @@ async fn mcp_clients_list_and_call_agents_over_http_and_stdio() {
     if !sdk_available() {
         return;
     }
-    let fake = llm::openai(vec![Reply::Text("hello from the agent"); 2]).await;
+    let fake = llm::openai(vec![
+        Reply::Text("hello from the agent"),
+        Reply::Text("hello from the agent"),
+        Reply::Text("more from the agent"),
+    ])
+    .await;
     let server = Server::start_with_config(
         "[mcp_server]\ntools = [\"search_notes\"]\n",
         &openai_env(&fake.url),
     );
     create_agent(&server, "Research desk", json!([])).await;
     let url = server.url("/mcp");
+    let mut conversation = String::new();
     for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let answer = mcp_client(&[
             mode,
@@ -601,7 +607,42 @@ async fn mcp_clients_list_and_call_agents_over_http_and_stdio() {
             (task["status"].as_str(), task["title"].as_str()),
             (Some("completed"), Some("what is new?"))
         );
+        conversation = answer["structured"]["conversation_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
     }
+
+    // A client continues a conversation by its id: the agent sees the earlier exchange.
+    let arguments = json!({"prompt": "and then?", "conversation_id": conversation}).to_string();
+    let answer = mcp_client(&["auto", "http", &url, "--", "ask_Research_desk", &arguments]).await;
+    assert_eq!(answer["text"], "more from the agent");
+    assert_eq!(
+        answer["structured"]["conversation_id"],
+        conversation.as_str()
+    );
+    let earlier = fake.requests()[2].body["messages"].to_string();
+    assert!(
+        earlier.contains("what is new?") && earlier.contains("hello from the agent"),
+        "{earlier}"
+    );
+    let (_, kept) = server
+        .get(&format!("/api/conversations/{conversation}"))
+        .await;
+    assert_eq!(
+        (kept["source"].as_str(), kept["turns"].as_i64()),
+        (Some("mcp"), Some(2))
+    );
+    let unknown = json!({"prompt": "hi", "conversation_id": "nope"}).to_string();
+    let refused = mcp_client(&["auto", "http", &url, "--", "ask_Research_desk", &unknown]).await;
+    assert_eq!(refused["is_error"], true);
+    assert!(
+        refused["text"]
+            .as_str()
+            .unwrap()
+            .contains("no conversation"),
+        "{refused}"
+    );
 
     // The same over stdio, from a second process on the same data directory (no model is
     // configured there: the offline responder answers).

@@ -176,6 +176,7 @@ impl App {
             Arc::clone(engine.tools()),
             config.mcp_server.tools.clone(),
             shutdown.clone(),
+            config.conversations.budget(),
         );
         let registry = Arc::new(AdapterRegistry::new());
         registry.observe_errors(ErrorObserver(Box::new(|adapter, kind| {

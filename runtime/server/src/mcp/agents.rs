@@ -1,5 +1,6 @@
-//! This runtime as an MCP server: one tool per agent profile (`ask_<name>`: a prompt in, the
-//! answer out, with its trace id as structured output), plus the registry tools the operator
+//! This runtime as an MCP server: one tool per agent profile (`ask_<name>`: a prompt, and a
+//! conversation to continue if the client has one, in; the answer out, with its trace and
+//! conversation ids as structured output), plus the registry tools the operator
 //! lists in `[mcp_server] tools` (never a gated one). Each agent run is a task with a trace,
 //! like every other run; a client that cancels its request cancels the run.
 
@@ -13,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use service_contract::agent::{ProfileChoice, RunRequest};
+use service_contract::agent::{ProfileChoice, RunFailure, RunReply, RunRequest, Turn};
 use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -21,6 +22,7 @@ use tracing::Instrument;
 use super::connection::identity;
 use super::tools;
 use crate::agents::profiles;
+use crate::conversations;
 use crate::db::Db;
 use crate::task_runs::{AgentTasks, NewRun};
 use crate::telemetry::{TARGET, propagation};
@@ -40,6 +42,8 @@ struct Inner {
     offered: Vec<String>,
     /// Cancelled at shutdown; runs are its children.
     shutdown: CancellationToken,
+    /// How much of a conversation a continued ask sends the model.
+    budget: conversations::Budget,
 }
 
 /// What a tool name stands for.
@@ -55,6 +59,7 @@ impl Agents {
         registry: Arc<ToolRegistry>,
         offered: Vec<String>,
         shutdown: CancellationToken,
+        budget: conversations::Budget,
     ) -> Self {
         Self(Arc::new(Inner {
             db,
@@ -62,6 +67,7 @@ impl Agents {
             registry,
             offered,
             shutdown,
+            budget,
         }))
     }
 
@@ -90,7 +96,13 @@ impl Agents {
                 ),
                 object(json!({
                     "type": "object",
-                    "properties": {"prompt": {"type": "string", "description": "What to ask the agent"}},
+                    "properties": {
+                        "prompt": {"type": "string", "description": "What to ask the agent"},
+                        "conversation_id": {
+                            "type": "string",
+                            "description": "Continues this conversation (from an earlier answer); a new one starts without it",
+                        },
+                    },
                     "required": ["prompt"],
                 })),
             )
@@ -101,6 +113,7 @@ impl Agents {
                     "text": {"type": "string"},
                     "trace_id": {"type": "string"},
                     "task_id": {"type": "string"},
+                    "conversation_id": {"type": "string"},
                 },
                 "required": ["text", "trace_id"],
             }))));
@@ -140,12 +153,23 @@ impl Agents {
             .peer_info()
             .map(|info| info.client_info.name.clone())
             .unwrap_or_else(|| "an MCP client".to_owned());
+        let wanted = arguments
+            .get("conversation_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let (conversation, history) = match self.conversation(&profile, &prompt, wanted).await {
+            Ok(opened) => opened,
+            Err(refusal) => return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)])),
+        };
         let new = NewRun {
             title: prompt.clone(),
             description: format!("asked over MCP by {client}"),
             profile: profile.clone(),
         };
-        let request = RunRequest::new(prompt, ProfileChoice::Required(profile), SOURCE);
+        let request = RunRequest {
+            history,
+            ..RunRequest::new(prompt.clone(), ProfileChoice::Required(profile), SOURCE)
+        };
         let cancel = self.0.shutdown.child_token();
         // A client that cancels (or goes away) cancels the run; the task records it.
         let _cancel_when_dropped = cancel.clone().drop_guard();
@@ -157,6 +181,7 @@ impl Agents {
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
         };
+        self.record(&conversation, prompt, &result).await;
         Ok(match result {
             Ok(reply) => {
                 let mut answer =
@@ -165,6 +190,7 @@ impl Agents {
                     "text": reply.text,
                     "trace_id": reply.trace_id,
                     "task_id": task_id,
+                    "conversation_id": conversation,
                 }));
                 answer
             }
@@ -179,6 +205,67 @@ impl Agents {
                 ))])
             }
         })
+    }
+
+    /// The conversation an ask continues (`wanted`; an error for the client when it is unknown
+    /// or another agent's) with its latest messages, or a new one.
+    async fn conversation(
+        &self,
+        agent: &str,
+        prompt: &str,
+        wanted: Option<String>,
+    ) -> Result<(String, Vec<Turn>), String> {
+        let (agent, prompt, budget) = (agent.to_owned(), prompt.to_owned(), self.0.budget);
+        let opened = self
+            .0
+            .db
+            .call(move |conn| {
+                let Some(id) = wanted else {
+                    let started = conversations::start(conn, &agent, SOURCE, &prompt)?;
+                    return Ok(Ok((started.id, Vec::new())));
+                };
+                Ok(match conversations::get(conn, &id)? {
+                    None => Err(format!("no conversation {id:?}")),
+                    Some(found) if found.agent != agent => Err(format!(
+                        "conversation {id:?} is with agent {:?}: ask that agent's tool",
+                        found.agent
+                    )),
+                    Some(_) => Ok((id.clone(), conversations::history(conn, &id, budget)?)),
+                })
+            })
+            .await;
+        opened.map_err(|e| format!("cannot open the conversation: {e}"))?
+    }
+
+    /// Keeps the exchange in its conversation: the prompt always, the answer when there is one.
+    async fn record(&self, id: &str, prompt: String, result: &Result<RunReply, RunFailure>) {
+        let (id, answer, trace_id) = match result {
+            Ok(reply) => (
+                id.to_owned(),
+                Some(reply.text.clone()),
+                Some(reply.trace_id.clone()),
+            ),
+            Err(failure) => (id.to_owned(), None, failure.trace_id.clone()),
+        };
+        let recorded = self
+            .0
+            .db
+            .call(move |conn| {
+                conversations::record(
+                    conn,
+                    &id,
+                    &conversations::Exchange {
+                        prompt: &prompt,
+                        answer: answer.as_deref(),
+                        tool_calls: None,
+                        trace_id: trace_id.as_deref(),
+                    },
+                )
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!("cannot record an MCP exchange in its conversation: {e}");
+        }
     }
 
     async fn call(
