@@ -7,6 +7,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     source     TEXT NOT NULL,
     key        TEXT,
     turns      INTEGER NOT NULL DEFAULT 0,
+    -- The last ticket given out in its line (see conversation_turns).
+    tickets    INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
 );
@@ -23,4 +25,14 @@ CREATE TABLE IF NOT EXISTS conversation_messages (
     trace_id        TEXT,
     at              TEXT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
+);
+
+-- A conversation's line: one turn answered at a time, in the order they arrived (across
+-- replicas). A ticket holds while its replica renews it (unix ms, the database's clock).
+CREATE TABLE IF NOT EXISTS conversation_turns (
+    conversation_id TEXT NOT NULL,
+    ticket          INTEGER NOT NULL,
+    holder          TEXT NOT NULL,
+    lease_until     INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, ticket)
 );

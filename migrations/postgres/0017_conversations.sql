@@ -6,6 +6,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     source     TEXT NOT NULL,
     key        TEXT,
     turns      BIGINT NOT NULL DEFAULT 0,
+    -- The last ticket given out in its line (see conversation_turns).
+    tickets    BIGINT NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
 );
@@ -22,4 +24,12 @@ CREATE TABLE IF NOT EXISTS conversation_messages (
     trace_id        TEXT,
     at              TEXT NOT NULL,
     PRIMARY KEY (conversation_id, seq)
+);
+
+CREATE TABLE IF NOT EXISTS conversation_turns (
+    conversation_id TEXT NOT NULL,
+    ticket          BIGINT NOT NULL,
+    holder          TEXT NOT NULL,
+    lease_until     BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, ticket)
 );

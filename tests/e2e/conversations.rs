@@ -1,6 +1,8 @@
 //! Conversations through the real binary: a chat carries its earlier turns to the model within
 //! the history budget, the listing and the messages, and the errors around them.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -193,4 +195,172 @@ async fn unknown_conversations_and_other_agents_are_refused_and_start_nothing() 
     assert_eq!(switched.1["field"], "agent");
     let (status, listing) = server.get("/api/conversations?limit=0").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{listing}");
+}
+
+/// A chat turn sent on its own task (the test sends the next one meanwhile).
+fn ask(server: &Server, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let url = server.url("/api/chat");
+    tokio::spawn(async move {
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.json().await.unwrap())
+    })
+}
+
+/// Opens a conversation, then sends two messages 300 ms apart while the first is answered
+/// slowly; both answers, as they came.
+async fn two_messages_at_once(
+    server: &Server,
+) -> (String, (StatusCode, Value), (StatusCode, Value)) {
+    let (_, opened) = server.post("/api/chat", json!({"prompt": "Hi."})).await;
+    let id = opened["conversation_id"].as_str().unwrap().to_owned();
+    let first = ask(
+        server,
+        json!({"prompt": "First question?", "conversation_id": id}),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = ask(
+        server,
+        json!({"prompt": "Second question?", "conversation_id": id}),
+    );
+    (id, first.await.unwrap(), second.await.unwrap())
+}
+
+fn texts(messages: &Value) -> Vec<&str> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_second_message_is_answered_after_the_first_and_sees_its_answer() {
+    let fake = llm::openai(vec![
+        Reply::Text("Hello."),
+        Reply::Slow(Duration::from_millis(1500), "First answer."),
+        Reply::Text("Second answer."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (id, first, second) = two_messages_at_once(&server).await;
+    assert_eq!(
+        (first.0, first.1["text"].as_str()),
+        (StatusCode::OK, Some("First answer."))
+    );
+    assert_eq!(
+        (second.0, second.1["text"].as_str()),
+        (StatusCode::OK, Some("Second answer."))
+    );
+    let sent_second = sent(&fake.requests()[2].body);
+    let last = &sent_second[sent_second.len() - 3..];
+    assert_eq!(
+        last,
+        [
+            ("user".to_owned(), "First question?".to_owned()),
+            ("assistant".to_owned(), "First answer.".to_owned()),
+            ("user".to_owned(), "Second question?".to_owned()),
+        ]
+    );
+    let (_, kept) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        texts(&kept["messages"]),
+        [
+            "Hi.",
+            "Hello.",
+            "First question?",
+            "First answer.",
+            "Second question?",
+            "Second answer."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn with_reject_a_second_message_is_refused_while_the_first_is_answered() {
+    let fake = llm::openai(vec![
+        Reply::Text("Hello."),
+        Reply::Slow(Duration::from_millis(1500), "First answer."),
+        Reply::Text("Later answer."),
+    ])
+    .await;
+    let server = Server::start_with_config(
+        "[conversations]\ndouble_texting = \"reject\"\n",
+        &openai_env(&fake.url),
+    );
+    let (id, first, second) = two_messages_at_once(&server).await;
+    assert_eq!(first.0, StatusCode::OK);
+    assert_error(&second, StatusCode::CONFLICT, "still being answered");
+    // Once the first is answered, the conversation takes messages again.
+    let (status, later) = server
+        .post(
+            "/api/chat",
+            json!({"prompt": "Now?", "conversation_id": id}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{later}");
+    let (_, kept) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        texts(&kept["messages"]),
+        [
+            "Hi.",
+            "Hello.",
+            "First question?",
+            "First answer.",
+            "Now?",
+            "Later answer."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn with_interrupt_a_second_message_stops_the_first_and_is_answered_with_both() {
+    let fake = llm::openai(vec![
+        Reply::Text("Hello."),
+        Reply::Slow(Duration::from_secs(10), "Never seen."),
+        Reply::Text("Both answered."),
+    ])
+    .await;
+    let server = Server::start_with_config(
+        "[conversations]\ndouble_texting = \"interrupt\"\n",
+        &openai_env(&fake.url),
+    );
+    let (id, first, second) = two_messages_at_once(&server).await;
+    assert_error(&first, StatusCode::SERVICE_UNAVAILABLE, "cancelled");
+    let (_, trace) = server
+        .get(&format!(
+            "/api/traces/{}",
+            first.1["trace_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(trace["status"], "error");
+    assert_eq!(
+        (second.0, second.1["text"].as_str()),
+        (StatusCode::OK, Some("Both answered."))
+    );
+    let sent_second = sent(&fake.requests()[2].body);
+    let last = &sent_second[sent_second.len() - 2..];
+    assert_eq!(
+        last,
+        [
+            ("user".to_owned(), "First question?".to_owned()),
+            ("user".to_owned(), "Second question?".to_owned()),
+        ]
+    );
+    let (_, kept) = server.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        texts(&kept["messages"]),
+        [
+            "Hi.",
+            "Hello.",
+            "First question?",
+            "Second question?",
+            "Both answered."
+        ]
+    );
 }

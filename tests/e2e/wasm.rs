@@ -416,7 +416,10 @@ async fn component_tools_serve_agents_while_loaded() {
 async fn hostile_components_are_contained() {
     let server = Server::start_with(&[("HOSTILE_TOKEN", "h"), ("SECRET_OF_OTHERS", "x")]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
-    let grant = "secrets = [\"HOSTILE_TOKEN\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n[limits]\nhandle_http_ms = 400\nmemory_mib = 16\n";
+    // The default time limit: after the loop the adapter's calls start on the guest lane,
+    // which runs only when nothing else wants a core, and the suite's other tests (building
+    // guests, say) can keep both busy for longer than a shorter limit.
+    let grant = "secrets = [\"HOSTILE_TOKEN\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\njobs = true\n[limits]\nmemory_mib = 16\n";
     drop_in(&server, "hostile", &guest("hostile"), grant);
     loaded(&server, "echo").await;
     loaded(&server, "hostile").await;

@@ -84,6 +84,10 @@ pub struct ConversationsSection {
     pub history_messages: Option<usize>,
     /// Their characters at most (1 to 1000000): default 32000.
     pub history_chars: Option<usize>,
+    /// A second message while the first is answered: `enqueue` (default), `reject`,
+    /// `interrupt`.
+    #[serde(default)]
+    pub double_texting: crate::conversations::DoubleTexting,
 }
 
 impl ConversationsSection {

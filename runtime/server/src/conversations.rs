@@ -38,6 +38,19 @@ pub struct Message {
     pub at: String,
 }
 
+/// What a second message of a conversation does while the first is answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DoubleTexting {
+    /// Answered after it, seeing its answer.
+    #[default]
+    Enqueue,
+    /// Refused, saying the first is still being answered.
+    Reject,
+    /// The first is stopped; the second is answered with both in its history.
+    Interrupt,
+}
+
 /// How much of a conversation goes to the model with a new prompt.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
@@ -195,10 +208,96 @@ pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> 
     })
 }
 
+/// A place in a conversation's line (turns are answered one at a time, in the order they
+/// took their tickets, whichever replica they came to): its ticket, or `None` when
+/// `alone` was asked and another turn is under way or waiting. It holds for `lease_ms` unless
+/// renewed; a dead replica's tickets expire and are cleared by the next arrival.
+pub fn queue(
+    conn: &mut Conn,
+    id: &str,
+    holder: &str,
+    lease_ms: i64,
+    alone: bool,
+) -> Result<Option<i64>> {
+    conn.transaction(|tx| {
+        tx.serialize_on(&format!("conversation:{id}"))?;
+        let now = tx.clock_ms();
+        tx.execute(
+            &format!(
+                "DELETE FROM conversation_turns WHERE conversation_id = ?1 AND lease_until < {now}"
+            ),
+            params![id],
+        )?;
+        if alone {
+            let live: i64 = tx.query_one(
+                "SELECT count(*) FROM conversation_turns WHERE conversation_id = ?1",
+                params![id],
+                |r| r.get(0),
+            )?;
+            if live > 0 {
+                return Ok(None);
+            }
+        }
+        // Never given out twice, so a ticket that expired under a slow holder stays its own.
+        let ticket: i64 = tx.query_one(
+            "UPDATE conversations SET tickets = tickets + 1 WHERE id = ?1 RETURNING tickets",
+            params![id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            &format!(
+                "INSERT INTO conversation_turns (conversation_id, ticket, holder, lease_until) \
+                 VALUES (?1, ?2, ?3, {now} + ?4)"
+            ),
+            params![id, ticket, holder, lease_ms],
+        )?;
+        Ok(Some(ticket))
+    })
+}
+
+/// How many live turns wait or run ahead of `ticket`.
+pub fn ahead(conn: &Conn, id: &str, ticket: i64) -> Result<i64> {
+    conn.query_one(
+        &format!(
+            "SELECT count(*) FROM conversation_turns WHERE conversation_id = ?1 AND ticket < ?2 \
+             AND lease_until >= {}",
+            conn.clock_ms()
+        ),
+        params![id, ticket],
+        |r| r.get(0),
+    )
+}
+
+/// Keeps a ticket for another `lease_ms`.
+pub fn renew(conn: &Conn, id: &str, ticket: i64, lease_ms: i64) -> Result<()> {
+    conn.execute(
+        &format!(
+            "UPDATE conversation_turns SET lease_until = {} + ?3 \
+             WHERE conversation_id = ?1 AND ticket = ?2",
+            conn.clock_ms()
+        ),
+        params![id, ticket, lease_ms],
+    )?;
+    Ok(())
+}
+
+/// Leaves the line.
+pub fn leave(conn: &Conn, id: &str, ticket: i64) -> Result<()> {
+    conn.execute(
+        "DELETE FROM conversation_turns WHERE conversation_id = ?1 AND ticket = ?2",
+        params![id, ticket],
+    )?;
+    Ok(())
+}
+
 /// Deletes a conversation and its messages; whether it was there.
 pub fn delete(conn: &Conn, id: &str) -> Result<bool> {
     conn.execute(
         "DELETE FROM conversation_messages WHERE conversation_id = ?1",
+        params![id],
+    )?;
+    conn.execute(
+        "DELETE FROM conversation_turns WHERE conversation_id = ?1",
         params![id],
     )?;
     Ok(conn.execute("DELETE FROM conversations WHERE id = ?1", params![id])? > 0)
@@ -274,6 +373,24 @@ mod tests {
             assert_eq!((all.len(), total), (2, 2));
             let (mine, _) = list(conn, Some("teamchat"), 10, 0).unwrap();
             assert_eq!(mine[0].id, other.id);
+            // The line: in arrival order, and a turn that asks to be alone is refused while
+            // another waits or runs.
+            let first = queue(conn, &chat.id, "r1", 60_000, false).unwrap().unwrap();
+            let second = queue(conn, &chat.id, "r2", 60_000, false).unwrap().unwrap();
+            assert_eq!(
+                (
+                    ahead(conn, &chat.id, first).unwrap(),
+                    ahead(conn, &chat.id, second).unwrap()
+                ),
+                (0, 1)
+            );
+            assert_eq!(queue(conn, &chat.id, "r3", 60_000, true).unwrap(), None);
+            leave(conn, &chat.id, first).unwrap();
+            assert_eq!(ahead(conn, &chat.id, second).unwrap(), 0);
+            // A ticket no one renews expires.
+            renew(conn, &chat.id, second, -1).unwrap();
+            assert_eq!(queue(conn, &chat.id, "r3", 60_000, true).unwrap(), Some(3));
+
             assert!(delete(conn, &chat.id).unwrap());
             assert!(!delete(conn, &chat.id).unwrap());
             assert!(messages(conn, &chat.id).unwrap().is_empty());

@@ -16,129 +16,24 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::api::{ApiError, ApiResult, JsonBody};
-use super::conversations as http_conversations;
-use crate::agents::profiles::DEFAULT_PROFILE;
-use crate::conversations;
-use crate::engine::{Event, ProfileChoice, RunError, RunOutput, RunRequest};
+use super::chat_turns;
+use crate::engine::{Event, RunError};
 
 /// The response header of a chat stream that names the run's trace.
 const TRACE_HEADER: &str = "x-trace-id";
+/// ... and the one that names its conversation, so a client can send the next message at once.
+const CONVERSATION_HEADER: &str = "x-conversation-id";
 
 #[derive(Deserialize)]
 pub struct ChatBody {
-    prompt: String,
-    agent: Option<String>,
-    model: Option<String>,
+    pub prompt: String,
+    pub agent: Option<String>,
+    pub model: Option<String>,
     /// Continues this conversation; a new one starts without it.
-    conversation_id: Option<String>,
+    pub conversation_id: Option<String>,
 }
 
-/// A chat turn: the run to make, and the conversation it continues (`None`: a new one).
-struct Turn {
-    request: RunRequest,
-    prompt: String,
-    conversation: Option<String>,
-}
-
-/// Reads the conversation a turn continues (404 unknown; its agent, unless the body names
-/// the same one, 400) and hands the model its latest messages.
-async fn turn(app: &AppState, body: ChatBody) -> ApiResult<Turn> {
-    let prompt = body.prompt.clone();
-    let model = body.model.filter(|m| !m.trim().is_empty());
-    let (agent, history, conversation) = match body.conversation_id {
-        None => (
-            body.agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
-            Vec::new(),
-            None,
-        ),
-        Some(id) => {
-            let budget = app.conversation_budget;
-            let (found, history) = app
-                .db
-                .call(move |conn| {
-                    let found = conversations::get(conn, &id)?
-                        .ok_or_else(|| http_conversations::unknown(&id))?;
-                    let history = conversations::history(conn, &id, budget)?;
-                    Ok((found, history))
-                })
-                .await?;
-            if let Some(agent) = body.agent.filter(|agent| *agent != found.agent) {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "conversation {:?} is with agent {:?}, not {agent:?}; leave agent out \
-                         or start a new conversation",
-                        found.id, found.agent
-                    ),
-                )
-                .with_field("agent"));
-            }
-            (found.agent, history, Some(found.id))
-        }
-    };
-    Ok(Turn {
-        request: RunRequest {
-            model,
-            history,
-            ..RunRequest::new(prompt.clone(), ProfileChoice::Required(agent), "chat")
-        },
-        prompt,
-        conversation,
-    })
-}
-
-impl Turn {
-    /// The conversation's id, started now when the turn opens one (after its run could be
-    /// prepared, so a refused prompt leaves none behind).
-    async fn conversation_id(&mut self, app: &AppState) -> ApiResult<String> {
-        if let Some(id) = &self.conversation {
-            return Ok(id.clone());
-        }
-        let (agent, prompt) = match &self.request.profile {
-            ProfileChoice::Required(agent) | ProfileChoice::Preferred(agent) => {
-                (agent.clone(), self.prompt.clone())
-            }
-        };
-        let started = app
-            .db
-            .call(move |conn| conversations::start(conn, &agent, "chat", &prompt))
-            .await?;
-        self.conversation = Some(started.id.clone());
-        Ok(started.id)
-    }
-}
-
-/// Keeps the exchange in its conversation: the prompt always, the answer when there is one.
-async fn record(app: &AppState, id: String, prompt: String, result: &Result<RunOutput, RunError>) {
-    let (answer, calls, trace_id) = match result {
-        Ok(output) => (
-            Some(output.text.clone()),
-            Some(json!(output.tool_calls)),
-            Some(output.trace_id.clone()),
-        ),
-        Err(e) => (None, None, e.trace_id().map(str::to_owned)),
-    };
-    let recorded = app
-        .db
-        .call(move |conn| {
-            conversations::record(
-                conn,
-                &id,
-                &conversations::Exchange {
-                    prompt: &prompt,
-                    answer: answer.as_deref(),
-                    tool_calls: calls.as_ref(),
-                    trace_id: trace_id.as_deref(),
-                },
-            )
-        })
-        .await;
-    if let Err(e) = recorded {
-        tracing::warn!("cannot record a chat exchange in its conversation: {e}");
-    }
-}
-
-fn run_error(e: RunError) -> ApiError {
+pub fn run_error(e: RunError) -> ApiError {
     let status = match &e {
         RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
         RunError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
@@ -158,33 +53,17 @@ pub async fn complete(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<Json<Value>> {
-    let mut turn = turn(&app, body).await?;
-    let prepared = app
-        .engine
-        .prepare(turn.request.clone())
-        .await
-        .map_err(run_error)?;
-    let conversation_id = turn.conversation_id(&app).await?;
+    let begun = chat_turns::begin(&app, body).await?;
+    let conversation_id = begun.conversation_id.clone();
     let cancel = app.shutdown.child_token();
     // The run is a task of its own so its trace is always finished; if the client goes away
     // this handler is dropped and the guard cancels the run.
     let _cancel_on_drop = cancel.clone().drop_guard();
-    let (engine, task_app, id, prompt) = (
-        app.engine.clone(),
-        app.clone(),
-        conversation_id.clone(),
-        turn.prompt,
-    );
-    let result = tokio::spawn(
-        async move {
-            let result = engine.execute(prepared, None, &cancel).await;
-            record(&task_app, id, prompt, &result).await;
-            result
-        }
-        .in_current_span(),
-    )
-    .await
-    .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?;
+    let task_app = app.clone();
+    let result =
+        tokio::spawn(async move { begun.run(&task_app, None, &cancel).await }.in_current_span())
+            .await
+            .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?;
     let output = result.map_err(|e| run_error(e).with_conversation(&conversation_id))?;
     let mut answer = json!(output);
     answer["conversation_id"] = json!(conversation_id);
@@ -203,13 +82,8 @@ pub async fn stream(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<Response> {
-    let mut turn = turn(&app, body).await?;
-    let prepared = app
-        .engine
-        .prepare(turn.request.clone())
-        .await
-        .map_err(run_error)?;
-    let conversation_id = turn.conversation_id(&app).await?;
+    let begun = chat_turns::begin(&app, body).await?;
+    let conversation_id = begun.conversation_id.clone();
     let (events, mut receiver) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = oneshot::channel();
     let cancel = app.shutdown.child_token();
@@ -225,16 +99,10 @@ pub async fn stream(
             () = watch_finished.cancelled() => {}
         }
     });
-    let (engine, task_app, id, prompt) = (
-        app.engine.clone(),
-        app.clone(),
-        conversation_id.clone(),
-        turn.prompt,
-    );
+    let task_app = app.clone();
     tokio::spawn(
         async move {
-            let result = engine.execute(prepared, Some(&events), &cancel).await;
-            record(&task_app, id, prompt, &result).await;
+            let result = begun.run(&task_app, Some(&events), &cancel).await;
             finished.cancel();
             drop(events);
             let _ = result_tx.send(result);
@@ -248,6 +116,7 @@ pub async fn stream(
         Some(Event::Started { trace_id }) => (Some(trace_id), None),
         other => (None, other),
     };
+    let header = HeaderValue::from_str(&conversation_id).ok();
     let frames = stream::unfold(Some((pending, receiver, result_rx)), move |state| {
         let conversation = conversation_id.clone();
         async move {
@@ -282,6 +151,9 @@ pub async fn stream(
         .into_response();
     if let Some(id) = trace_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(TRACE_HEADER, id);
+    }
+    if let Some(id) = header {
+        response.headers_mut().insert(CONVERSATION_HEADER, id);
     }
     Ok(response)
 }

@@ -4,6 +4,7 @@ mod adapters;
 mod agents;
 pub mod api;
 mod chat;
+mod chat_turns;
 mod components;
 mod conversations;
 mod dashboard;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub components: Arc<Components>,
     /// How much of a conversation goes to the model with a new prompt.
     pub conversation_budget: crate::conversations::Budget,
+    /// What a second message does while the first is answered.
+    pub double_texting: crate::conversations::DoubleTexting,
 }
 
 impl AppState {
@@ -83,6 +86,7 @@ impl AppState {
             mcp_agents: app.mcp_agents.clone(),
             components: Arc::clone(&app.components),
             conversation_budget: app.config.conversations.budget(),
+            double_texting: app.config.conversations.double_texting,
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,

@@ -1,0 +1,251 @@
+//! A chat turn within its conversation: the conversation it continues (or starts), its place in
+//! the conversation's line, the history it sends, and the exchange it leaves behind. A second
+//! message while the first is answered follows `[conversations] double_texting`: it waits its
+//! turn (`enqueue`), is refused (`reject`), or stops the running one and answers both
+//! (`interrupt`), whichever replica each came to.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::json;
+use service_contract::agent::{ProfileChoice, RunRequest};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+use super::AppState;
+use super::api::{ApiError, ApiResult};
+use super::chat::{ChatBody, run_error};
+use super::conversations::unknown;
+use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::bus::Event;
+use crate::conversations::{self, DoubleTexting};
+use crate::db::Db;
+use crate::engine::{Events, Prepared, RunError, RunOutput};
+use crate::task_runs;
+
+/// How long a place in a line holds unrenewed (renewed a quarter of the way).
+const LEASE: Duration = Duration::from_secs(20);
+/// How often a waiting turn looks whether it is its turn.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A turn ready to run: prepared, in its conversation, first in its line.
+pub struct Begun {
+    prepared: Prepared,
+    pub conversation_id: String,
+    prompt: String,
+    place: Place,
+}
+
+/// Reads the conversation the body continues (404 unknown; 400 for another agent than its
+/// own), waits for its turn, sends its latest messages with the prompt, and prepares the run.
+/// A new conversation starts only once the run could be prepared, so a refused prompt leaves
+/// none behind.
+pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
+    let prompt = body.prompt.clone();
+    let model = body.model.filter(|m| !m.trim().is_empty());
+    let (agent, continued) = match body.conversation_id {
+        None => (
+            body.agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+            None,
+        ),
+        Some(id) => {
+            let found = app
+                .db
+                .call(move |conn| conversations::get(conn, &id)?.ok_or_else(|| unknown(&id)))
+                .await?;
+            if let Some(agent) = body.agent.filter(|agent| *agent != found.agent) {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "conversation {:?} is with agent {:?}, not {agent:?}; leave agent out \
+                         or start a new conversation",
+                        found.id, found.agent
+                    ),
+                )
+                .with_field("agent"));
+            }
+            (found.agent, Some(found.id))
+        }
+    };
+    let mut request = RunRequest {
+        model,
+        ..RunRequest::new(
+            prompt.clone(),
+            ProfileChoice::Required(agent.clone()),
+            "chat",
+        )
+    };
+    let (conversation_id, place, prepared) = match continued {
+        Some(id) => {
+            let place = Place::take(app, &id).await?;
+            place.ready().await?;
+            let (conversation, budget) = (id.clone(), app.conversation_budget);
+            request.history = app
+                .db
+                .call(move |conn| conversations::history(conn, &conversation, budget))
+                .await?;
+            let prepared = app.engine.prepare(request).await.map_err(run_error)?;
+            (id, place, prepared)
+        }
+        None => {
+            let prepared = app.engine.prepare(request).await.map_err(run_error)?;
+            let title = prompt.clone();
+            let started = app
+                .db
+                .call(move |conn| conversations::start(conn, &agent, "chat", &title))
+                .await?;
+            // First in its line, so a message sent meanwhile waits for this one.
+            let place = Place::take(app, &started.id).await?;
+            (started.id, place, prepared)
+        }
+    };
+    Ok(Begun {
+        prepared,
+        conversation_id,
+        prompt,
+        place,
+    })
+}
+
+impl Begun {
+    /// Runs the turn (an `interrupt` from a newer message cancels it) and keeps the exchange
+    /// in its conversation: the prompt always, the answer when there is one.
+    pub async fn run(
+        self,
+        app: &AppState,
+        events: Option<&Events>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        let Self {
+            prepared,
+            conversation_id,
+            prompt,
+            place,
+        } = self;
+        let key = running_key(&conversation_id);
+        let result = task_runs::cancellable(&app.running, &key, cancel, async |cancel| {
+            app.engine.execute(prepared, events, &cancel).await
+        })
+        .await;
+        let (answer, calls, trace_id) = match &result {
+            Ok(output) => (
+                Some(output.text.clone()),
+                Some(json!(output.tool_calls)),
+                Some(output.trace_id.clone()),
+            ),
+            Err(e) => (None, None, e.trace_id().map(str::to_owned)),
+        };
+        let recorded = app
+            .db
+            .call(move |conn| {
+                conversations::record(
+                    conn,
+                    &conversation_id,
+                    &conversations::Exchange {
+                        prompt: &prompt,
+                        answer: answer.as_deref(),
+                        tool_calls: calls.as_ref(),
+                        trace_id: trace_id.as_deref(),
+                    },
+                )
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!("cannot record a chat exchange in its conversation: {e}");
+        }
+        // Recorded first, so the next turn in line sees this exchange.
+        drop(place);
+        result
+    }
+}
+
+/// What a running turn is cancelled by, on whichever replica runs it.
+fn running_key(conversation: &str) -> String {
+    format!("conversation:{conversation}")
+}
+
+/// A turn's place in its conversation's line: renewed while held, left when dropped.
+struct Place {
+    db: Db,
+    conversation: String,
+    ticket: i64,
+    _renewing: AbortOnDropHandle<()>,
+}
+
+impl Place {
+    async fn take(app: &AppState, conversation: &str) -> ApiResult<Self> {
+        let policy = app.double_texting;
+        if policy == DoubleTexting::Interrupt {
+            // The running turn stops where it runs; its prompt stays in the conversation
+            // unanswered, so this turn's history carries both.
+            let key = running_key(conversation);
+            app.running.cancel(&key);
+            app.bus.publish(Event::TaskCancelled(key));
+        }
+        let lease_ms = LEASE.as_millis() as i64;
+        let (id, holder, alone) = (
+            conversation.to_owned(),
+            app.replica.clone(),
+            policy == DoubleTexting::Reject,
+        );
+        let ticket = app
+            .db
+            .call(move |conn| conversations::queue(conn, &id, &holder, lease_ms, alone))
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "the previous message of this conversation is still being answered; send \
+                     this one once it is ([conversations] double_texting is \"reject\")",
+                )
+            })?;
+        let (db, id) = (app.db.clone(), conversation.to_owned());
+        let renewing = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(LEASE / 4).await;
+                let id = id.clone();
+                let renewed = db
+                    .call(move |conn| conversations::renew(conn, &id, ticket, lease_ms))
+                    .await;
+                if let Err(e) = renewed {
+                    tracing::warn!("cannot renew a chat turn's place: {e}");
+                }
+            }
+        });
+        Ok(Self {
+            db: app.db.clone(),
+            conversation: conversation.to_owned(),
+            ticket,
+            _renewing: AbortOnDropHandle::new(renewing),
+        })
+    }
+
+    /// Returns once no turn is ahead of this one.
+    async fn ready(&self) -> ApiResult<()> {
+        loop {
+            let (id, ticket) = (self.conversation.clone(), self.ticket);
+            let ahead = self
+                .db
+                .call(move |conn| conversations::ahead(conn, &id, ticket))
+                .await?;
+            if ahead == 0 {
+                return Ok(());
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let (db, id, ticket) = (self.db.clone(), self.conversation.clone(), self.ticket);
+        tokio::spawn(async move {
+            if let Err(e) = db
+                .call(move |conn| conversations::leave(conn, &id, ticket))
+                .await
+            {
+                tracing::warn!("cannot leave a conversation's line (its place expires): {e}");
+            }
+        });
+    }
+}
