@@ -4,6 +4,7 @@
 mod adapters_list;
 mod adapters_new;
 mod agents;
+mod approvals;
 mod browser;
 mod calendar;
 mod chat;

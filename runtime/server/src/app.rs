@@ -17,6 +17,7 @@ use crate::agents::profiles;
 use crate::bus::Bus;
 use crate::config::FileConfig;
 use crate::db::{self, Backend, Db};
+use crate::engine::pause::ApprovalRules;
 use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_LLM_CALL_BUDGET, DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
@@ -56,6 +57,8 @@ pub struct App {
     pub mcp: Arc<McpServers>,
     /// The agents as an MCP server (`/mcp`, `service-runtime mcp`).
     pub mcp_agents: mcp::Agents,
+    /// Wakes the resumer when an approval is decided here.
+    pub approvals_decided: Arc<Notify>,
 }
 
 /// Which process opens the state: the server (a replica with an id kept in the data
@@ -143,6 +146,7 @@ impl App {
                 .unwrap_or(DEFAULT_LLM_CALL_BUDGET),
             tools: registry,
             replica: replica.clone(),
+            approvals: ApprovalRules::new(config.tools.approval.iter().cloned()),
         })
         .context("invalid [engine] settings in config.toml")?;
 
@@ -262,6 +266,7 @@ impl App {
             shutdown,
             mcp,
             mcp_agents,
+            approvals_decided: Arc::new(Notify::new()),
         })
     }
 }

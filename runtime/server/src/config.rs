@@ -41,6 +41,9 @@ pub struct FileConfig {
     /// `[conversations]`: how much of a conversation a new turn sends the model.
     #[serde(default)]
     pub conversations: ConversationsSection,
+    /// `[approvals]`: how long a tool call waits for a person.
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
@@ -185,10 +188,68 @@ pub struct EngineSection {
     pub llm_call_budget: Option<u32>,
 }
 
+/// `[tools.<name>]`: `approval = true` makes the tool's calls wait for a person (a name
+/// ending in `*` covers the tools it starts); `[tools.web_search]` also says where to search.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "BTreeMap<String, toml::Table>")]
 pub struct ToolsSection {
     pub web_search: Option<WebSearchSection>,
+    /// The tools whose calls wait for approval.
+    pub approval: Vec<String>,
+}
+
+impl TryFrom<BTreeMap<String, toml::Table>> for ToolsSection {
+    type Error = String;
+
+    fn try_from(tables: BTreeMap<String, toml::Table>) -> Result<Self, String> {
+        let mut section = Self::default();
+        for (name, mut table) in tables {
+            match table.remove("approval") {
+                None => {}
+                Some(toml::Value::Boolean(true)) => section.approval.push(name.clone()),
+                Some(toml::Value::Boolean(false)) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "[tools.{name}] approval must be true or false, not {other}"
+                    ));
+                }
+            }
+            if name == "web_search" {
+                if !table.is_empty() {
+                    section.web_search = Some(
+                        WebSearchSection::deserialize(toml::Value::Table(table))
+                            .map_err(|e| format!("[tools.web_search]: {e}"))?,
+                    );
+                }
+            } else if let Some(key) = table.keys().next() {
+                return Err(format!(
+                    "[tools.{name}] has an unknown key {key:?}; a tool's section takes approval"
+                ));
+            }
+        }
+        Ok(section)
+    }
+}
+
+/// `[approvals]`: a call no one decides on within `timeout_secs` (default 86400, a day) is
+/// denied.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSection {
+    pub timeout_secs: Option<u64>,
+}
+
+impl ApprovalsSection {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs.unwrap_or(86_400))
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=31_536_000).contains(&self.timeout().as_secs()) {
+            bail!("[approvals] timeout_secs must be between 1 and 31536000 (a year)");
+        }
+        Ok(())
+    }
 }
 
 /// `[tools.web_search]`: a SearXNG instance (`url`) or Brave (`BRAVE_SEARCH_API_KEY` from the
@@ -280,6 +341,7 @@ impl FileConfig {
             .and_then(|()| config.database.check())
             .and_then(|()| config.mcp.check())
             .and_then(|()| config.conversations.check())
+            .and_then(|()| config.approvals.check())
             .with_context(|| format!("invalid {}", path.display()))?;
         Ok(config)
     }
@@ -325,12 +387,36 @@ mod tests {
     #[test]
     fn reads_engine_and_tool_sections() {
         let dir = tempfile::tempdir().unwrap();
-        let text = "[engine]\nmax_iterations = 4\n[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\n";
+        let text = "[engine]\nmax_iterations = 4\n[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\napproval = true\n[tools.create_note]\napproval = true\n[tools.search_notes]\napproval = false\n";
         std::fs::write(dir.path().join("config.toml"), text).unwrap();
         let config = FileConfig::load(dir.path()).unwrap();
         assert_eq!(config.engine.max_iterations, Some(4));
         assert!(
             matches!(config.tools.web_search, Some(WebSearchSection::Searxng { url }) if url == "http://127.0.0.1:8888")
         );
+        assert_eq!(config.tools.approval, ["create_note", "web_search"]);
+
+        for (bad, says) in [
+            (
+                "[tools.create_note]\napproval = \"yes\"\n",
+                "approval must be true or false",
+            ),
+            (
+                "[tools.create_note]\napprove = true\n",
+                "unknown key \"approve\"",
+            ),
+            (
+                "[tools.web_search]\nprovider = \"bing\"\n",
+                "[tools.web_search]",
+            ),
+            (
+                "[approvals]\ntimeout_secs = 0\n",
+                "timeout_secs must be between",
+            ),
+        ] {
+            std::fs::write(dir.path().join("config.toml"), bad).unwrap();
+            let error = format!("{:#}", FileConfig::load(dir.path()).unwrap_err());
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 }

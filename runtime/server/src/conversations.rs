@@ -208,6 +208,35 @@ pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> 
     })
 }
 
+/// Appends an answer that came after its prompt was recorded (a run that paused for a
+/// person's approval), and moves the conversation to the top of the list.
+pub fn answer(
+    conn: &mut Conn,
+    id: &str,
+    text: &str,
+    tool_calls: &Value,
+    trace_id: &str,
+) -> Result<()> {
+    conn.transaction(|tx| {
+        let now = db::now();
+        let calls = Some(tool_calls)
+            .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
+            .map(Value::to_string);
+        tx.execute(
+            "INSERT INTO conversation_messages \
+             (conversation_id, seq, role, text, tool_calls, trace_id, at) \
+             SELECT ?1, coalesce(max(seq), 0) + 1, 'assistant', ?2, ?3, ?4, ?5 \
+             FROM conversation_messages WHERE conversation_id = ?1",
+            params![id, text, calls, trace_id, now],
+        )?;
+        tx.execute(
+            "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )?;
+        Ok(())
+    })
+}
+
 /// A place in a conversation's line (turns are answered one at a time, in the order they
 /// took their tickets, whichever replica they came to): its ticket, or `None` when
 /// `alone` was asked and another turn is under way or waiting. It holds for `lease_ms` unless

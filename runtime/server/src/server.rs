@@ -17,6 +17,7 @@ use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
 use crate::http::limits::Limits;
 use crate::http::{self, AppState, guards::Binding};
 use crate::peers::Peers;
+use crate::resumer::Resumer;
 use crate::wasm::{self, Worker};
 use crate::{jobs, kv, replica};
 
@@ -110,6 +111,16 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .run(jobs_stop.clone()),
     );
     housekeeping(&app, background.clone())?;
+    tokio::spawn(
+        Resumer {
+            db: app.db.clone(),
+            engine: Arc::clone(&app.engine),
+            replica: app.replica.clone(),
+            timeout: app.config.approvals.timeout(),
+            wake: Arc::clone(&app.approvals_decided),
+        }
+        .run(app.shutdown.clone()),
+    );
 
     http::listener::serve(listener, router, limits, shutdown).await;
     // No new jobs; running ones finish within the grace period.

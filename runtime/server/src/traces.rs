@@ -256,13 +256,15 @@ pub fn finish(conn: &Conn, trace_id: &str, outcome: &Outcome<'_>) -> Result<()> 
 }
 
 /// Runs cannot survive their process: traces left running by a replica that stopped are
-/// failed (see `tasks::fail_orphaned` for which).
+/// failed (see `tasks::fail_orphaned` for which), except those of runs paused for an approval,
+/// which go on once it is decided.
 pub fn fail_orphaned(conn: &Conn, restarted: Option<&str>) -> Result<u64> {
     conn.execute(
         &format!(
             "UPDATE traces SET status = 'error', error_message = CASE WHEN runner IS NULL \
              OR runner = ?2 THEN 'interrupted by restart' ELSE 'interrupted: its replica ' || \
              runner || ' stopped' END, finished_at = ?1 WHERE status = 'running' \
+             AND id NOT IN (SELECT trace_id FROM approvals WHERE resumed = 0) \
              AND ((runner IS NULL AND CAST(?2 AS TEXT) IS NOT NULL) OR runner = ?2 \
                OR (runner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM leases \
                  WHERE name = 'replica:' || traces.runner AND expires_at >= {})))",

@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 17;
+pub const SCHEMA_VERSION: u32 = 18;
 
 struct Step {
     sqlite: &'static str,
@@ -89,6 +89,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0017_conversations.sql"),
         postgres: Some(sql!("postgres/0017_conversations.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0018_approvals.sql"),
+        postgres: Some(sql!("postgres/0018_approvals.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },

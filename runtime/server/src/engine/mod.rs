@@ -1,6 +1,7 @@
 //! The agent engine. Every agent run in the service (chat, adapters, the scheduler, delegated
 //! sub-runs) goes through [`Engine::run`] and records exactly one trace.
 
+pub mod pause;
 pub mod provider;
 pub mod settings;
 pub mod tools;
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use self::pause::{ApprovalRules, Paused, PausedTurn};
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
@@ -63,7 +65,7 @@ pub enum Event {
 
 pub type Events = mpsc::UnboundedSender<Event>;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ToolCallRecord {
     pub id: String,
     pub name: String,
@@ -95,6 +97,9 @@ pub enum RunError {
     Failed { message: String, trace_id: String },
     #[error("the run was cancelled")]
     Cancelled { trace_id: String },
+    /// Waits for a person to approve a tool call; it goes on once decided.
+    #[error("waiting for a person to approve {} (approval {})", paused.tool, paused.approval_id)]
+    Paused { paused: Paused, trace_id: String },
     #[error(transparent)]
     Internal(#[from] crate::error::Error),
 }
@@ -106,7 +111,8 @@ impl RunError {
             Self::UnknownAgent { trace_id, .. }
             | Self::NotConfigured { trace_id, .. }
             | Self::Failed { trace_id, .. }
-            | Self::Cancelled { trace_id } => Some(trace_id),
+            | Self::Cancelled { trace_id }
+            | Self::Paused { trace_id, .. } => Some(trace_id),
             Self::EmptyPrompt | Self::Internal(_) => None,
         }
     }
@@ -127,6 +133,8 @@ pub struct Engine {
     tools: Arc<ToolRegistry>,
     /// The replica this engine runs on, named on every trace it starts.
     replica: String,
+    /// The tools whose calls wait for a person.
+    approvals: ApprovalRules,
 }
 
 /// A run whose profile and provider were resolved; nothing has been sent yet.
@@ -136,6 +144,17 @@ pub struct Prepared {
     profile: Option<Profile>,
     provider: Arc<dyn Provider>,
     model: String,
+    /// The conversation the run's answer lands in: only such a run can pause for approval.
+    conversation: Option<String>,
+}
+
+impl Prepared {
+    /// Lands the run's answer in `conversation`, so it may pause for a person's approval
+    /// and answer there later.
+    pub fn in_conversation(mut self, conversation: &str) -> Self {
+        self.conversation = Some(conversation.to_owned());
+        self
+    }
 }
 
 /// What a run's trace starts with.
@@ -156,6 +175,7 @@ pub struct EngineParts {
     pub llm_call_budget: u32,
     pub tools: Arc<ToolRegistry>,
     pub replica: String,
+    pub approvals: ApprovalRules,
 }
 
 impl Engine {
@@ -175,6 +195,7 @@ impl Engine {
             llm_call_budget: parts.llm_call_budget,
             tools: parts.tools,
             replica: parts.replica,
+            approvals: parts.approvals,
         }))
     }
 
@@ -249,6 +270,7 @@ impl Engine {
             profile,
             provider,
             model,
+            conversation: None,
         })
     }
 
@@ -321,18 +343,15 @@ impl Engine {
         events: Option<&Events>,
         cancel: &CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        let started = Instant::now();
         let Prepared {
             request,
             prompt,
             profile,
             provider,
             model,
+            conversation,
         } = prepared;
-        let gate_open = |gate: &str| self.env.get(gate).as_deref() == Some("true");
-        let (specs, warnings) = self
-            .tools
-            .allowed(profile.as_ref().and_then(|p| p.tools.as_deref()), gate_open);
+        let (specs, warnings) = self.allowed_tools(profile.as_ref());
         let run = StartTrace {
             request: request.clone(),
             profile: profile.as_ref().map(|p| p.name.clone()),
@@ -348,9 +367,17 @@ impl Engine {
                 trace_id: trace_id.clone(),
             });
         }
+        let agent = match &request.profile {
+            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
+        };
+        // Delegated runs answer their parent, not a conversation: they cannot pause.
+        let conversation = conversation.filter(|_| request.parent.is_none());
         let run = Run {
             engine: self,
             trace_id: trace_id.clone(),
+            agent,
+            source: request.source.clone(),
+            conversation,
             depth: request.parent.as_ref().map_or(0, |p| p.depth),
             budget: request
                 .parent
@@ -362,6 +389,10 @@ impl Engine {
             cancel,
             usage: Usage::default(),
             tool_calls: Vec::new(),
+            step: 0,
+            iterations: 0,
+            clock: Instant::now(),
+            earlier_ms: 0,
         };
         let messages = request
             .history
@@ -375,27 +406,50 @@ impl Engine {
             })
             .chain([Message::User(prompt)])
             .collect();
-        let agent = match &request.profile {
-            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
-        };
-        let span = genai::invoke_agent(&agent, provider.name(), &model, &trace_id, &request.source);
         let chat = ChatRequest {
             model,
             system: profile.map(|p| p.system_prompt),
             messages,
             tools: specs,
         };
+        self.drive(run, chat, None).await
+    }
+
+    /// The tools a profile's runs are offered, with warnings about the names that matched none.
+    fn allowed_tools(&self, profile: Option<&Profile>) -> (Vec<provider::ToolSpec>, Vec<String>) {
+        let gate_open = |gate: &str| self.env.get(gate).as_deref() == Some("true");
+        self.tools
+            .allowed(profile.and_then(|p| p.tools.as_deref()), gate_open)
+    }
+
+    /// Drives a run (from its start, or on from a paused turn) to its end or its next pause,
+    /// and records how it ended: the trace is finished unless the run paused.
+    async fn drive(
+        &self,
+        run: Run<'_>,
+        chat: ChatRequest,
+        paused: Option<PausedTurn>,
+    ) -> Result<RunOutput, RunError> {
+        let (agent, trace_id, clock, earlier_ms) = (
+            run.agent.clone(),
+            run.trace_id.clone(),
+            run.clock,
+            run.earlier_ms,
+        );
+        let provider = run.provider.name();
+        let span = genai::invoke_agent(&agent, provider, &chat.model, &trace_id, &run.source);
+        let cancel = run.cancel.clone();
         let outcome = tokio::select! {
-            outcome = run.drive(chat).instrument(span.clone()) => outcome,
+            outcome = run.go(chat, paused).instrument(span.clone()) => outcome,
             () = cancel.cancelled() => Err((Stop::Cancelled, Usage::default())),
         };
-        let latency_ms = started.elapsed().as_millis() as i64;
+        let latency_ms = earlier_ms + clock.elapsed().as_millis() as i64;
         let (result, usage) = match outcome {
             Ok((text, tool_calls, usage)) => (Ok((text, tool_calls)), usage),
             Err((failure, usage)) => (Err(failure), usage),
         };
         let error = match &result {
-            Ok(_) => None,
+            Ok(_) | Err(Stop::Paused(_)) => None,
             Err(Stop::Cancelled) => {
                 Some("cancelled: the client went away or the task was cancelled".to_owned())
             }
@@ -404,6 +458,7 @@ impl Engine {
         genai::record_usage(&span, usage.input_tokens, usage.output_tokens);
         let outcome = match &result {
             Ok(_) => "ok",
+            Err(Stop::Paused(_)) => "paused",
             Err(Stop::Cancelled) => "cancelled",
             Err(Stop::Error(_)) => "error",
         };
@@ -412,7 +467,8 @@ impl Engine {
         }
         metrics().agent_run(&agent, outcome);
         let text = result.as_ref().ok().map(|(text, _)| text.clone());
-        {
+        // A paused run's trace stays open until the run goes on.
+        if !matches!(result, Err(Stop::Paused(_))) {
             let trace_id = trace_id.clone();
             self.db
                 .call(move |conn| {
@@ -439,6 +495,7 @@ impl Engine {
             }),
             Err(Stop::Cancelled) => Err(RunError::Cancelled { trace_id }),
             Err(Stop::Error(message)) => Err(RunError::Failed { message, trace_id }),
+            Err(Stop::Paused(paused)) => Err(RunError::Paused { paused, trace_id }),
         }
     }
 }
@@ -447,12 +504,19 @@ impl Engine {
 enum Stop {
     Cancelled,
     Error(String),
+    /// A tool call waits for a person; the run goes on from its checkpoint once decided.
+    Paused(Paused),
 }
 
 /// The state of one executing run.
 struct Run<'a> {
     engine: &'a Arc<Engine>,
     trace_id: String,
+    /// The profile it runs as.
+    agent: String,
+    source: String,
+    /// Where its answer lands; `None` for runs that cannot pause.
+    conversation: Option<String>,
     depth: u32,
     /// LLM calls left to this run's whole tree.
     budget: Budget,
@@ -463,6 +527,13 @@ struct Run<'a> {
     cancel: &'a CancellationToken,
     usage: Usage,
     tool_calls: Vec<ToolCallRecord>,
+    /// The trace's next step.
+    step: i64,
+    /// LLM calls made so far.
+    iterations: u32,
+    clock: Instant,
+    /// Time the run spent before it last paused.
+    earlier_ms: i64,
 }
 
 type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (Stop, Usage)>;
@@ -475,16 +546,29 @@ impl Run<'_> {
         }
     }
 
-    async fn drive(mut self, mut chat: ChatRequest) -> Drive {
-        match self.turns(&mut chat).await {
+    async fn go(mut self, mut chat: ChatRequest, paused: Option<PausedTurn>) -> Drive {
+        match self.turns(&mut chat, paused).await {
             Ok(text) => Ok((text, self.tool_calls, self.usage)),
             Err(failure) => Err((failure, self.usage)),
         }
     }
 
-    async fn turns(&mut self, chat: &mut ChatRequest) -> Result<String, Stop> {
-        let mut step: i64 = 0;
-        for _ in 0..self.engine.max_iterations {
+    async fn turns(
+        &mut self,
+        chat: &mut ChatRequest,
+        mut paused: Option<PausedTurn>,
+    ) -> Result<String, Stop> {
+        loop {
+            if let Some(turn) = paused.take() {
+                self.finish_turn(chat, turn).await?;
+            }
+            if self.iterations >= self.engine.max_iterations {
+                return Err(Stop::Error(format!(
+                    "stopped after {} iterations without a final answer",
+                    self.engine.max_iterations
+                )));
+            }
+            self.iterations += 1;
             if !self.budget.take() {
                 return Err(Stop::Error(format!(
                     "the LLM call budget of this run and the runs it delegates to ({} calls, [engine] llm_call_budget) is used up",
@@ -522,7 +606,7 @@ impl Run<'_> {
             let error = result.as_ref().err().map(ToString::to_string);
             let turn = result.as_ref().ok();
             self.record_llm_call(
-                step,
+                self.step,
                 &chat.model,
                 turn,
                 error.as_deref(),
@@ -530,13 +614,12 @@ impl Run<'_> {
                 latency_ms,
             )
             .await?;
-            step += 1;
+            self.step += 1;
             let turn = result.map_err(|e| Stop::Error(e.to_string()))?;
             add_usage(&mut self.usage, turn.usage);
             if turn.tool_calls.is_empty() {
                 return Ok(turn.text);
             }
-
             for call in &turn.tool_calls {
                 self.emit(Event::ToolCall {
                     id: call.id.clone(),
@@ -544,42 +627,104 @@ impl Run<'_> {
                     input: call.input.clone(),
                 });
             }
-            let first_step = step;
-            step += turn.tool_calls.len() as i64;
-            let results = join_all(
-                turn.tool_calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, call)| self.invoke_tool(first_step + i as i64, call.clone())),
-            )
-            .await;
-            chat.messages.push(Message::Assistant {
-                text: turn.text,
-                tool_calls: turn.tool_calls,
-            });
-            for record in results {
-                let record = record?;
-                self.emit(Event::ToolResult {
-                    id: record.id.clone(),
-                    name: record.name.clone(),
-                    output: record.output.clone(),
-                    error: record.error.clone(),
-                });
-                chat.messages.push(Message::ToolResult {
-                    call_id: record.id.clone(),
-                    content: record
-                        .error
-                        .clone()
-                        .unwrap_or_else(|| record.output.clone().unwrap_or_default()),
-                    is_error: record.error.is_some(),
-                });
-                self.tool_calls.push(record);
-            }
+            paused = Some(self.start_turn(turn.text, turn.tool_calls).await?);
         }
-        Err(Stop::Error(format!(
-            "stopped after {} iterations without a final answer",
-            self.engine.max_iterations
-        )))
+    }
+
+    /// Whether a call waits for a person before it runs: an offered tool that needs approval,
+    /// in a run that can pause (elsewhere [`Run::invoke_tool`] refuses it).
+    fn waits_for_approval(&self, call: &provider::ToolCall) -> bool {
+        self.conversation.is_some() && self.needs_approval(call)
+    }
+
+    fn needs_approval(&self, call: &provider::ToolCall) -> bool {
+        self.offered.contains(&call.name) && self.engine.approvals.needs(&call.name)
+    }
+
+    /// Runs a turn's calls that need no approval, all at once; the rest wait for
+    /// [`Run::finish_turn`].
+    async fn start_turn(
+        &mut self,
+        text: String,
+        calls: Vec<provider::ToolCall>,
+    ) -> Result<PausedTurn, Stop> {
+        let free: Vec<provider::ToolCall> = calls
+            .iter()
+            .filter(|call| !self.waits_for_approval(call))
+            .cloned()
+            .collect();
+        let first_step = self.step;
+        self.step += free.len() as i64;
+        let done = join_all(
+            free.into_iter()
+                .enumerate()
+                .map(|(i, call)| self.invoke_tool(first_step + i as i64, call)),
+        )
+        .await;
+        let mut results = Vec::with_capacity(calls.len());
+        for record in done {
+            let record = record?;
+            self.emit_result(&record);
+            results.push(record);
+        }
+        Ok(PausedTurn {
+            text,
+            calls,
+            results,
+            decision: None,
+        })
+    }
+
+    /// Settles a turn's waiting calls in order (the decided one as decided; an undecided one
+    /// pauses the run), then hands the turn's results to the model.
+    async fn finish_turn(
+        &mut self,
+        chat: &mut ChatRequest,
+        mut turn: PausedTurn,
+    ) -> Result<(), Stop> {
+        let mut decision = turn.decision.take();
+        for call in turn.calls.clone() {
+            if turn.results.iter().any(|r| r.id == call.id) {
+                continue;
+            }
+            let Some(decided) = decision.take() else {
+                return Err(self.pause(chat, turn, call).await);
+            };
+            let step = self.step;
+            self.step += 1;
+            let record = self.settle(step, call, decided).await?;
+            self.emit_result(&record);
+            turn.results.push(record);
+        }
+        chat.messages.push(Message::Assistant {
+            text: turn.text,
+            tool_calls: turn.calls.clone(),
+        });
+        for call in &turn.calls {
+            let Some(at) = turn.results.iter().position(|r| r.id == call.id) else {
+                continue;
+            };
+            let record = turn.results.swap_remove(at);
+            chat.messages.push(Message::ToolResult {
+                call_id: record.id.clone(),
+                content: record
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| record.output.clone().unwrap_or_default()),
+                is_error: record.error.is_some(),
+            });
+            self.tool_calls.push(record);
+        }
+        Ok(())
+    }
+
+    fn emit_result(&self, record: &ToolCallRecord) {
+        self.emit(Event::ToolResult {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            output: record.output.clone(),
+            error: record.error.clone(),
+        });
     }
 
     async fn record_llm_call(
@@ -641,17 +786,23 @@ impl Run<'_> {
         let span = genai::execute_tool(&call.name, &call.id, &call.input);
         // A model may name a tool it was not offered; the profile's list is the boundary.
         let offered = self.offered.contains(&call.name);
-        let result = if offered {
+        let result = if !offered {
+            Err(format!(
+                "tool {:?} is not available to this agent",
+                call.name
+            ))
+        } else if self.needs_approval(&call) && !self.waits_for_approval(&call) {
+            Err(format!(
+                "tool {:?} needs a person's approval ([tools.{}] approval), and a run started \
+                 by {} cannot wait for one; it was not run",
+                call.name, call.name, self.source
+            ))
+        } else {
             self.engine
                 .tools
                 .invoke(&call.name, call.input.clone(), context)
                 .instrument(span.clone())
                 .await
-        } else {
-            Err(format!(
-                "tool {:?} is not available to this agent",
-                call.name
-            ))
         };
         genai::tool_answered(&span, &result);
         // Only offered names become labels: a model's inventions are not counted one by one.
@@ -661,6 +812,19 @@ impl Run<'_> {
             "(not offered)"
         };
         metrics().tool_call(label, result.is_ok(), clock.elapsed());
+        self.record_tool(step, call, result, &started_at, clock)
+            .await
+    }
+
+    /// Records a tool call's outcome as a step of the trace.
+    async fn record_tool(
+        &self,
+        step: i64,
+        call: provider::ToolCall,
+        result: Result<String, String>,
+        started_at: &str,
+        clock: Instant,
+    ) -> Result<ToolCallRecord, Stop> {
         let latency_ms = clock.elapsed().as_millis() as i64;
         let (output, error) = match result {
             Ok(output) => (Some(output), None),
@@ -674,7 +838,7 @@ impl Run<'_> {
             error,
         };
         let row = record.clone();
-        let trace_id = self.trace_id.clone();
+        let (trace_id, started_at) = (self.trace_id.clone(), started_at.to_owned());
         self.engine
             .db
             .call(move |conn| {
@@ -744,7 +908,9 @@ impl AgentRunner for Engine {
                         RunError::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
                         RunError::NotConfigured { .. } => RunFailureKind::NotConfigured,
                         RunError::Cancelled { .. } => RunFailureKind::Cancelled,
-                        RunError::Failed { .. } | RunError::Internal(_) => RunFailureKind::Failed,
+                        RunError::Failed { .. }
+                        | RunError::Paused { .. }
+                        | RunError::Internal(_) => RunFailureKind::Failed,
                     },
                     message: e.to_string(),
                     trace_id: e.trace_id().map(str::to_owned),

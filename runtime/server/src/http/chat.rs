@@ -17,6 +17,7 @@ use tracing::Instrument;
 use super::AppState;
 use super::api::{ApiError, ApiResult, JsonBody};
 use super::chat_turns;
+use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError};
 
 /// The response header of a chat stream that names the run's trace.
@@ -40,6 +41,7 @@ pub fn run_error(e: RunError) -> ApiError {
         RunError::NotConfigured { .. } => StatusCode::SERVICE_UNAVAILABLE,
         RunError::Failed { .. } => StatusCode::BAD_GATEWAY,
         RunError::Cancelled { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        RunError::Paused { .. } => StatusCode::ACCEPTED,
         RunError::Internal(_) => {
             return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!("{e}")));
         }
@@ -52,7 +54,7 @@ pub fn run_error(e: RunError) -> ApiError {
 pub async fn complete(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let begun = chat_turns::begin(&app, body).await?;
     let conversation_id = begun.conversation_id.clone();
     let cancel = app.shutdown.child_token();
@@ -64,10 +66,32 @@ pub async fn complete(
         tokio::spawn(async move { begun.run(&task_app, None, &cancel).await }.in_current_span())
             .await
             .map_err(|e| ApiError::from(crate::error::Error::Internal(e.into())))?;
-    let output = result.map_err(|e| run_error(e).with_conversation(&conversation_id))?;
+    let output = match result {
+        Ok(output) => output,
+        // The answer comes later, into the conversation, once a person decides.
+        Err(RunError::Paused { paused, trace_id }) => {
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(paused_body(&paused, &trace_id, &conversation_id)),
+            ));
+        }
+        Err(e) => return Err(run_error(e).with_conversation(&conversation_id)),
+    };
     let mut answer = json!(output);
     answer["conversation_id"] = json!(conversation_id);
-    Ok(Json(answer))
+    Ok((StatusCode::OK, Json(answer)))
+}
+
+/// What a run that paused for approval answers: which call waits, and where the answer lands.
+fn paused_body(paused: &Paused, trace_id: &str, conversation_id: &str) -> Value {
+    json!({
+        "status": "waiting_for_approval",
+        "approval_id": paused.approval_id,
+        "tool": paused.tool,
+        "input": paused.input,
+        "trace_id": trace_id,
+        "conversation_id": conversation_id,
+    })
 }
 
 fn frame(value: &Value) -> Result<SseEvent, Infallible> {
@@ -129,6 +153,11 @@ pub async fn stream(
                 return Some((frame(&json!(event)), Some((None, receiver, result_rx))));
             }
             let last = match result_rx.await {
+                Ok(Err(RunError::Paused { paused, trace_id })) => {
+                    let mut last = paused_body(&paused, &trace_id, &conversation);
+                    last["type"] = json!("approval_required");
+                    last
+                }
                 Ok(Ok(output)) => json!({
                     "type": "done",
                     "trace_id": output.trace_id,

@@ -85,6 +85,7 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
                 .call(move |conn| conversations::history(conn, &conversation, budget))
                 .await?;
             let prepared = app.engine.prepare(request).await.map_err(run_error)?;
+            let prepared = prepared.in_conversation(&id);
             (id, place, prepared)
         }
         None => {
@@ -96,6 +97,7 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
                 .await?;
             // First in its line, so a message sent meanwhile waits for this one.
             let place = Place::take(app, &started.id).await?;
+            let prepared = prepared.in_conversation(&started.id);
             (started.id, place, prepared)
         }
     };

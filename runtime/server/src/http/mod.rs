@@ -3,6 +3,7 @@
 mod adapters;
 mod agents;
 pub mod api;
+mod approvals;
 mod chat;
 mod chat_turns;
 mod components;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub conversation_budget: crate::conversations::Budget,
     /// What a second message does while the first is answered.
     pub double_texting: crate::conversations::DoubleTexting,
+    /// Wakes the resumer when an approval is decided here.
+    pub approvals_decided: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -87,6 +90,7 @@ impl AppState {
             components: Arc::clone(&app.components),
             conversation_budget: app.config.conversations.budget(),
             double_texting: app.config.conversations.double_texting,
+            approvals_decided: Arc::clone(&app.approvals_decided),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -118,6 +122,8 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/chat", post(chat::complete))
         .route("/chat/stream", post(chat::stream))
         .route("/conversations", get(conversations::list))
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/{id}", post(approvals::decide))
         .route(
             "/conversations/{id}",
             get(conversations::show).delete(conversations::remove),

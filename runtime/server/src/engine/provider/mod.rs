@@ -9,14 +9,15 @@ use std::time::Duration;
 use eventsource_stream::EventStreamError;
 use futures_util::future::BoxFuture;
 use reqwest::{RequestBuilder, Response, StatusCode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use service_contract::tools::ToolSpec;
 
 use crate::telemetry::propagation;
 
-/// One message of a conversation, in the shape the engine keeps it.
-#[derive(Debug, Clone, PartialEq)]
+/// One message of a conversation, in the shape the engine keeps it (and a paused run keeps
+/// in its checkpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Message {
     User(String),
     Assistant {
@@ -30,7 +31,7 @@ pub enum Message {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -46,7 +47,7 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,

@@ -1,0 +1,89 @@
+//! `/api/approvals`: tool calls waiting for a person, and their decisions.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::{ApiResult, JsonBody, PathParam, QueryParams};
+use super::guards::LoopbackPeer;
+use crate::approvals::{self, Decided, Decision};
+use crate::error::Error;
+
+const STATUSES: [&str; 4] = ["pending", "approved", "denied", "expired"];
+/// Listed at most, newest first.
+const LISTED: u32 = 200;
+/// A note's characters at most.
+const NOTE_CHARS: usize = 2_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    status: Option<String>,
+}
+
+/// `?status=pending|approved|denied|expired`; newest first, at most 200.
+pub async fn list(
+    State(app): State<AppState>,
+    QueryParams(filter): QueryParams<Filter>,
+) -> ApiResult<Json<Value>> {
+    let status = filter.status.filter(|s| !s.is_empty());
+    if let Some(status) = status.as_deref().filter(|s| !STATUSES.contains(s)) {
+        return Err(Error::field(
+            "status",
+            format!(
+                "unknown status {status:?}; expected one of {}",
+                STATUSES.join(", ")
+            ),
+        )
+        .into());
+    }
+    let approvals = app
+        .db
+        .call(move |conn| approvals::list(conn, status.as_deref(), LISTED))
+        .await?;
+    Ok(Json(json!({ "approvals": approvals })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    decision: Decision,
+    note: Option<String>,
+}
+
+/// Loopback peers only. Decides once: a second decision is a 409 and changes nothing.
+pub async fn decide(
+    _: LoopbackPeer,
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+    JsonBody(body): JsonBody<DecisionBody>,
+) -> ApiResult<Json<Value>> {
+    let note = body.note.filter(|n| !n.trim().is_empty());
+    if note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > NOTE_CHARS)
+    {
+        return Err(
+            Error::field("note", format!("a note is at most {NOTE_CHARS} characters")).into(),
+        );
+    }
+    let wanted = id.clone();
+    let decided = app
+        .db
+        .call(move |conn| approvals::decide(conn, &wanted, body.decision, note.as_deref()))
+        .await?;
+    match decided {
+        Decided::Now(approval) => {
+            app.approvals_decided.notify_one();
+            Ok(Json(json!(approval)))
+        }
+        Decided::Before(approval) => Err(Error::conflict(format!(
+            "approval {:?} was already {}",
+            approval.id, approval.status
+        ))
+        .into()),
+        Decided::Unknown => Err(Error::not_found(format!("no approval {id:?}")).into()),
+    }
+}
