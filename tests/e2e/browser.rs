@@ -797,6 +797,58 @@ async fn chat_is_a_conversation_that_can_be_reopened_and_started_anew() {
 }
 
 #[tokio::test]
+async fn chat_asks_for_approval_inline_and_shows_the_answer_after_it() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "create_note", json!({"title": "Plan"}))]),
+        Reply::Text("Saved."),
+    ])
+    .await;
+    let server = Server::start_with_config(
+        "[tools.create_note]\napproval = true\n",
+        &openai_env(&fake.url),
+    );
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    browser.type_into("#chat-prompt", "Save a plan").await;
+    browser.click("#chat-send").await;
+    browser
+        .wait_for(
+            "the approval card",
+            "return document.querySelector('.approval-card .approval-approve') !== null",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelector('.approval-card .tool-name').textContent",
+                vec![]
+            )
+            .await,
+        "create_note"
+    );
+    // The sidebar's badge counts what waits.
+    browser
+        .wait_for(
+            "the pending badge",
+            "return document.querySelector('[data-count=pending_approvals]').textContent === '1'",
+        )
+        .await;
+    browser.screenshot("chat-approval").await;
+    browser.click(".approval-card .approval-approve").await;
+    browser
+        .wait_for(
+            "the answer after the decision",
+            "return [...document.querySelectorAll('.msg-agent .msg-text')].some(t => t.textContent === 'Saved.')",
+        )
+        .await;
+    let (_, all) = server.get("/api/approvals").await;
+    assert_eq!(all["approvals"][0]["status"], "approved");
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
     // The test decides when each token arrives, and looks at the page in between.
     let (reply, pieces) = llm::by_hand();

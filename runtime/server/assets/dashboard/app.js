@@ -138,7 +138,7 @@ async function refreshHealth() {
       `v${health.version} · schema ${health.schema_version}`;
     for (const el of document.querySelectorAll('[data-count]')) {
       const count = health.counts[el.dataset.count];
-      el.textContent = count == null ? '' : String(count);
+      el.textContent = count == null || (count === 0 && 'hideZero' in el.dataset) ? '' : String(count);
     }
   } catch (e) {
     text.textContent = 'server unreachable';

@@ -1,7 +1,8 @@
 // Chat: pick an agent, send a prompt, watch the run stream in (tokens, tool calls and their
 // results), then follow the trace. Each chat is a conversation the agent remembers; recent
 // ones (adapters' threads too, read-only) can be reopened, and New chat starts another. The
-// conversation survives switching tabs, and its id is in the address (#/chat?c=...).
+// conversation survives switching tabs, and its id is in the address (#/chat?c=...). A tool
+// call that needs approval shows Approve and Deny inline; the answer follows the decision.
 
 import {
   ApiError, api, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
@@ -137,7 +138,28 @@ async function reopen(id) {
   }));
   setConversation(conversation);
   els.recent.value = conversation.id;
+  const { approvals } = await api('/approvals?status=pending');
+  for (const approval of approvals.filter((a) => a.conversation_id === conversation.id)) {
+    const turn = new Turn(conversation.agent, color);
+    turn.awaitApproval(approval);
+    els.log.append(turn.el);
+  }
   scrollToEnd();
+}
+
+/** How long the chat watches for the answer after a decision before leaving it to Recent. */
+const ANSWER_WAIT_MS = 120000;
+
+/** The agent's answer to the run traced `traceId`, once it lands in `conversation`. */
+async function answerOf(conversation, traceId) {
+  const deadline = Date.now() + ANSWER_WAIT_MS;
+  while (Date.now() < deadline) {
+    const { messages } = await api(`/conversations/${encodeURIComponent(conversation)}`);
+    const answer = messages.find((m) => m.role === 'assistant' && m.trace_id === traceId);
+    if (answer) return answer;
+    await new Promise((resolve) => { setTimeout(resolve, 500); });
+  }
+  return null;
 }
 
 function scrollToEnd() {
@@ -193,6 +215,43 @@ class Turn {
     entry.card.append(h('div', { class: `tool-result${failed ? ' failed' : ''}` },
       h('span', { class: 'tool-label' }, failed ? 'Error' : 'Result'),
       h('pre', null, truncate(text, 4000))));
+  }
+
+  /** A call waiting for a person: its input, Approve and Deny; the answer follows. */
+  awaitApproval({ id, approval_id: approvalId, tool, input, trace_id: traceId, conversation_id: conversation }) {
+    const approval = approvalId || id;
+    const note = h('p', { class: 'muted approval-state', role: 'status' }, 'Waiting for your approval.');
+    const decide = async (decision) => {
+      for (const button of buttons.querySelectorAll('button')) button.disabled = true;
+      try {
+        await api(`/approvals/${encodeURIComponent(approval)}`, { method: 'POST', body: { decision } });
+      } catch (e) {
+        note.textContent = `Not decided: ${e.message}`;
+        for (const button of buttons.querySelectorAll('button')) button.disabled = false;
+        return;
+      }
+      buttons.remove();
+      note.textContent = decision === 'approve' ? 'Approved: the run goes on.' : 'Denied: the agent is told.';
+      dataChanged();
+      const answer = await answerOf(conversation, traceId).catch(() => null);
+      if (answer) this.token(answer.text);
+      this.finish(h('div', { class: 'msg-foot' }, answer ? 'Answered · trace ' : 'Still running · trace ', traceLink(traceId)));
+      scrollToEnd();
+    };
+    const buttons = h('div', { class: 'approval-actions' },
+      h('button', { type: 'button', class: 'primary approval-approve', onclick: () => decide('approve') }, 'Approve'),
+      h('button', { type: 'button', class: 'danger approval-deny', onclick: () => decide('deny') }, 'Deny'));
+    for (const { card, status } of this.tools.values()) {
+      if (card.dataset.tool === tool && status.textContent === 'running') {
+        status.className = 'pill tool-status pill-other';
+        status.textContent = 'waiting';
+      }
+    }
+    this.text = null;
+    this.body.append(h('div', { class: 'approval-card', dataset: { approval } },
+      h('div', { class: 'tool-head' },
+        h('span', { class: 'tool-label' }, 'Needs approval'), h('code', { class: 'tool-name' }, tool)),
+      h('pre', null, pretty(input)), note, buttons));
   }
 
   finish(footer) {
@@ -254,6 +313,12 @@ async function send() {
             keep(frame.conversation_id, agent, prompt);
             turn.finish(h('div', { class: 'msg-foot' },
               'Done in ', ms(frame.latency_ms), ' · trace ', traceLink(frame.trace_id)));
+            break;
+          case 'approval_required':
+            ended = true;
+            keep(frame.conversation_id, agent, prompt);
+            turn.awaitApproval(frame);
+            dataChanged();
             break;
           case 'error':
             ended = true;
