@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use service_runtime::notes;
 
 use crate::fakes::llm::{self, FakeLlm, Reply};
-use crate::support::{Server, assert_error, eventually, openai_env, stream_frames};
+use crate::support::{Server, assert_error, command, eventually, openai_env, stream_frames};
 
 const NEEDS_APPROVAL: &str = "[tools.create_note]\napproval = true\n";
 
@@ -250,4 +250,40 @@ async fn no_decision_in_time_is_a_denial() {
         "already expired",
     );
     assert_eq!(notes_titled(&server, "Plan"), 0);
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_wait_is_refused_the_call_and_nothing_runs() {
+    let fake = note_script().await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("config.toml"), NEEDS_APPROVAL).unwrap();
+    let out = tokio::process::Command::from(command(tmp.path()))
+        .args(["run", "--data-dir"])
+        .arg(tmp.path())
+        .arg("Save a plan")
+        .envs(openai_env(&fake.url))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Done."));
+    let told = tool_message(&fake);
+    assert!(
+        told.contains("needs a person's approval") && told.contains("cli"),
+        "{told}"
+    );
+    let db = service_runtime::db::Db::open_sqlite(&tmp.path().join("service.sqlite")).unwrap();
+    let (found, pending) = db
+        .blocking(|conn| {
+            Ok((
+                notes::search(conn, "Plan", 10)?.len(),
+                service_runtime::approvals::pending_count(conn)?,
+            ))
+        })
+        .unwrap();
+    assert_eq!((found, pending), (0, 0));
 }
