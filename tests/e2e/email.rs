@@ -135,6 +135,59 @@ async fn a_message_is_answered_once_as_a_task_and_a_restart_does_not_answer_it_a
 }
 
 #[tokio::test]
+async fn a_reply_in_a_thread_continues_its_conversation() {
+    let Some((dovecot, sink)) = servers() else {
+        return;
+    };
+    let llm = llm::openai(vec![
+        Reply::Text("Noon at the usual place."),
+        Reply::Text("At noon, as I said."),
+    ])
+    .await;
+    dovecot
+        .deliver(question(
+            "Lunch plans",
+            "t1@example.org",
+            "Where shall we eat?",
+        ))
+        .await;
+    let server = Server::start_with_owned(&settings(&llm.url, &dovecot, &sink));
+    replies(&sink, 1).await;
+    let follow_up = question("Re: Lunch plans", "t2@example.org", "And what time?").replace(
+        "MIME-Version",
+        "In-Reply-To: <t1@example.org>\r\nReferences: <t1@example.org>\r\nMIME-Version",
+    );
+    dovecot.deliver(follow_up).await;
+    let received = replies(&sink, 2).await;
+    assert!(received[1].body().contains("At noon, as I said."));
+
+    // The second run got the first exchange from the conversation the runtime keeps.
+    let second = llm.requests()[1].body["messages"].to_string();
+    assert!(
+        second.contains("Where shall we eat?") && second.contains("Noon at the usual place."),
+        "{second}"
+    );
+    let (_, listing) = server.get("/api/conversations?source=email").await;
+    let threads = listing["conversations"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "{listing}");
+    assert_eq!(threads[0]["turns"], 2);
+    let (_, shown) = server
+        .get(&format!(
+            "/api/conversations/{}",
+            threads[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    let texts: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 4, "{shown}");
+    assert_eq!(texts[3], "At noon, as I said.");
+}
+
+#[tokio::test]
 async fn without_its_settings_the_entry_names_every_missing_variable() {
     let server = Server::start();
     let entry: Value = server.adapter("email").await.expect("an email entry");

@@ -27,6 +27,16 @@ pub struct Incoming {
 }
 
 impl Incoming {
+    /// The thread the message belongs to, named by its first message's id: the first of
+    /// `References`, else what it replies to, else its own id.
+    pub fn thread(&self) -> Option<String> {
+        self.references
+            .first()
+            .or(self.in_reply_to.first())
+            .or(self.message_id.as_ref())
+            .cloned()
+    }
+
     /// `None` when the bytes are not a message at all.
     pub fn parse(raw: &[u8], max_body_chars: usize) -> Option<Self> {
         let message = MessageParser::default().parse(raw)?;

@@ -204,7 +204,7 @@ impl Worker {
         self.ctx.registry.touch(NAME);
         let task = Task::create(&self.ctx, &task_title(incoming), &self.config.profile).await;
         task.moved(TaskState::Running, None).await;
-        let (state, text, trace_id) = match self.ask(prompt(incoming)).await {
+        let (state, text, trace_id) = match self.ask(prompt(incoming), incoming.thread()).await {
             Ok(RunReply { trace_id, text }) => {
                 (TaskState::Completed, reply_text(text), Some(trace_id))
             }
@@ -245,10 +245,14 @@ impl Worker {
         Ok(())
     }
 
-    /// Runs the profile, or the server defaults when no profile has that name.
-    async fn ask(&self, prompt: String) -> Result<RunReply, RunFailure> {
+    /// Runs the profile, or the server defaults when no profile has that name, as the next turn
+    /// of the conversation of the mail's thread (the runtime keeps its messages).
+    async fn ask(&self, prompt: String, thread: Option<String>) -> Result<RunReply, RunFailure> {
         let profile = ProfileChoice::Preferred(self.config.profile.clone());
-        let request = RunRequest::new(prompt, profile, NAME);
+        let request = RunRequest {
+            conversation: thread,
+            ..RunRequest::new(prompt, profile, NAME)
+        };
         let outcome = self.ctx.agents.run(request, self.stop.child_token()).await;
         if let Err(failure) = &outcome
             && failure.kind != RunFailureKind::Cancelled

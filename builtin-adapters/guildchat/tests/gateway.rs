@@ -147,6 +147,11 @@ async fn a_mention_gets_a_reply_and_the_agent_sees_the_prompt() {
         ProfileChoice::Preferred("default".to_owned())
     );
     assert_eq!(prompts[0].source, "guildchat");
+    assert_eq!(
+        prompts[0].conversation.as_deref(),
+        Some("300"),
+        "the channel is the conversation the runtime keeps"
+    );
     assert!(harness.entry().last_activity_at.is_some());
 
     wait_for("a heartbeat", || (platform.heartbeats() > 0).then_some(())).await;
@@ -278,6 +283,11 @@ async fn a_service_message_becomes_a_thread_with_a_status_card_and_votes_are_fee
     let thread_id: u64 = edit.path.split('/').nth(2).unwrap().parse().unwrap();
     let card_id: u64 = edit.path.split('/').nth(4).unwrap().parse().unwrap();
     assert_eq!(posts_in(&platform, thread_id)[0], "Processing...");
+    assert_eq!(
+        harness.prompts()[0].conversation,
+        Some(thread_id.to_string()),
+        "the task's thread is its conversation"
+    );
     let requests = platform.requests();
     let position = |method: &str, pattern: &str| {
         requests

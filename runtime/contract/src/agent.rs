@@ -15,6 +15,15 @@ pub enum ProfileChoice {
     Preferred(String),
 }
 
+impl ProfileChoice {
+    /// The profile's name, however it is chosen.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Required(name) | Self::Preferred(name) => name,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub prompt: String,
@@ -26,6 +35,10 @@ pub struct RunRequest {
     /// Where the run came from (`chat`, `cli`, an adapter name, `scheduler`, ...).
     pub source: String,
     pub parent: Option<Parent>,
+    /// The adapter's own name for the conversation the prompt continues (a thread, a mail's
+    /// thread): the host keeps its messages, sends the latest with the prompt (instead of
+    /// `history`) and answers one prompt of it at a time, in arrival order.
+    pub conversation: Option<String>,
 }
 
 impl RunRequest {
@@ -42,6 +55,7 @@ impl RunRequest {
             model: None,
             source: source.into(),
             parent: None,
+            conversation: None,
         }
     }
 }

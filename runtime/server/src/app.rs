@@ -147,6 +147,7 @@ impl App {
             tools: registry,
             replica: replica.clone(),
             approvals: ApprovalRules::new(config.tools.approval.iter().cloned()),
+            conversation_budget: config.conversations.budget(),
         })
         .context("invalid [engine] settings in config.toml")?;
 

@@ -104,11 +104,16 @@ impl Bot {
         registry.set_metadata(NAME, LAST_SEND_FAILURE, failure);
     }
 
-    /// Runs the configured profile (or the server defaults when it does not exist). A failure
-    /// is logged here, since the channel only gets a notice.
-    pub async fn ask(&self, prompt: String) -> Result<RunReply, RunFailure> {
+    /// Runs the configured profile (or the server defaults when it does not exist) as the next
+    /// turn of the conversation of `channel` (a channel, a thread or a direct conversation: the
+    /// runtime keeps its messages). A failure is logged here, since the channel only gets a
+    /// notice.
+    pub async fn ask(&self, prompt: String, channel: ChannelId) -> Result<RunReply, RunFailure> {
         let profile = ProfileChoice::Preferred(self.config.profile.clone());
-        let request = RunRequest::new(prompt, profile, NAME);
+        let request = RunRequest {
+            conversation: Some(channel.to_string()),
+            ..RunRequest::new(prompt, profile, NAME)
+        };
         let outcome = self.ctx.agents.run(request, self.runs.child_token()).await;
         if let Err(failure) = &outcome
             && failure.kind != RunFailureKind::Cancelled

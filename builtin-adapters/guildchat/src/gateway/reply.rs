@@ -16,7 +16,7 @@ use crate::notice::{failure_notice, or_empty_notice};
 pub(super) async fn answer(bot: &Bot, http: &Arc<Http>, message: &Message, prompt: String) {
     bot.touch();
     let typing = message.channel_id.start_typing(http);
-    let text = match bot.ask(prompt).await {
+    let text = match bot.ask(prompt, message.channel_id).await {
         Ok(reply) => reply.text,
         Err(failure) if failure.kind == RunFailureKind::Cancelled => return,
         Err(failure) => failure_notice(&failure),

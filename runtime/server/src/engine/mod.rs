@@ -1,6 +1,7 @@
 //! The agent engine. Every agent run in the service (chat, adapters, the scheduler, delegated
 //! sub-runs) goes through [`Engine::run`] and records exactly one trace.
 
+mod keyed;
 pub mod pause;
 pub mod provider;
 pub mod settings;
@@ -27,6 +28,7 @@ use self::pause::{ApprovalRules, Paused, PausedTurn};
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
+use crate::conversations;
 use crate::db::{self, Conn, Db};
 use crate::environment::Environment;
 use crate::telemetry::genai;
@@ -135,6 +137,8 @@ pub struct Engine {
     replica: String,
     /// The tools whose calls wait for a person.
     approvals: ApprovalRules,
+    /// How much of a conversation an adapter's keyed run sends the model.
+    conversation_budget: conversations::Budget,
 }
 
 /// A run whose profile and provider were resolved; nothing has been sent yet.
@@ -176,6 +180,7 @@ pub struct EngineParts {
     pub tools: Arc<ToolRegistry>,
     pub replica: String,
     pub approvals: ApprovalRules,
+    pub conversation_budget: conversations::Budget,
 }
 
 impl Engine {
@@ -196,6 +201,7 @@ impl Engine {
             tools: parts.tools,
             replica: parts.replica,
             approvals: parts.approvals,
+            conversation_budget: parts.conversation_budget,
         }))
     }
 
@@ -225,9 +231,7 @@ impl Engine {
         if prompt.is_empty() {
             return Err(RunError::EmptyPrompt);
         }
-        let name = match &request.profile {
-            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
-        };
+        let name = request.profile.name().to_owned();
         let profile = {
             let name = name.clone();
             self.db.call(move |conn| profiles::get(conn, &name)).await?
@@ -367,9 +371,7 @@ impl Engine {
                 trace_id: trace_id.clone(),
             });
         }
-        let agent = match &request.profile {
-            ProfileChoice::Required(name) | ProfileChoice::Preferred(name) => name.clone(),
-        };
+        let agent = request.profile.name().to_owned();
         // Delegated runs answer their parent, not a conversation: they cannot pause.
         let conversation = conversation.filter(|_| request.parent.is_none());
         let run = Run {
@@ -890,7 +892,13 @@ impl AgentRunner for Engine {
             // On a task of its own: a caller that gives up (a component call that timed out)
             // cancels the token, and the run still records how it ended in its trace.
             let run = tokio::spawn(
-                async move { engine.run(request, None, &cancel).await }.in_current_span(),
+                async move {
+                    match request.conversation.clone() {
+                        Some(key) => engine.run_keyed(request, key, &cancel).await,
+                        None => engine.run(request, None, &cancel).await,
+                    }
+                }
+                .in_current_span(),
             );
             run.await
                 .map_err(|e| RunFailure {

@@ -4,13 +4,10 @@
 //! turn (`enqueue`), is refused (`reject`), or stops the running one and answers both
 //! (`interrupt`), whichever replica each came to.
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
 use serde_json::json;
 use service_contract::agent::{ProfileChoice, RunRequest};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 
 use super::AppState;
 use super::api::{ApiError, ApiResult};
@@ -18,15 +15,10 @@ use super::chat::{ChatBody, run_error};
 use super::conversations::unknown;
 use crate::agents::profiles::DEFAULT_PROFILE;
 use crate::bus::Event;
+use crate::conversations::line::Place;
 use crate::conversations::{self, DoubleTexting};
-use crate::db::Db;
 use crate::engine::{Events, Prepared, RunError, RunOutput};
 use crate::task_runs;
-
-/// How long a place in a line holds unrenewed (renewed a quarter of the way).
-const LEASE: Duration = Duration::from_secs(20);
-/// How often a waiting turn looks whether it is its turn.
-const POLL: Duration = Duration::from_millis(50);
 
 /// A turn ready to run: prepared, in its conversation, first in its line.
 pub struct Begun {
@@ -77,7 +69,7 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
     };
     let (conversation_id, place, prepared) = match continued {
         Some(id) => {
-            let place = Place::take(app, &id).await?;
+            let place = take_place(app, &id).await?;
             place.ready().await?;
             let (conversation, budget) = (id.clone(), app.conversation_budget);
             request.history = app
@@ -96,7 +88,7 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
                 .call(move |conn| conversations::start(conn, &agent, "chat", &title))
                 .await?;
             // First in its line, so a message sent meanwhile waits for this one.
-            let place = Place::take(app, &started.id).await?;
+            let place = take_place(app, &started.id).await?;
             let prepared = prepared.in_conversation(&started.id);
             (started.id, place, prepared)
         }
@@ -166,88 +158,25 @@ fn running_key(conversation: &str) -> String {
     format!("conversation:{conversation}")
 }
 
-/// A turn's place in its conversation's line: renewed while held, left when dropped.
-struct Place {
-    db: Db,
-    conversation: String,
-    ticket: i64,
-    _renewing: AbortOnDropHandle<()>,
-}
-
-impl Place {
-    async fn take(app: &AppState, conversation: &str) -> ApiResult<Self> {
-        let policy = app.double_texting;
-        if policy == DoubleTexting::Interrupt {
-            // The running turn stops where it runs; its prompt stays in the conversation
-            // unanswered, so this turn's history carries both.
-            let key = running_key(conversation);
-            app.running.cancel(&key);
-            app.bus.publish(Event::TaskCancelled(key));
-        }
-        let lease_ms = LEASE.as_millis() as i64;
-        let (id, holder, alone) = (
-            conversation.to_owned(),
-            app.replica.clone(),
-            policy == DoubleTexting::Reject,
-        );
-        let ticket = app
-            .db
-            .call(move |conn| conversations::queue(conn, &id, &holder, lease_ms, alone))
-            .await?
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::CONFLICT,
-                    "the previous message of this conversation is still being answered; send \
-                     this one once it is ([conversations] double_texting is \"reject\")",
-                )
-            })?;
-        let (db, id) = (app.db.clone(), conversation.to_owned());
-        let renewing = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(LEASE / 4).await;
-                let id = id.clone();
-                let renewed = db
-                    .call(move |conn| conversations::renew(conn, &id, ticket, lease_ms))
-                    .await;
-                if let Err(e) = renewed {
-                    tracing::warn!("cannot renew a chat turn's place: {e}");
-                }
-            }
-        });
-        Ok(Self {
-            db: app.db.clone(),
-            conversation: conversation.to_owned(),
-            ticket,
-            _renewing: AbortOnDropHandle::new(renewing),
+/// Takes a place in the conversation's line as `[conversations] double_texting` says: with
+/// `interrupt` the running turn is stopped first, with `reject` a busy line is a 409.
+async fn take_place(app: &AppState, conversation: &str) -> ApiResult<Place> {
+    let policy = app.double_texting;
+    if policy == DoubleTexting::Interrupt {
+        // The running turn stops where it runs; its prompt stays in the conversation
+        // unanswered, so this turn's history carries both.
+        let key = running_key(conversation);
+        app.running.cancel(&key);
+        app.bus.publish(Event::TaskCancelled(key));
+    }
+    let alone = policy == DoubleTexting::Reject;
+    Place::take(&app.db, conversation, &app.replica, alone)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "the previous message of this conversation is still being answered; send \
+                 this one once it is ([conversations] double_texting is \"reject\")",
+            )
         })
-    }
-
-    /// Returns once no turn is ahead of this one.
-    async fn ready(&self) -> ApiResult<()> {
-        loop {
-            let (id, ticket) = (self.conversation.clone(), self.ticket);
-            let ahead = self
-                .db
-                .call(move |conn| conversations::ahead(conn, &id, ticket))
-                .await?;
-            if ahead == 0 {
-                return Ok(());
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let (db, id, ticket) = (self.db.clone(), self.conversation.clone(), self.ticket);
-        tokio::spawn(async move {
-            if let Err(e) = db
-                .call(move |conn| conversations::leave(conn, &id, ticket))
-                .await
-            {
-                tracing::warn!("cannot leave a conversation's line (its place expires): {e}");
-            }
-        });
-    }
 }

@@ -225,6 +225,7 @@ impl HostState {
             model: None,
             source: caller.adapter.clone(),
             parent: self.run.as_ref().map(Parent::child),
+            conversation: None,
         };
         let (cancel, job_task) = (
             self.cancel.child_token(),

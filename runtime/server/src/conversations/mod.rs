@@ -11,6 +11,8 @@ use crate::db::{self, Conn, Row};
 use crate::error::Result;
 use crate::params;
 
+pub mod line;
+
 /// Title length: the start of the first prompt.
 const TITLE_CHARS: usize = 80;
 
@@ -90,6 +92,44 @@ pub fn start(conn: &Conn, agent: &str, source: &str, prompt: &str) -> Result<Con
         turns: 0,
         created_at: now.clone(),
         updated_at: now,
+    })
+}
+
+/// The conversation `source` (an adapter) calls `key`, started with `agent` and titled by
+/// `prompt` when it is new (once, when two replicas start it at the same time).
+pub fn keyed(
+    conn: &Conn,
+    source: &str,
+    key: &str,
+    agent: &str,
+    prompt: &str,
+) -> Result<Conversation> {
+    let found = || {
+        conn.query_opt(
+            &format!("SELECT {COLUMNS} FROM conversations WHERE source = ?1 AND key = ?2"),
+            params![source, key],
+            from_row,
+        )
+    };
+    if let Some(conversation) = found()? {
+        return Ok(conversation);
+    }
+    let title: String = prompt.trim().chars().take(TITLE_CHARS).collect();
+    let now = db::now();
+    conn.execute(
+        "INSERT INTO conversations (id, agent, title, source, key, turns, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6) ON CONFLICT DO NOTHING",
+        params![
+            uuid::Uuid::new_v4().to_string(),
+            agent,
+            title,
+            source,
+            key,
+            now
+        ],
+    )?;
+    found()?.ok_or_else(|| {
+        crate::error::Error::Internal(anyhow::anyhow!("a conversation just started is gone"))
     })
 }
 
@@ -397,6 +437,16 @@ mod tests {
             };
             assert_eq!(history(conn, &chat.id, tight).unwrap().len(), 2);
 
+            // An adapter's thread: found again by its key, started once.
+            let thread = keyed(conn, "email", "t1@example.org", "default", "Lunch?").unwrap();
+            let again = keyed(conn, "email", "t1@example.org", "other", "Re: Lunch?").unwrap();
+            assert_eq!(
+                (again.id.as_str(), again.title.as_str()),
+                (thread.id.as_str(), "Lunch?")
+            );
+            let elsewhere = keyed(conn, "guildchat", "t1@example.org", "default", "x").unwrap();
+            assert_ne!(elsewhere.id, thread.id, "keys are per adapter");
+            assert!(delete(conn, &thread.id).unwrap() && delete(conn, &elsewhere.id).unwrap());
             let other = start(conn, "default", "teamchat", "hello").unwrap();
             let (all, total) = list(conn, None, 10, 0).unwrap();
             assert_eq!((all.len(), total), (2, 2));

@@ -1,0 +1,73 @@
+//! Runs of adapters within a conversation they name by a key of their own (a thread, a mail's
+//! thread): the runtime keeps its messages, sends the latest with the prompt, and answers its
+//! prompts one at a time, in arrival order, whichever replica each came to.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Engine, RunError, RunOutput, RunRequest};
+use crate::conversations::line::Place;
+use crate::conversations::{self, Exchange};
+
+impl Engine {
+    /// Runs `request` as the next turn of the conversation `request.source` calls `key`.
+    pub(super) async fn run_keyed(
+        self: &Arc<Self>,
+        mut request: RunRequest,
+        key: String,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        let (source, prompt) = (request.source.clone(), request.prompt.clone());
+        let agent = request.profile.name().to_owned();
+        let conversation = self
+            .db
+            .call(move |conn| conversations::keyed(conn, &source, &key, &agent, &prompt))
+            .await?;
+        let place = Place::take(&self.db, &conversation.id, &self.replica, false)
+            .await?
+            .ok_or_else(|| {
+                crate::error::Error::Internal(anyhow::anyhow!(
+                    "a place in line was refused to a turn that did not ask to be alone"
+                ))
+            })?;
+        place.ready().await?;
+        let (id, budget) = (conversation.id.clone(), self.conversation_budget);
+        request.history = self
+            .db
+            .call(move |conn| conversations::history(conn, &id, budget))
+            .await?;
+        let prompt = request.prompt.clone();
+        let result = self.run(request, None, cancel).await;
+        let (answer, calls, trace_id) = match &result {
+            Ok(output) => (
+                Some(output.text.clone()),
+                Some(json!(output.tool_calls)),
+                Some(output.trace_id.clone()),
+            ),
+            Err(e) => (None, None, e.trace_id().map(str::to_owned)),
+        };
+        let recorded = self
+            .db
+            .call(move |conn| {
+                conversations::record(
+                    conn,
+                    &conversation.id,
+                    &Exchange {
+                        prompt: &prompt,
+                        answer: answer.as_deref(),
+                        tool_calls: calls.as_ref(),
+                        trace_id: trace_id.as_deref(),
+                    },
+                )
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!("cannot record an adapter's exchange in its conversation: {e}");
+        }
+        // Recorded first, so the next turn in line sees this exchange.
+        drop(place);
+        result
+    }
+}
