@@ -260,8 +260,15 @@ async fn what_a_guest_makes_the_host_store_is_bounded() {
             .unwrap()
             .starts_with("QuotaExceeded: agent.run: a prompt of 3000000 bytes")
     );
+    // A conversation key past 256 bytes is refused before anything is stored.
+    assert_eq!(
+        said("/conversation-key?bytes=100000").await,
+        "refused: agent.run-in-conversation: a key of 100000 bytes; a key is 1 to 256 bytes"
+    );
     let (_, traces) = server.get("/api/traces").await;
     assert_eq!(traces["total"], 0, "{traces}");
+    let (_, conversations) = server.get("/api/conversations").await;
+    assert_eq!(conversations["total"], 0, "{conversations}");
 
     // Notes on a trace: at most 32.
     let annotated = said("/annotate-flood?n=100").await;

@@ -682,6 +682,58 @@ async fn threads_and_direct_messages_keep_their_context_within_the_bound() {
     );
     assert_eq!(posted[0].1["thread_ts"], parent);
     assert_eq!(posted[1].1["channel"], "D9");
+
+    // Each is a conversation the runtime keeps, with the adapter as its source.
+    let (_, listing) = server.get("/api/conversations?source=teamchat").await;
+    let mut titles: Vec<&str> = listing["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
+    titles.sort_unstable();
+    assert_eq!(titles, ["and of Italy?", "what time is it?"], "{listing}");
+}
+
+#[tokio::test]
+async fn two_mentions_in_one_thread_are_answered_one_after_the_other_in_order() {
+    let (first, pieces) = llm::by_hand();
+    let llm = llm::openai(vec![first, Reply::Text("Second answer.")]).await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let server = Server::start_with_owned(&env);
+    let thread = "1700000300.000100";
+    let mention_in_thread =
+        |id: &str, ts: &str, text: &str| callback(id, mention_at("C3", ts, text, Some(thread)));
+    let sent = mention_in_thread("EvTwo1", "1700000300.000200", "<@UBOT> first question");
+    assert_eq!(signed(&server, "events", &sent).await.0, StatusCode::OK);
+    asked(&llm, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let sent = mention_in_thread("EvTwo2", "1700000300.000300", "<@UBOT> second question");
+    assert_eq!(signed(&server, "events", &sent).await.0, StatusCode::OK);
+
+    // Both jobs run; the second waits in the conversation's line while the first is answered.
+    eventually(20, async || {
+        let (_, tasks) = server.get("/api/tasks?status=running").await;
+        (tasks["total"] == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "the second has not reached the model"
+    );
+    pieces.send("First answer.").unwrap();
+    drop(pieces);
+    let posted = posts(&api, 2).await;
+    let texts: Vec<&str> = posted
+        .iter()
+        .map(|(_, p)| p["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["First answer.", "Second answer."]);
+    let (_, listing) = server.get("/api/conversations?source=teamchat").await;
+    assert_eq!(listing["conversations"][0]["turns"], 2, "{listing}");
 }
 
 #[tokio::test]

@@ -412,6 +412,30 @@ async fn component_tools_serve_agents_while_loaded() {
     );
 }
 
+/// The contract grows by 0.2.x: the echo fixture, built for the frozen 0.2.0, loads and uses
+/// every capability on this 0.2.1 host (the other tests drive them), and teamchat is built for
+/// 0.2.1.
+#[tokio::test]
+async fn a_component_built_for_0_2_0_serves_on_a_0_2_1_host() {
+    let imports_of = |name: &str| {
+        let bytes = std::fs::read(guest(name)).unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        (
+            text.contains("service:adapter/agent@0.2.0"),
+            text.contains("service:adapter/agent@0.2.1"),
+        )
+    };
+    assert_eq!(imports_of("echo"), (true, false), "echo is built for 0.2.0");
+    assert_eq!(imports_of("teamchat"), (false, true), "teamchat for 0.2.1");
+    let server = Server::start();
+    drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    loaded(&server, "echo").await;
+    assert_eq!(
+        get(&server, "/api/adapters/echo/hello").await.0,
+        StatusCode::OK
+    );
+}
+
 #[tokio::test]
 async fn hostile_components_are_contained() {
     let server = Server::start_with(&[("HOSTILE_TOKEN", "h"), ("SECRET_OF_OTHERS", "x")]);

@@ -1,14 +1,14 @@
 // js-echo: an adapter written in JavaScript, built with componentize-js for the contract's
-// `adapter-with-tools` world (`service:adapter@0.2.0`).
+// `adapter-with-tools` world (`service:adapter@0.2.1`).
 //
 // Under /api/adapters/js-echo/ it serves `GET /hello`, `POST /echo`, and `POST /ask`, which runs
 // an agent once per event id (a kv claim turns a retried event away). It offers agents one
 // tool, `js_word_count`. It needs the `agent` and `kv` grants (grant.toml); every other import
 // componentize-js brings in is never called.
 
-import { run } from 'service:adapter/agent@0.2.0';
-import { claim, delete as forget } from 'service:adapter/kv@0.2.0';
-import { touch } from 'service:adapter/registry@0.2.0';
+import { run } from 'service:adapter/agent@0.2.1';
+import { claim, delete as forget } from 'service:adapter/kv@0.2.1';
+import { touch } from 'service:adapter/registry@0.2.1';
 
 import {
   HttpError,

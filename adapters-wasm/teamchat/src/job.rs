@@ -19,6 +19,22 @@ pub struct EventJob {
     pub direct: bool,
 }
 
+impl EventJob {
+    /// The conversation the runtime keeps for it: the direct conversation, or the thread the
+    /// mention is in (or the one replies to it would start: a later mention there continues it).
+    pub fn conversation(&self) -> String {
+        if self.direct {
+            return self.channel.clone();
+        }
+        let thread = self
+            .thread_ts
+            .as_deref()
+            .or(self.ts.as_deref())
+            .unwrap_or_default();
+        format!("{}/{thread}", self.channel)
+    }
+}
+
 /// A slash command answered later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandJob {
@@ -106,5 +122,24 @@ mod tests {
         );
         assert!(Work::from_bytes(br#"{"kind":"command"}"#).is_err());
         assert!(Work::from_bytes(br#"{"kind":"other"}"#).is_err());
+    }
+
+    #[test]
+    fn a_thread_or_a_direct_conversation_is_one_conversation() {
+        let event = |thread_ts: Option<&str>, direct: bool| EventJob {
+            channel: "C1".into(),
+            thread_ts: thread_ts.map(Into::into),
+            ts: Some("1.3".into()),
+            prompt: "hi".into(),
+            bot: None,
+            direct,
+        };
+        assert_eq!(event(Some("1.2"), false).conversation(), "C1/1.2");
+        assert_eq!(
+            event(None, false).conversation(),
+            "C1/1.3",
+            "the thread it would start"
+        );
+        assert_eq!(event(None, true).conversation(), "C1");
     }
 }

@@ -77,10 +77,14 @@ pub fn inline_is_safe() -> bool {
     fast(&load())
 }
 
-/// Runs the agent, remembering how long it took.
-pub fn run(request: &RunRequest) -> Result<RunReply, RunError> {
+/// Runs the agent (as the next turn of `conversation`, when given), remembering how long it
+/// took.
+pub fn run(request: &RunRequest, conversation: Option<&str>) -> Result<RunReply, RunError> {
     let started = Instant::now();
-    let result = agent::run(request);
+    let result = match conversation {
+        Some(key) => agent::run_in_conversation(key, request),
+        None => agent::run(request),
+    };
     store(&with(load(), Some(elapsed_ms(started)), false));
     result
 }

@@ -216,8 +216,11 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
 
 /// The agent's answer; a run refused for the adapter's limits asks for another attempt.
 fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
-    let request = match work {
-        Work::Event(event) => request(&event.prompt, context::turns(event)),
+    let (request, conversation) = match work {
+        Work::Event(event) => (
+            request(&event.prompt, context::turns(event)),
+            Some(event.conversation()),
+        ),
         Work::Command(CommandJob {
             answer: Some(text), ..
         }) => {
@@ -227,9 +230,9 @@ fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
                 failed: None,
             });
         }
-        Work::Command(command) => request(&command.prompt, Vec::new()),
+        Work::Command(command) => (request(&command.prompt, Vec::new()), None),
     };
-    let result = pace::run(&request);
+    let result = pace::run(&request, conversation.as_deref());
     registry::touch();
     match result {
         Ok(reply) => Ok(Answer {

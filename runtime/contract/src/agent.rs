@@ -36,8 +36,8 @@ pub struct RunRequest {
     pub source: String,
     pub parent: Option<Parent>,
     /// The adapter's own name for the conversation the prompt continues (a thread, a mail's
-    /// thread): the host keeps its messages, sends the latest with the prompt (instead of
-    /// `history`) and answers one prompt of it at a time, in arrival order.
+    /// thread): the host keeps its messages, sends the latest with the prompt (when `history`
+    /// is empty) and answers one prompt of it at a time, in arrival order.
     pub conversation: Option<String>,
 }
 

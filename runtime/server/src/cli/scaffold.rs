@@ -77,7 +77,7 @@ const PYTHON: Template = Template {
         ),
     ],
     setup: "Needs `pip install componentize-py==0.25.1` (it brings its own CPython).",
-    build: "componentize-py -d wit -w service:adapter/adapter@0.2.0 componentize -p . app -o {{name}}.wasm",
+    build: "componentize-py -d wit -w service:adapter/adapter@0.2.1 componentize -p . app -o {{name}}.wasm",
     component: "{{name}}.wasm",
     file_rows: "| `app.py` | the adapter: `describe`, its routes |\n\
                 | `guest_util.py` | the plumbing: answers, `{\"error\": ...}`, request parts, a route table |\n",

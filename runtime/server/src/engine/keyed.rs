@@ -33,11 +33,13 @@ impl Engine {
                 ))
             })?;
         place.ready().await?;
-        let (id, budget) = (conversation.id.clone(), self.conversation_budget);
-        request.history = self
-            .db
-            .call(move |conn| conversations::history(conn, &id, budget))
-            .await?;
+        if request.history.is_empty() {
+            let (id, budget) = (conversation.id.clone(), self.conversation_budget);
+            request.history = self
+                .db
+                .call(move |conn| conversations::history(conn, &id, budget))
+                .await?;
+        }
         let prompt = request.prompt.clone();
         let result = self.run(request, None, cancel).await;
         let (answer, calls, trace_id) = match &result {

@@ -13,7 +13,8 @@ pub mod v0_1 {
     });
 }
 
-/// `service:adapter@0.2.0`, the newest.
+/// `service:adapter@0.2.1`, the newest; it serves components built for 0.2.0 too (wasmtime
+/// links an import to a semver-compatible newer definition).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
         world: "adapter-host",

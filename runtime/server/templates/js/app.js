@@ -4,8 +4,8 @@
 // the request body as its prompt and answers the agent's reply. Its grant (grant.toml) allows
 // agent runs. The plumbing (answers, errors, the route table) is in guest-util.js.
 
-import { run } from 'service:adapter/agent@0.2.0';
-import { touch } from 'service:adapter/registry@0.2.0';
+import { run } from 'service:adapter/agent@0.2.1';
+import { touch } from 'service:adapter/registry@0.2.1';
 
 import { HttpError, bodyText, router, text } from './guest-util.js';
 

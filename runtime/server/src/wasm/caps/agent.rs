@@ -24,6 +24,8 @@ use v0_2::service::adapter::agent::{
 
 /// A trace note longer than this is cut.
 const NOTE_CHARS: usize = 1_000;
+/// A conversation key's bytes at most.
+pub const MAX_CONVERSATION_KEY_BYTES: usize = 256;
 /// The most earlier turns a run carries, and their characters together.
 pub const MAX_HISTORY_TURNS: usize = 50;
 pub const MAX_HISTORY_CHARS: usize = 32_000;
@@ -183,7 +185,27 @@ impl HostState {
         Ok(permit)
     }
 
-    async fn run_agent(&mut self, request: WitRequest) -> Result<RunReply, RunError> {
+    /// Runs an agent for the adapter, as the next turn of its conversation `conversation`
+    /// when given.
+    async fn run_agent(
+        &mut self,
+        request: WitRequest,
+        conversation: Option<String>,
+    ) -> Result<RunReply, RunError> {
+        if let Some(key) = conversation
+            .as_ref()
+            .filter(|key| key.is_empty() || key.len() > MAX_CONVERSATION_KEY_BYTES)
+        {
+            return Err(RunError {
+                kind: FailureKind::Invalid,
+                message: format!(
+                    "agent.run-in-conversation: a key of {} bytes; a key is 1 to \
+                     {MAX_CONVERSATION_KEY_BYTES} bytes",
+                    key.len()
+                ),
+                trace_id: None,
+            });
+        }
         let earlier: usize = request.history.iter().map(|t| t.text.len()).sum();
         self.heavy(request.prompt.len() + earlier).await;
         let most = self.caller.granted.agent.limits.agent_prompt_bytes;
@@ -225,7 +247,7 @@ impl HostState {
             model: None,
             source: caller.adapter.clone(),
             parent: self.run.as_ref().map(Parent::child),
-            conversation: None,
+            conversation,
         };
         let (cancel, job_task) = (
             self.cancel.child_token(),
@@ -278,12 +300,24 @@ fn history(turns: Vec<v0_2::service::adapter::agent::Turn>) -> Vec<Turn> {
     service_contract::agent::latest(turns, MAX_HISTORY_TURNS, MAX_HISTORY_CHARS)
 }
 
+fn wit_reply(reply: RunReply) -> WitReply {
+    WitReply {
+        text: reply.text,
+        trace_id: reply.trace_id,
+    }
+}
+
 impl Host for HostState {
     async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
-        Ok(self.run_agent(request).await.map(|reply| WitReply {
-            text: reply.text,
-            trace_id: reply.trace_id,
-        }))
+        Ok(self.run_agent(request, None).await.map(wit_reply))
+    }
+
+    async fn run_in_conversation(
+        &mut self,
+        key: String,
+        request: WitRequest,
+    ) -> wasmtime::Result<Result<WitReply, RunError>> {
+        Ok(self.run_agent(request, Some(key)).await.map(wit_reply))
     }
 
     async fn annotate(
@@ -333,7 +367,7 @@ impl v0_1::service::adapter::agent::Host for HostState {
             history: Vec::new(),
         };
         Ok(self
-            .run_agent(request)
+            .run_agent(request, None)
             .await
             .map(|reply| old::RunReply {
                 text: reply.text,
