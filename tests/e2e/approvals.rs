@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use service_runtime::notes;
 
 use crate::fakes::llm::{self, FakeLlm, Reply};
+use crate::scheduler;
 use crate::support::{Server, assert_error, command, eventually, openai_env, stream_frames};
 
 const NEEDS_APPROVAL: &str = "[tools.create_note]\napproval = true\n";
@@ -286,4 +287,80 @@ async fn a_run_that_cannot_wait_is_refused_the_call_and_nothing_runs() {
         })
         .unwrap();
     assert_eq!((found, pending), (0, 0));
+}
+
+/// A server whose scheduler ticks every second, with the note tool behind approval, and a
+/// schedule due at once; the pending approval its run left.
+async fn scheduled_pause(fake: &FakeLlm) -> (Server, Value) {
+    let mut env = openai_env(&fake.url);
+    env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
+    let server = Server::start_with_config(NEEDS_APPROVAL, &env);
+    scheduler::create(&server, "notes", "@hourly", "coalesce");
+    scheduler::backdate(&server, "notes", 0);
+    let approval = eventually(20, async || {
+        let (_, pending) = server.get("/api/approvals?status=pending").await;
+        pending["approvals"].as_array()?.first().cloned()
+    })
+    .await;
+    (server, approval)
+}
+
+#[tokio::test]
+async fn a_scheduled_run_leaves_its_task_pending_until_a_person_decides() {
+    let fake = note_script().await;
+    let (server, approval) = scheduled_pause(&fake).await;
+    assert_eq!(approval["conversation_id"], Value::Null);
+    let task_id = approval["task_id"].as_str().unwrap().to_owned();
+    let task = &scheduler::runs_of(&server, "notes").await[0];
+    assert_eq!(
+        (
+            task["task_id"].as_str(),
+            task["status"].as_str(),
+            task["waiting_for"].as_str()
+        ),
+        (Some(task_id.as_str()), Some("pending"), Some("approval"))
+    );
+
+    let (status, _) = server
+        .post(
+            &format!("/api/approvals/{}", approval["id"].as_str().unwrap()),
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let task = eventually(20, async || {
+        let task = scheduler::runs_of(&server, "notes").await.pop()?;
+        (task["status"] == "completed").then_some(task)
+    })
+    .await;
+    assert_eq!(task["trace_id"], approval["trace_id"]);
+    assert_eq!(task["waiting_for"], Value::Null);
+    assert_eq!(notes_titled(&server, "Plan"), 1);
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_task_declines_its_call() {
+    let fake = note_script().await;
+    let (server, approval) = scheduled_pause(&fake).await;
+    let task_id = approval["task_id"].as_str().unwrap();
+    let (status, removed) = server.delete(&format!("/api/tasks/{task_id}")).await;
+    assert_eq!(
+        (status, removed["result"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+    // The run is told no and ends; the task stays cancelled and nothing ran.
+    eventually(20, async || (fake.requests().len() == 2).then_some(())).await;
+    assert!(tool_message(&fake).contains("the task was cancelled"));
+    let (_, all) = server.get("/api/approvals").await;
+    assert_eq!(all["approvals"][0]["status"], "denied");
+    let trace = format!("/api/traces/{}", approval["trace_id"].as_str().unwrap());
+    eventually(20, async || {
+        (server.get(&trace).await.1["status"] == "ok").then_some(())
+    })
+    .await;
+    assert_eq!(
+        scheduler::runs_of(&server, "notes").await[0]["status"],
+        "cancelled"
+    );
+    assert_eq!(notes_titled(&server, "Plan"), 0);
 }

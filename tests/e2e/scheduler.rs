@@ -29,7 +29,7 @@ fn failed(output: &std::process::Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
 }
 
-fn create(server: &Server, name: &str, cron: &str, policy: &str) {
+pub(crate) fn create(server: &Server, name: &str, cron: &str, policy: &str) {
     ok(&cli(
         &server.data_dir,
         &[
@@ -49,7 +49,7 @@ fn create(server: &Server, name: &str, cron: &str, policy: &str) {
 }
 
 /// Simulates downtime: the schedule's next run was `hours` ago.
-fn backdate(server: &Server, name: &str, hours: i64) {
+pub(crate) fn backdate(server: &Server, name: &str, hours: i64) {
     let at = (chrono::Utc::now() - chrono::Duration::hours(hours))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let conn = Connection::open(server.data_dir.join("service.sqlite")).unwrap();
@@ -71,7 +71,7 @@ async fn schedule(server: &Server, name: &str) -> Value {
         .unwrap()
 }
 
-async fn runs_of(server: &Server, name: &str) -> Vec<Value> {
+pub(crate) async fn runs_of(server: &Server, name: &str) -> Vec<Value> {
     let (_, body) = server.get("/api/tasks").await;
     let title = format!("Scheduled run: {name}");
     body["tasks"]

@@ -217,6 +217,13 @@ async fn a_reservation_call_is_held_by_the_agent_and_booked() {
     assert_eq!(first["calendar"]["status"], "created", "{first}");
     assert_eq!(first["transcript"].as_array().unwrap().len(), 5);
     assert_eq!(first["transcript"][1]["speaker"], "venue");
+    // The call is a conversation the runtime keeps, one exchange per answer the agent gave.
+    let (_, calls) = server.get("/api/conversations?source=voice").await;
+    assert_eq!(calls["total"], 1, "{calls}");
+    assert!(
+        calls["conversations"][0]["turns"].as_i64().unwrap() >= 1,
+        "{calls}"
+    );
 
     // A second call where nobody says anything.
     let second_call = output(&tool_call(&server).await);

@@ -257,12 +257,17 @@ fn speech(call: &Call, params: &[(String, String)]) -> Result<Response, String> 
         },
         text: t["text"].as_str().unwrap_or_default().to_owned(),
     }));
-    let run = agent::run(&RunRequest {
-        prompt: heard,
-        profile: settings::get(AGENT_PROFILE),
-        profile_required: false,
-        history,
-    });
+    // The call is a conversation the runtime lists; its history is the call's own record
+    // (the briefing first), which the host sends as given.
+    let run = agent::run_in_conversation(
+        &format!("call-{}", call.n),
+        &RunRequest {
+            prompt: heard,
+            profile: settings::get(AGENT_PROFILE),
+            profile_required: false,
+            history,
+        },
+    );
     let reply = match run {
         Ok(reply) => reply.text,
         Err(e) => {

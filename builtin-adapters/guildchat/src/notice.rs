@@ -22,7 +22,9 @@ pub fn failure_notice(failure: &RunFailure) -> String {
         RunFailureKind::NotConfigured => "No language model provider is configured on the server.",
         RunFailureKind::Invalid => "There was nothing to ask.",
         RunFailureKind::Cancelled => "The run was cancelled.",
-        RunFailureKind::UnknownAgent | RunFailureKind::Failed => "Sorry, I could not answer that.",
+        RunFailureKind::UnknownAgent | RunFailureKind::Failed | RunFailureKind::Paused => {
+            "Sorry, I could not answer that."
+        }
     };
     match &failure.trace_id {
         Some(trace_id) => format!("{what} (trace {trace_id})"),

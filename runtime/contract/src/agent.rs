@@ -39,6 +39,9 @@ pub struct RunRequest {
     /// thread): the host keeps its messages, sends the latest with the prompt (when `history`
     /// is empty) and answers one prompt of it at a time, in arrival order.
     pub conversation: Option<String>,
+    /// The task whose outcome this run is, when it may pause for a person's approval (a
+    /// scheduled run): the task waits `pending` and the run finishes it once decided.
+    pub task: Option<String>,
 }
 
 impl RunRequest {
@@ -56,6 +59,7 @@ impl RunRequest {
             source: source.into(),
             parent: None,
             conversation: None,
+            task: None,
         }
     }
 }
@@ -146,6 +150,8 @@ pub enum RunFailureKind {
     /// The provider or the loop failed.
     Failed,
     Cancelled,
+    /// The run waits for a person to approve a tool call; it finishes its task later.
+    Paused,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -150,6 +150,15 @@ pub fn decide(conn: &Conn, id: &str, decision: Decision, note: Option<&str>) -> 
     })
 }
 
+/// Denies what `task`'s run waits for, noting why; how many.
+pub fn deny_for_task(conn: &Conn, task: &str, note: &str) -> Result<u64> {
+    conn.execute(
+        "UPDATE approvals SET status = 'denied', note = ?2, decided_at = ?3 \
+         WHERE task_id = ?1 AND status = 'pending'",
+        params![task, note, db::now()],
+    )
+}
+
 /// Expires what waited longer than `timeout_ms`; how many.
 pub fn expire(conn: &Conn, timeout_ms: i64) -> Result<u64> {
     conn.execute(

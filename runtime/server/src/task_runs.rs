@@ -42,6 +42,8 @@ pub fn status_of(result: &Result<RunReply, RunFailure>) -> TaskStatus {
     match result {
         Ok(_) => TaskStatus::Completed,
         Err(f) if f.kind == RunFailureKind::Cancelled => TaskStatus::Cancelled,
+        // Waiting for a person: the run finishes the task once decided.
+        Err(f) if f.kind == RunFailureKind::Paused => TaskStatus::Pending,
         Err(_) => TaskStatus::Error,
     }
 }
@@ -52,6 +54,9 @@ pub struct NewRun {
     pub title: String,
     pub description: String,
     pub profile: String,
+    /// The run may pause for a person's approval, leaving the task pending until it goes on
+    /// (a scheduled run; a component or an MCP client waits for its answer instead).
+    pub may_pause: bool,
 }
 
 /// Runs agents as tasks.
@@ -85,6 +90,7 @@ impl AgentTasks {
         cancel: CancellationToken,
     ) -> (Option<String>, Result<RunReply, RunFailure>) {
         let schedule = schedule.map(str::to_owned);
+        let new_may_pause = new.may_pause;
         let replica = self.replica.clone();
         let created = self
             .db
@@ -113,6 +119,10 @@ impl AgentTasks {
                 };
                 return (None, Err(failure));
             }
+        };
+        let request = RunRequest {
+            task: new_may_pause.then(|| task_id.clone()),
+            ..request
         };
         let result = cancellable(&self.running, &task_id, &cancel, async |cancel| {
             self.agents.run(request, cancel).await

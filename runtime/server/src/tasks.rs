@@ -85,6 +85,9 @@ pub struct Task {
     pub schedule_name: Option<String>,
     /// How often it has started, for a job.
     pub attempt: Option<u32>,
+    /// What a `pending` task's run waits for: `approval` (a person's, of a tool call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -113,7 +116,9 @@ const COLUMNS: &str = "task_id, title, description, agent_profile_name, trace_id
 
 /// A task row with its job's attempt, for reads.
 const SELECT: &str = "SELECT t.task_id, t.title, t.description, t.agent_profile_name, t.trace_id, \
-     t.status, t.schedule_name, t.created_at, t.updated_at, j.attempt \
+     t.status, t.schedule_name, t.created_at, t.updated_at, j.attempt, \
+     CASE WHEN EXISTS (SELECT 1 FROM approvals a WHERE a.task_id = t.task_id \
+       AND a.status = 'pending') THEN 'approval' END \
      FROM tasks t LEFT JOIN adapter_jobs j ON j.task_id = t.task_id";
 
 fn from_row(row: &Row<'_>) -> Result<Task> {
@@ -130,6 +135,7 @@ fn from_row(row: &Row<'_>) -> Result<Task> {
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
         attempt: row.get(9)?,
+        waiting_for: row.get(10)?,
     })
 }
 
@@ -169,6 +175,7 @@ fn insert(conn: &Conn, task: &NewTask<'_>, status: TaskStatus) -> Result<Task> {
         status,
         schedule_name: task.schedule_name.map(str::to_owned),
         attempt: None,
+        waiting_for: None,
         created_at: now.clone(),
         updated_at: now,
     })

@@ -69,7 +69,9 @@ export async function tasksView(main, route, ctx) {
         props: { dataset: { task: task.task_id, status: task.status } },
         cells: [
           h('span', { class: 'task-title', title: task.description || null }, task.title),
-          pill(task.status),
+          task.waiting_for
+            ? h('span', null, pill(task.status), ' ', h('span', { class: 'muted waiting-for' }, `waiting for ${task.waiting_for}`))
+            : pill(task.status),
           task.agent_profile_name || h('span', { class: 'muted' }, '—'),
           timeEl(task.created_at),
           timeEl(task.updated_at),

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use self::pause::{ApprovalRules, Paused, PausedTurn};
+use self::pause::{ApprovalRules, Landing, Paused, PausedTurn};
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
@@ -372,14 +372,18 @@ impl Engine {
             });
         }
         let agent = request.profile.name().to_owned();
-        // Delegated runs answer their parent, not a conversation: they cannot pause.
-        let conversation = conversation.filter(|_| request.parent.is_none());
+        // Delegated runs answer their parent, not a conversation or a task: they cannot pause.
+        let landing = Landing {
+            conversation,
+            task: request.task.clone(),
+        }
+        .unless(request.parent.is_some());
         let run = Run {
             engine: self,
             trace_id: trace_id.clone(),
             agent,
             source: request.source.clone(),
-            conversation,
+            landing,
             depth: request.parent.as_ref().map_or(0, |p| p.depth),
             budget: request
                 .parent
@@ -517,8 +521,8 @@ struct Run<'a> {
     /// The profile it runs as.
     agent: String,
     source: String,
-    /// Where its answer lands; `None` for runs that cannot pause.
-    conversation: Option<String>,
+    /// Where its answer lands, which a run that pauses needs.
+    landing: Landing,
     depth: u32,
     /// LLM calls left to this run's whole tree.
     budget: Budget,
@@ -636,7 +640,7 @@ impl Run<'_> {
     /// Whether a call waits for a person before it runs: an offered tool that needs approval,
     /// in a run that can pause (elsewhere [`Run::invoke_tool`] refuses it).
     fn waits_for_approval(&self, call: &provider::ToolCall) -> bool {
-        self.conversation.is_some() && self.needs_approval(call)
+        self.landing.can_pause() && self.needs_approval(call)
     }
 
     fn needs_approval(&self, call: &provider::ToolCall) -> bool {
@@ -916,9 +920,8 @@ impl AgentRunner for Engine {
                         RunError::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
                         RunError::NotConfigured { .. } => RunFailureKind::NotConfigured,
                         RunError::Cancelled { .. } => RunFailureKind::Cancelled,
-                        RunError::Failed { .. }
-                        | RunError::Paused { .. }
-                        | RunError::Internal(_) => RunFailureKind::Failed,
+                        RunError::Paused { .. } => RunFailureKind::Paused,
+                        RunError::Failed { .. } | RunError::Internal(_) => RunFailureKind::Failed,
                     },
                     message: e.to_string(),
                     trace_id: e.trace_id().map(str::to_owned),

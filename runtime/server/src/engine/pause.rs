@@ -18,6 +18,7 @@ use crate::agents::profiles;
 use crate::approvals::{self, Claimed, NewApproval};
 use crate::conversations;
 use crate::db;
+use crate::tasks::{self, TaskStatus};
 
 /// The tools named by `[tools.<name>] approval = true` (a name ending in `*` covers the
 /// names it starts).
@@ -34,6 +35,24 @@ impl ApprovalRules {
             Some(prefix) => tool.starts_with(prefix),
             None => rule == tool,
         })
+    }
+}
+
+/// Where a paused run's answer goes once it goes on: its conversation, its task, or both.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Landing {
+    pub conversation: Option<String>,
+    pub task: Option<String>,
+}
+
+impl Landing {
+    /// No landing when `cannot` holds (a delegated run answers its parent).
+    pub fn unless(self, cannot: bool) -> Self {
+        if cannot { Self::default() } else { self }
+    }
+
+    pub fn can_pause(&self) -> bool {
+        self.conversation.is_some() || self.task.is_some()
     }
 }
 
@@ -75,7 +94,7 @@ pub(super) enum Decided {
 struct Checkpoint {
     agent: String,
     source: String,
-    conversation: String,
+    landing: Landing,
     model: String,
     system: Option<String>,
     messages: Vec<Message>,
@@ -90,13 +109,11 @@ struct Checkpoint {
 impl Run<'_> {
     /// Writes the checkpoint into a new approval for `call`; the run ends here for now.
     pub(super) async fn pause(&self, chat: &ChatRequest, turn: PausedTurn, call: ToolCall) -> Stop {
-        let Some(conversation) = self.conversation.clone() else {
-            return Stop::Error("a run that cannot pause reached a call that waits".into());
-        };
+        let landing = self.landing.clone();
         let checkpoint = Checkpoint {
             agent: self.agent.clone(),
             source: self.source.clone(),
-            conversation: conversation.clone(),
+            landing: landing.clone(),
             model: chat.model.clone(),
             system: chat.system.clone(),
             messages: chat.messages.clone(),
@@ -127,8 +144,8 @@ impl Run<'_> {
                         tool: &tool,
                         input: &input,
                         agent: &agent,
-                        conversation_id: Some(&conversation),
-                        task_id: None,
+                        conversation_id: landing.conversation.as_deref(),
+                        task_id: landing.task.as_deref(),
                         trace_id: &trace_id,
                         checkpoint: &checkpoint,
                     },
@@ -185,7 +202,7 @@ impl Run<'_> {
 
 impl Engine {
     /// Goes on with a claimed, decided approval's run to its end (its answer lands in its
-    /// conversation) or its next pause. The approval is done with unless `cancel` stopped it,
+    /// conversation, its outcome on its task) or its next pause. The approval is done with unless `cancel` stopped it,
     /// in which case the claim is left to lapse and the run goes on later.
     pub async fn resume(
         self: &Arc<Self>,
@@ -209,22 +226,40 @@ impl Engine {
             },
             _ => Decided::Expired,
         };
+        if let Some(task) = approval.task_id.clone() {
+            self.db
+                .call(move |conn| tasks::set_status(conn, &task, TaskStatus::Running))
+                .await?;
+        }
         let result = self
             .go_on(checkpoint, &approval.trace_id, decided, cancel)
             .await;
         if matches!(result, Err(RunError::Cancelled { .. })) && cancel.is_cancelled() {
             return Ok(result);
         }
-        let (id, conversation) = (approval.id.clone(), approval.conversation_id.clone());
+        let (id, conversation, task) = (
+            approval.id.clone(),
+            approval.conversation_id.clone(),
+            approval.task_id.clone(),
+        );
         let answer = match &result {
             Ok(output) => Some((output.text.clone(), serde_json::json!(output.tool_calls))),
             Err(_) => None,
+        };
+        let status = match &result {
+            Ok(_) => TaskStatus::Completed,
+            Err(RunError::Paused { .. }) => TaskStatus::Pending,
+            Err(RunError::Cancelled { .. }) => TaskStatus::Cancelled,
+            Err(_) => TaskStatus::Error,
         };
         let trace_id = approval.trace_id.clone();
         self.db
             .call(move |conn| {
                 if let (Some(conversation), Some((text, calls))) = (conversation, answer) {
                     conversations::answer(conn, &conversation, &text, &calls, &trace_id)?;
+                }
+                if let Some(task) = task {
+                    tasks::record_run(conn, &task, Some(status), Some(&trace_id))?;
                 }
                 approvals::resumed(conn, &id)
             })
@@ -259,7 +294,7 @@ impl Engine {
             trace_id: trace_id.to_owned(),
             agent: checkpoint.agent,
             source: checkpoint.source,
-            conversation: Some(checkpoint.conversation),
+            landing: checkpoint.landing,
             depth: 0,
             budget: Budget::new(self.llm_call_budget.saturating_sub(checkpoint.iterations)),
             offered: specs.iter().map(|s| s.name.clone()).collect(),

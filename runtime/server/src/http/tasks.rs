@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{ApiResult, Page, PathParam, QueryParams};
 use super::guards::LoopbackPeer;
+use crate::approvals;
 use crate::bus::Event;
 use crate::tasks::{self, Removal, TaskStatus};
 
@@ -51,8 +52,17 @@ pub async fn remove(
     let id = task_id.clone();
     let result = app
         .db
-        .call(move |conn| tasks::cancel_or_delete(conn, &id))
+        .call(move |conn| {
+            let result = tasks::cancel_or_delete(conn, &id)?;
+            // A run waiting for approval is told no; it finishes, and the task stays cancelled.
+            let denied = approvals::deny_for_task(conn, &id, "the task was cancelled")?;
+            Ok((result, denied))
+        })
         .await?;
+    let (result, denied) = result;
+    if denied > 0 {
+        app.approvals_decided.notify_one();
+    }
     if result == Removal::Cancelled {
         // Stops the work itself, on whichever replica runs it.
         app.bus.publish(Event::TaskCancelled(task_id.clone()));

@@ -165,6 +165,7 @@ impl Agents {
             title: prompt.clone(),
             description: format!("asked over MCP by {client}"),
             profile: profile.clone(),
+            may_pause: false,
         };
         let request = RunRequest {
             history,

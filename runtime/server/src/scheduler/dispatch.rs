@@ -40,6 +40,7 @@ impl Dispatcher {
             title: format!("Scheduled run: {}", due.name),
             description: due.prompt.clone(),
             profile: due.agent.clone(),
+            may_pause: true,
         };
         let span = tracing::info_span!(
             target: TARGET,

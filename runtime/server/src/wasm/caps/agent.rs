@@ -248,6 +248,7 @@ impl HostState {
             source: caller.adapter.clone(),
             parent: self.run.as_ref().map(Parent::child),
             conversation,
+            task: None,
         };
         let (cancel, job_task) = (
             self.cancel.child_token(),
@@ -263,6 +264,7 @@ impl HostState {
                         title: run.prompt.clone(),
                         description: format!("{} agent run", caller.adapter),
                         profile,
+                        may_pause: false,
                     };
                     tasks.as_task(new, run, cancel).await
                 }
@@ -276,7 +278,8 @@ impl HostState {
                 RunFailureKind::Invalid => FailureKind::Invalid,
                 RunFailureKind::UnknownAgent => FailureKind::UnknownAgent,
                 RunFailureKind::NotConfigured => FailureKind::NotConfigured,
-                RunFailureKind::Failed => FailureKind::Failed,
+                // A component's run never pauses (it names no task); failed, should it.
+                RunFailureKind::Failed | RunFailureKind::Paused => FailureKind::Failed,
                 RunFailureKind::Cancelled => FailureKind::Cancelled,
             },
             message: failure.message,
