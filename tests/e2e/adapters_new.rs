@@ -186,6 +186,14 @@ fn adapters_new_refuses_bad_names_and_existing_folders() {
             "already exists",
         ),
         (vec!["fine", "--lang", "cobol"], "invalid value 'cobol'"),
+        (
+            vec!["email", "--lang", "rust", "--replace"],
+            "the name of a native adapter",
+        ),
+        (
+            vec!["teamchat", "--lang", "rust"],
+            "pass --replace to write one that replaces it",
+        ),
     ] {
         let out = new(&args);
         let said = String::from_utf8_lossy(&out.stderr);
@@ -198,6 +206,21 @@ fn adapters_new_refuses_bad_names_and_existing_folders() {
         std::fs::read_dir(&taken).unwrap().count(),
         1,
         "the existing folder is untouched"
+    );
+    assert!(!Path::new("teamchat").exists() && !Path::new("email").exists());
+    let replacing = tmp.path().join("my-teamchat");
+    let out = new(&[
+        "teamchat",
+        "--lang",
+        "rust",
+        "--replace",
+        "--dir",
+        replacing.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // The default folder is ./NAME.

@@ -86,6 +86,26 @@ async fn create_rejects_bad_input_without_writing() {
             "not valid",
             "tools",
         ),
+        (
+            json!({"name": ".", "system_prompt": "x"}),
+            "usable in a web address",
+            "name",
+        ),
+        (
+            json!({"name": "..", "system_prompt": "x"}),
+            "usable in a web address",
+            "name",
+        ),
+        (
+            json!({"name": "a/b", "system_prompt": "x"}),
+            "usable in a web address",
+            "name",
+        ),
+        (
+            json!({"name": "50%", "system_prompt": "x"}),
+            "usable in a web address",
+            "name",
+        ),
     ];
     for (body, message, field) in cases {
         let answer = server.post("/api/agents", body.clone()).await;

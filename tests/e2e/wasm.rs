@@ -703,6 +703,15 @@ async fn the_adapters_cli_installs_lists_and_removes_while_the_server_runs() {
 
     // Validated before anything is copied: a 0.1 component importing interfaces it was
     // granted nothing of is refused, with what it asks for and a grant that would allow it.
+    // A file that is not WebAssembly at all: one line saying so, not a dump of its bytes.
+    let garbage = tmp.path().join("garbage.wasm");
+    std::fs::write(&garbage, [0xf2u8, 0xf5, 0x6a, 0x97].repeat(500)).unwrap();
+    let out = cli(&["adapters", "install", garbage.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(said.contains("not a WebAssembly file"), "{said}");
+
     let refused = cli(&["adapters", "install", echo_v0_1().to_str().unwrap()]);
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);

@@ -30,6 +30,13 @@ use crate::tasks::RunningTasks;
 use crate::telemetry::metrics::metrics;
 use crate::wasm::{Components, Loader, Sandbox, Services, ToolBridge};
 
+/// The native adapters' names, which no component may take.
+pub const NATIVE_NAMES: [&str; 3] = [
+    scheduler::NAME,
+    service_guildchat::NAME,
+    service_email::NAME,
+];
+
 pub struct App {
     pub data_dir: PathBuf,
     pub config: FileConfig,
@@ -216,6 +223,7 @@ impl App {
             Arc::new(service_guildchat::GuildchatAdapter::new()),
             Arc::new(service_email::EmailAdapter::new()),
         ];
+        debug_assert!(natives.iter().all(|a| NATIVE_NAMES.contains(&a.name())));
         let native_names = natives.iter().map(|a| a.name().to_owned()).collect();
         for native in natives {
             supervisor.add_native(native);

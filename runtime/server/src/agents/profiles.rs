@@ -183,6 +183,13 @@ fn validate_name(name: Option<String>) -> Result<String> {
             "name must not contain control characters",
         ));
     }
+    // A profile is managed at /api/agents/{name}: its name must be one path segment there.
+    if name == "." || name == ".." || name.contains(['/', '\\', '?', '#', '%']) {
+        return Err(Error::field(
+            "name",
+            "name must be usable in a web address: not . or .., and none of / \\ ? # %",
+        ));
+    }
     Ok(name)
 }
 

@@ -44,6 +44,10 @@ pub enum AdaptersCommand {
         /// The folder to create [default: ./NAME]; an existing one is refused
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Take the name of a bundled adapter (teamchat, webhook, ...): installed, yours
+        /// replaces it
+        #[arg(long)]
+        replace: bool,
     },
 }
 
@@ -126,7 +130,13 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
             let app = App::open(data_dir, Role::Command).await?;
             print!("{}", list(&inventory(app.components.loader())));
         }
-        AdaptersCommand::New { name, lang, dir } => {
+        AdaptersCommand::New {
+            name,
+            lang,
+            dir,
+            replace,
+        } => {
+            scaffold::check_free(&name, replace)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             print!("{}", scaffold::create(&name, lang, &dir)?);
         }

@@ -7,6 +7,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use service_runtime::app::NATIVE_NAMES;
+use service_runtime::wasm::bundled::BUNDLED;
 use service_runtime::wasm::check_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -116,6 +118,21 @@ impl Lang {
             Self::Js => &JS,
         }
     }
+}
+
+/// Refuses the name of a native adapter (no component can take it), and of a bundled one
+/// unless `replace` says the author means to replace it.
+pub fn check_free(name: &str, replace: bool) -> anyhow::Result<()> {
+    if NATIVE_NAMES.contains(&name) {
+        anyhow::bail!("{name:?} is the name of a native adapter of this server: choose another");
+    }
+    if !replace && BUNDLED.iter().any(|b| b.name == name) {
+        anyhow::bail!(
+            "{name:?} is the name of an adapter bundled with this server: choose another, or \
+             pass --replace to write one that replaces it once installed"
+        );
+    }
+    Ok(())
 }
 
 /// Writes the project of adapter `name` into `dir`, which must not exist yet. Returns what to

@@ -49,8 +49,19 @@ pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Co
             if let Some(Err(e)) = cached {
                 tracing::warn!("ignoring unusable cache entry {}: {e:#}", path.display());
             }
-            let component = Component::new(engine, bytes)
-                .map_err(|e| anyhow::anyhow!("not a valid component: {e:#}"))?;
+            if !bytes.starts_with(b"\0asm") {
+                // wasmparser's own message lists the bytes one per line.
+                anyhow::bail!(
+                    "not a valid component: not a WebAssembly file (it does not start with \\0asm)"
+                );
+            }
+            let component = Component::new(engine, bytes).map_err(|e| {
+                let message = format!("{e:#}");
+                anyhow::anyhow!(
+                    "not a valid component: {}",
+                    message.split_whitespace().collect::<Vec<_>>().join(" ")
+                )
+            })?;
             match write_cache(&path, &component.serialize()?) {
                 // Whoever writes keeps the cap: the server, or `adapters install` while it
                 // is down.
