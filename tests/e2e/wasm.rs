@@ -999,7 +999,20 @@ async fn a_component_still_being_written_loads_only_once_complete() {
     std::fs::write(junk.path(), b"\0asm junk").unwrap();
     drop_in(&server, "broken", junk.path(), "");
     eventually(10, async || server.adapter("broken").await).await;
-    assert_eq!(server.adapter("echo").await, None, "half a file was loaded");
+    // Not loaded, but shown as loading from the start: its routes answer 503, never 404.
+    let entry = server.adapter("echo").await.unwrap();
+    assert_eq!(
+        (&entry["note"], &entry["version"]),
+        (&json!("loading"), &Value::Null),
+        "half a file was loaded: {entry}"
+    );
+    let (status, said) = get(&server, "/api/adapters/echo/hello").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{said}");
+    let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+    assert!(
+        log.contains("component found in the adapters folder"),
+        "{log}"
+    );
 
     done.store(true, Ordering::Relaxed);
     let (mut file, written) = writer.join().unwrap();

@@ -117,6 +117,7 @@ impl Components {
         mut files: BTreeMap<String, Files>,
         unfinished: &BTreeSet<String>,
     ) {
+        self.announce_new(&files);
         let before = {
             let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
             for name in unfinished {
@@ -151,6 +152,18 @@ impl Components {
         }
         if changed {
             self.prune_cache();
+        }
+    }
+
+    /// A component that appeared in the folder (complete, or still being copied) and that no
+    /// entry knows shows as loading at once, so its routes answer 503, not 404, while it is
+    /// written and compiled (a big one takes seconds).
+    fn announce_new(&self, files: &BTreeMap<String, Files>) {
+        for (name, _) in files.iter().filter(|(_, f)| f.wasm.is_some()) {
+            if self.supervisor.registry().get(name).is_none() {
+                self.supervisor.loading(name);
+                tracing::info!(adapter = %name, "component found in the adapters folder; loading");
+            }
         }
     }
 
