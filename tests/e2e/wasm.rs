@@ -87,6 +87,18 @@ async fn a_dropped_in_component_serves_with_its_granted_capabilities() {
         (Some("running"), Some("1"))
     );
     assert_eq!(echo["supports_toggle"], true, "it exports lifecycle");
+    // A route it serves with another method is a 405 naming the ones it takes; no route, 404.
+    let wrong = reqwest::Client::new()
+        .delete(server.url("/api/adapters/echo/hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(wrong.headers()["allow"], "GET");
+    assert_eq!(
+        get(&server, "/api/adapters/echo/nowhere").await.0,
+        StatusCode::NOT_FOUND
+    );
     let capabilities: Vec<&str> = echo["capabilities"]
         .as_array()
         .unwrap()

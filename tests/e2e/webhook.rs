@@ -98,7 +98,8 @@ async fn signed_requests_run_agents() {
     }
 
     let (status, answer) = server.get("/api/adapters/webhook/run").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{answer}");
+    assert_eq!(answer["error"], "GET /run is served for POST only");
 }
 
 #[tokio::test]

@@ -99,9 +99,11 @@ impl Route {
 
     /// Whether a request's method and path fall on this route.
     pub fn matches(&self, method: &str, path: &str) -> bool {
-        if !self.method.eq_ignore_ascii_case(method) {
-            return false;
-        }
+        self.method.eq_ignore_ascii_case(method) && self.covers(path)
+    }
+
+    /// Whether a request's path falls on this route, whatever its method.
+    pub fn covers(&self, path: &str) -> bool {
         match self.path.strip_suffix('*') {
             Some(prefix) => path.len() > prefix.len() && path.starts_with(prefix),
             None => self.path == path,
@@ -160,6 +162,11 @@ impl Routes {
     }
 
     /// The handler of the route matching `method path`, if any.
+    /// The routes, without their handlers.
+    pub fn declared(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter().map(|(route, _)| route)
+    }
+
     pub fn find(&self, method: &str, path: &str) -> Option<RouteHandler> {
         self.routes
             .iter()

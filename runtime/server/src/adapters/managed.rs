@@ -3,7 +3,7 @@
 use std::any::Any;
 
 use futures_util::future::BoxFuture;
-use service_contract::{AdapterEntry, AdapterError, HttpRequest, HttpResponse};
+use service_contract::{AdapterEntry, AdapterError, HttpRequest, HttpResponse, Route};
 
 /// Why an adapter did not answer a request.
 #[derive(Debug, Clone)]
@@ -34,6 +34,36 @@ pub trait Managed: Any + Send + Sync {
 }
 
 /// A JSON error answer, as every API error is.
+/// The answer to a request no route takes: 405 with `Allow` when routes serve its path with
+/// other methods, 404 otherwise.
+pub fn no_route<'a>(
+    routes: impl Iterator<Item = &'a Route>,
+    request: &HttpRequest,
+) -> HttpResponse {
+    let mut allowed: Vec<&str> = routes
+        .filter(|route| route.covers(&request.path))
+        .map(|route| route.method.as_str())
+        .collect();
+    allowed.sort_unstable();
+    allowed.dedup();
+    if allowed.is_empty() {
+        return json_error(
+            404,
+            &format!("no route {} {}", request.method, request.path),
+        );
+    }
+    let allow = allowed.join(", ");
+    let mut answer = json_error(
+        405,
+        &format!(
+            "{} {} is served for {allow} only",
+            request.method, request.path
+        ),
+    );
+    answer.headers.push(("allow".into(), allow));
+    answer
+}
+
 pub fn json_error(status: u16, message: &str) -> HttpResponse {
     HttpResponse {
         status,

@@ -10,7 +10,7 @@ mod singletons;
 mod supervisor;
 mod toggles;
 
-pub use managed::{CallError, Managed, json_error};
+pub use managed::{CallError, Managed, json_error, no_route};
 pub use records::{DbFeedback, DbTasks};
 pub use singletons::{Singletons, TAKEOVER};
 pub use supervisor::{Refusal, START_LIMIT, STOP_LIMIT, Supervisor, ToggleError};

@@ -12,7 +12,7 @@ use service_contract::{
     HttpResponse, Routes,
 };
 
-use super::managed::{CallError, Managed, json_error};
+use super::managed::{CallError, Managed, no_route};
 
 /// How long a native route may take to answer.
 const ROUTE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,8 +80,7 @@ impl Managed for Native {
     fn handle_http(&self, request: HttpRequest) -> BoxFuture<'_, Result<HttpResponse, CallError>> {
         async move {
             let Some(handler) = self.routes.find(&request.method, &request.path) else {
-                let message = format!("no route {} {}", request.method, request.path);
-                return Ok(json_error(404, &message));
+                return Ok(no_route(self.routes.declared(), &request));
             };
             let outcome = tokio::time::timeout(
                 ROUTE_TIMEOUT,

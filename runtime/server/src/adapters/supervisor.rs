@@ -994,8 +994,11 @@ mod tests {
                 .is_some()
         );
         let (status, _, body) = call("POST", "/api/adapters/pinger/ping").await;
+        assert_eq!(status, 405, "{body}");
+        assert!(body.contains("POST /ping is served for GET only"), "{body}");
+        let (status, _, body) = call("GET", "/api/adapters/pinger/nowhere").await;
         assert_eq!(status, 404, "{body}");
-        assert!(body.contains("no route POST /ping"), "{body}");
+        assert!(body.contains("no route GET /nowhere"), "{body}");
 
         let (status, _, body) = call("GET", "/api/adapters/pinger/boom").await;
         assert_eq!(status, 500, "{body}");

@@ -14,7 +14,7 @@ use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedT
 use super::grants::Request;
 use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
 use super::state::JobContext;
-use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, json_error};
+use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, no_route};
 
 pub struct Generation {
     pub name: String,
@@ -177,8 +177,7 @@ impl Managed for Generation {
                 .iter()
                 .any(|route| route.matches(&request.method, &request.path))
             {
-                let message = format!("no route {} {}", request.method, request.path);
-                return Ok(json_error(404, &message));
+                return Ok(no_route(self.routes.iter(), &request));
             }
             let limit = self.prepared.caller.granted.limits.handle_http();
             self.sandbox
