@@ -135,7 +135,8 @@ async fn settled_jobs(server: &Server) -> Vec<Value> {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|t| t["title"] == "teamchat job")
+            // A job's task counts its attempts.
+            .filter(|t| t["attempt"].is_number())
             .cloned()
             .collect();
         let settled = jobs
@@ -301,6 +302,24 @@ async fn mentions_in_threads_and_direct_messages_get_replies() {
     })
     .await;
     assert!(runs.iter().all(|(_, trace)| trace["status"] == "ok"));
+    // Titled by what they did, with their agent, not as "teamchat job".
+    let mut titles: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|(task, _)| {
+            (
+                task["title"].as_str().unwrap(),
+                task["agent_profile_name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    titles.sort_unstable();
+    assert_eq!(
+        titles,
+        [
+            ("teamchat: <@U2> what is the plan?", "default"),
+            ("teamchat: hello in private", "default")
+        ]
+    );
     assert_eq!(api.posted().len(), 2, "ignored events post nothing");
     let entry = server.adapter("teamchat").await.unwrap();
     assert!(entry["last_activity_at"].is_string());

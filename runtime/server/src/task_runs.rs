@@ -141,6 +141,16 @@ impl AgentTasks {
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<RunReply, RunFailure> {
+        let (task, agent) = (task_id.to_owned(), request.profile.name().to_owned());
+        let title = format!("{}: {}", request.source, request.prompt.trim());
+        let title: String = title.chars().take(TITLE_CHARS).collect();
+        let named = self
+            .db
+            .call(move |conn| tasks::name_run(conn, &task, &title, &agent))
+            .await;
+        if let Err(e) = named {
+            tracing::warn!("cannot name a job's task after its run: {e}");
+        }
         let result = self.agents.run(request, cancel).await;
         self.record(task_id, None, &result).await;
         result

@@ -263,6 +263,17 @@ pub fn record_run(
     Ok(())
 }
 
+/// Names what a job's task did once its first agent run starts: titled by the run (`title`)
+/// and naming its agent, instead of `<adapter> job`. Later runs of the job change nothing.
+pub fn name_run(conn: &Conn, task_id: &str, title: &str, agent: &str) -> Result<()> {
+    conn.execute(
+        "UPDATE tasks SET title = ?2, agent_profile_name = ?3 \
+         WHERE task_id = ?1 AND agent_profile_name IS NULL",
+        params![task_id, title, agent],
+    )?;
+    Ok(())
+}
+
 /// Cancels a pending or running task; deletes a finished one.
 pub fn cancel_or_delete(conn: &mut Conn, task_id: &str) -> Result<Removal> {
     conn.transaction(|tx| {
