@@ -50,6 +50,13 @@ fn create_and_build(name: &str, lang: &str, projects: &Path) -> PathBuf {
         String::from_utf8_lossy(&created.stderr)
     );
     let stdout = String::from_utf8(created.stdout).unwrap();
+    let first = printed(&stdout, "first:");
+    assert!(
+        ["rustup target add", "pip install", "npm install"]
+            .iter()
+            .any(|step| first.starts_with(step)),
+        "{stdout}"
+    );
     for file in ["wit/adapter.wit", "grant.toml", "README.md", ".gitignore"] {
         assert!(dir.join(file).is_file(), "{lang}: no {file}");
     }
@@ -132,6 +139,11 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
             entry["capabilities"],
             serde_json::json!(["agent"]),
             "{entry}"
+        );
+        assert_eq!(
+            entry["metadata"]["ungranted_imports"],
+            Value::Null,
+            "the template imports only what its grant allows: {entry}"
         );
 
         let hello = reqwest::get(server.url(&format!("/api/adapters/{name}/hello")))

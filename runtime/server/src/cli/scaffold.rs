@@ -27,6 +27,8 @@ struct Template {
     files: &'static [File],
     /// What the README says to install once.
     setup: &'static str,
+    /// The command that installs it, printed before the build.
+    prepare: &'static str,
     /// The one build command, run in the project folder.
     build: &'static str,
     /// Where the build writes the component, in the project folder.
@@ -59,6 +61,7 @@ const RUST: Template = Template {
         (".gitignore", include_str!("../../templates/rust/gitignore")),
     ],
     setup: "Needs Rust and its `wasm32-wasip2` target (`rustup target add wasm32-wasip2`).",
+    prepare: "rustup target add wasm32-wasip2",
     build: "cargo build --release --target wasm32-wasip2",
     component: "target/wasm32-wasip2/release/adapter.wasm",
     file_rows: "| `src/lib.rs` | the adapter: `describe`, its routes |\n\
@@ -78,8 +81,10 @@ const PYTHON: Template = Template {
             include_str!("../../templates/python/gitignore"),
         ),
     ],
-    setup: "Needs `pip install componentize-py==0.25.1` (it brings its own CPython).",
-    build: "componentize-py -d wit -w service:adapter/adapter@0.2.1 componentize -p . app -o {{name}}.wasm",
+    setup: "Needs `pip install componentize-py==0.25.1` (it brings its own CPython). It builds \
+            against the `agent-adapter` world, which imports only what its grant allows.",
+    prepare: "pip install componentize-py==0.25.1",
+    build: "componentize-py -d wit -w service:adapter/agent-adapter@0.2.1 componentize -p . app -o {{name}}.wasm",
     component: "{{name}}.wasm",
     file_rows: "| `app.py` | the adapter: `describe`, its routes |\n\
                 | `guest_util.py` | the plumbing: answers, `{\"error\": ...}`, request parts, a route table |\n",
@@ -102,7 +107,9 @@ const JS: Template = Template {
     setup: "Needs Node.js 20 or later; `npm install` once installs the build tools \
             (componentize-js and jco, pinned in `package.json`). The build disables \
             componentize-js's `http` and `fetch-event` features: they import `wasi:http`, which \
-            the host does not link (outbound HTTP goes through the contract's `outbound-http`).",
+            the host does not link (outbound HTTP goes through the contract's `outbound-http`). \
+            It builds against the `agent-adapter` world, which imports only what its grant allows.",
+    prepare: "npm install",
     build: "npm run build",
     component: "{{name}}.wasm",
     file_rows: "| `app.js` | the adapter: `describe`, its routes |\n\
@@ -162,9 +169,10 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<String> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(fill(&format!(
-        "created {} ({} adapter {name})\nbuild:     {}\ncomponent: {}\n",
+        "created {} ({} adapter {name})\nfirst:     {}\nbuild:     {}\ncomponent: {}\n",
         dir.display(),
         template.language,
+        template.prepare,
         template.build,
         template.component,
     )))
