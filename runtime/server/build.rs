@@ -26,8 +26,15 @@ fn main() {
         manifest_dir.join("../../wit").display()
     );
 
+    // Missing, the target's folder makes Cargo run this script at every build, so the bundled
+    // adapters appear at the first build after `rustup target add` (nothing else changed).
+    let target_lib = target_lib();
+    if let Some(lib) = &target_lib {
+        println!("cargo:rerun-if-changed={}", lib.display());
+    }
+
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let built = if target_installed() {
+    let built = if target_lib.as_ref().is_some_and(|lib| lib.is_dir()) {
         Some(build(&guests, &guest_target_dir(&out_dir)))
     } else {
         println!(
@@ -55,16 +62,17 @@ fn main() {
     std::fs::write(out_dir.join("bundled.rs"), format!("&[\n{code}]\n")).unwrap();
 }
 
-/// Whether the compiler's sysroot has the standard library for the guest target.
-fn target_installed() -> bool {
+/// Where the compiler's sysroot keeps the guest target's standard library (a folder that
+/// exists once the target is installed).
+fn target_lib() -> Option<PathBuf> {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let sysroot = Command::new(rustc)
         .args(["--print", "sysroot"])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    sysroot.is_some_and(|root| Path::new(&root).join("lib/rustlib").join(TARGET).is_dir())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())?;
+    Some(Path::new(&sysroot).join("lib/rustlib").join(TARGET))
 }
 
 /// `<target>/wasm-guests`, beside this build's profile directory (`OUT_DIR` is
