@@ -8,6 +8,11 @@
 //! time measured in the same run. Target: a cached component answers within 100 ms of its copy
 //! with notifications.
 
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
+use stats::{median, ms};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -133,28 +138,15 @@ async fn measure(wasm: &Path, env: &[(&str, &str)]) -> (Vec<Duration>, Vec<Durat
     (cached, uncached)
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn main() {
     let wasm = guests::guest("echo");
     let bytes = std::fs::read(&wasm).unwrap();
     let engine = wasmtime::Engine::default();
-    let compile = median(
-        (0..ROUNDS)
-            .map(|_| {
-                let started = Instant::now();
-                wasmtime::component::Component::new(&engine, &bytes).unwrap();
-                started.elapsed()
-            })
-            .collect(),
-    );
+    let compile = median((0..ROUNDS).map(|_| {
+        let started = Instant::now();
+        wasmtime::component::Component::new(&engine, &bytes).unwrap();
+        started.elapsed()
+    }));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     println!(
         "copy-to-first-answer of echo ({} KB), median of {ROUNDS}; its bare compile: {:.1} ms",

@@ -7,6 +7,11 @@
 //! guests that make the host work for them (HMACs over 60 MiB of their memory, one after the
 //! other). Targets: p99 under 20 ms, and under twice the idle p99 (medians over the rounds).
 
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
+use stats::{median, ms};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -103,10 +108,6 @@ async fn measure(client: &reqwest::Client, base: &str, path: &str) -> Figures {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 async fn both(client: &reqwest::Client, base: &str) -> [Figures; 2] {
     [
         measure(client, base, "/api/health").await,
@@ -170,11 +171,6 @@ async fn keep_busy(
     requests
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -212,13 +208,12 @@ fn main() {
             println!("  guests {what}:");
             for (i, label) in ["/api/health", "echo GET /hello"].into_iter().enumerate() {
                 let p = |rounds: &[[Figures; 2]], f: fn(&Figures) -> Duration| {
-                    median(rounds.iter().map(|r| ms(f(&r[i]))).collect())
+                    median(rounds.iter().map(|r| ms(f(&r[i]))))
                 };
                 let ratio = median(
                     idle.iter()
                         .zip(busy)
-                        .map(|(idle, busy)| ms(busy[i].p99) / ms(idle[i].p99))
-                        .collect(),
+                        .map(|(idle, busy)| ms(busy[i].p99) / ms(idle[i].p99)),
                 );
                 let busy_p99 = p(busy, |f| f.p99);
                 let ok = busy_p99 < 20.0 && ratio < 2.0;

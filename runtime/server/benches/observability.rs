@@ -17,11 +17,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 // Shared with the teamchat delivery benches, which use other parts of it.
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
 #[allow(dead_code)]
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;
 
-use teamchat_load::{Fakes, Server, burst, data_dir, ms, quantile, targets, verdict};
+use stats::{ms, verdict};
+use teamchat_load::{Fakes, Server, burst, data_dir, quantile, targets};
 
 const TARGET_RATIO: f64 = 1.2;
 const MENTIONS: usize = 1_000;

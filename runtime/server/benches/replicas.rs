@@ -25,6 +25,10 @@
 use std::time::{Duration, Instant};
 
 // Shared with the teamchat delivery bench, which uses other parts of it.
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
 #[allow(dead_code)]
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;
@@ -33,9 +37,9 @@ mod teamchat_load;
 #[path = "../../../tests/shared/postgres.rs"]
 mod postgres;
 
+use stats::{ms, verdict};
 use teamchat_load::{
-    ACK_TARGET, Acks, Fakes, Server, burst, data_dir, ms, quantile, resend_unacknowledged, targets,
-    verdict,
+    ACK_TARGET, Acks, Fakes, Server, burst, data_dir, quantile, resend_unacknowledged, targets,
 };
 
 const MODEL_CALLS_AT_ONCE: usize = 64;

@@ -3,6 +3,11 @@
 //! plain read of every schedule row: what a tick that looked at each schedule would pay
 //! before doing any planning at all.
 
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
+use stats::{median, ms};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -17,15 +22,6 @@ use service_runtime::scheduler::tick::plan_tick;
 const SCHEDULES: usize = 10_000;
 const DUE: usize = 1_000;
 const ROUNDS: usize = 25;
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// Backdates the first `DUE` schedules so they fire at the next tick.
 fn make_due(conn: &Conn) -> service_runtime::error::Result<()> {
@@ -76,48 +72,36 @@ fn main() {
     let tick = Duration::from_secs(30);
     let none = HashSet::new();
 
-    let baseline = median(
-        (0..ROUNDS)
-            .map(|_| {
-                let started = Instant::now();
-                let rows = db.blocking(|conn| store::list(conn)).unwrap().len();
-                assert_eq!(rows, SCHEDULES);
-                started.elapsed()
-            })
-            .collect(),
-    );
+    let baseline = median((0..ROUNDS).map(|_| {
+        let started = Instant::now();
+        let rows = db.blocking(|conn| store::list(conn)).unwrap().len();
+        assert_eq!(rows, SCHEDULES);
+        started.elapsed()
+    }));
 
-    let idle = median(
-        (0..ROUNDS)
-            .map(|_| {
-                let started = Instant::now();
-                let plan = db
-                    .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
-                    .unwrap();
-                assert!(plan.due.is_empty());
-                started.elapsed()
-            })
-            .collect(),
-    );
+    let idle = median((0..ROUNDS).map(|_| {
+        let started = Instant::now();
+        let plan = db
+            .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
+            .unwrap();
+        assert!(plan.due.is_empty());
+        started.elapsed()
+    }));
 
-    let busy = median(
-        (0..ROUNDS)
-            .map(|_| {
-                db.blocking(|conn| make_due(conn)).unwrap();
-                let started = Instant::now();
-                let plan = db
-                    .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
-                    .unwrap();
-                let elapsed = started.elapsed();
-                assert_eq!(
-                    plan.due.len() + plan.problems.len(),
-                    DUE - DUE / 3,
-                    "skip-policy schedules are late and do not fire"
-                );
-                elapsed
-            })
-            .collect(),
-    );
+    let busy = median((0..ROUNDS).map(|_| {
+        db.blocking(|conn| make_due(conn)).unwrap();
+        let started = Instant::now();
+        let plan = db
+            .blocking(|conn| plan_tick(conn, Utc::now(), tick, &tz, &none))
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(
+            plan.due.len() + plan.problems.len(),
+            DUE - DUE / 3,
+            "skip-policy schedules are late and do not fire"
+        );
+        elapsed
+    }));
 
     println!("scheduler tick over {SCHEDULES} enabled schedules (median of {ROUNDS})");
     println!(

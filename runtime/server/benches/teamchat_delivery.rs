@@ -23,12 +23,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;
 
-use teamchat_load::{
-    ACK_TARGET, Fakes, Server, burst, data_dir, ms, resend_unacknowledged, targets, verdict,
-};
+use stats::{ms, verdict};
+use teamchat_load::{ACK_TARGET, Fakes, Server, burst, data_dir, resend_unacknowledged, targets};
 
 const MODEL_TIME: Duration = Duration::from_secs(10);
 const MODEL_CALLS_AT_ONCE: usize = 64;

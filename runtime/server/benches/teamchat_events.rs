@@ -8,6 +8,11 @@
 //! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
 //!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
 
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "shared/stats.rs"]
+mod stats;
+use stats::{median, ms, verdict};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -258,20 +263,6 @@ async fn in_process(app: &App) -> Duration {
     }
     samples.sort();
     samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "MISSED" }
 }
 
 fn main() {

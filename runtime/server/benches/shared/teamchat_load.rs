@@ -3,6 +3,7 @@
 //! mention, a fake OpenAI-compatible model with a fixed answer time and a cap on calls at once,
 //! and signed mentions sent at a steady rate with their ack latencies.
 
+use crate::stats::ms;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -34,10 +35,6 @@ fn unix_now() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64
-}
-
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 async fn serve(router: axum::Router) -> String {
@@ -374,10 +371,6 @@ pub async fn resend_unacknowledged(client: &reqwest::Client, base: &str, acks: &
             acks.record(n, sent, true);
         }
     }
-}
-
-pub fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "MISSED" }
 }
 
 /// The fakes, and the settings that point a server at them.
