@@ -478,6 +478,10 @@ async fn hostile_components_are_contained() {
             .starts_with("Timeout:"),
         "{entry_now}"
     );
+    assert!(
+        entry_now["error_at"].is_string(),
+        "an error says when: {entry_now}"
+    );
 
     // Each misdeed: what the caller gets, and what the entry records (the details stay on
     // the entry; the caller learns only the kind).

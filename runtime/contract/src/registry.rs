@@ -46,6 +46,8 @@ pub struct AdapterEntry {
     pub error_count: u64,
     /// The most recent error as `<Type>: <message>`.
     pub error_message: Option<String>,
+    /// When it happened (UTC ISO 8601).
+    pub error_at: Option<String>,
     /// True when the adapter has both `start` and `stop`.
     pub supports_toggle: bool,
     pub version: Option<String>,
@@ -69,6 +71,7 @@ impl AdapterEntry {
             last_activity_at: None,
             error_count: 0,
             error_message: None,
+            error_at: None,
             supports_toggle: false,
             version: None,
             capabilities: Vec::new(),
@@ -90,7 +93,8 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn now() -> String {
+/// Now, as entries write times (UTC ISO 8601, milliseconds).
+pub fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
@@ -191,6 +195,7 @@ impl AdapterRegistry {
             e.status = AdapterStatus::Error;
             e.error_count += 1;
             e.error_message = Some(format!("{kind}: {message}"));
+            e.error_at = Some(now());
         });
     }
 
@@ -203,6 +208,7 @@ impl AdapterRegistry {
         self.update(name, |e| {
             e.error_count += 1;
             e.error_message = Some(format!("{kind}: {message}"));
+            e.error_at = Some(now());
         });
     }
 

@@ -72,8 +72,11 @@ function facts(adapter) {
 function errorCell(adapter) {
   if (!adapter.error_message) return h('span', { class: 'muted' }, '—');
   // One line cut with an ellipsis on wide screens, the full message on hover (title); narrow
-  // screens (touch, no hover) wrap it whole.
-  return h('span', { class: 'truncate error-text', title: adapter.error_message }, adapter.error_message);
+  // screens (touch, no hover) wrap it whole. An adapter no longer in error shows its last
+  // error muted, as history.
+  const current = adapter.status === 'error';
+  return h('span', { class: `truncate ${current ? 'error-text' : 'muted'}`, title: adapter.error_message },
+    adapter.error_at ? [timeEl(adapter.error_at), ': '] : null, adapter.error_message);
 }
 
 /** One adapter. Its parts carry `data-cell` in a fixed order (name, kind, status, activity,

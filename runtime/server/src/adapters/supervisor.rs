@@ -265,6 +265,7 @@ impl Supervisor {
                 entry.status = AdapterStatus::Error;
                 entry.error_count = 1;
                 entry.error_message = Some(e.to_string());
+                entry.error_at = Some(service_contract::registry::now());
                 None
             }
         };
