@@ -849,6 +849,52 @@ async fn chat_asks_for_approval_inline_and_shows_the_answer_after_it() {
 }
 
 #[tokio::test]
+async fn tasks_tab_approves_the_call_a_scheduled_run_waits_for() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "create_note", json!({"title": "Plan"}))]),
+        Reply::Text("Saved."),
+    ])
+    .await;
+    let mut env = openai_env(&fake.url);
+    env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
+    let server = Server::start_with_config("[tools.create_note]\napproval = true\n", &env);
+    crate::scheduler::create(&server, "notes", "@hourly", "coalesce");
+    crate::scheduler::backdate(&server, "notes", 0);
+    eventually(20, async || {
+        let (_, pending) = server.get("/api/approvals?status=pending").await;
+        (pending["approvals"].as_array()?.len() == 1).then_some(())
+    })
+    .await;
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("tasks").await;
+    browser
+        .wait_for(
+            "the approve button",
+            "return document.querySelector('.approval-approve') !== null",
+        )
+        .await;
+    assert_eq!(
+        browser.text(".waiting-for").await,
+        "waiting for approval of create_note"
+    );
+    browser.screenshot("tasks-approval").await;
+    browser.click(".approval-approve").await;
+    browser
+        .wait_for(
+            "the task completed",
+            "return document.querySelector('[data-status=\"completed\"]') !== null",
+        )
+        .await;
+    assert_eq!(
+        crate::scheduler::runs_of(&server, "notes").await[0]["status"],
+        "completed"
+    );
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
     // The test decides when each token arrives, and looks at the page in between.
     let (reply, pieces) = llm::by_hand();

@@ -1,5 +1,5 @@
-// Tasks: the task records (adapters, jobs and the scheduler create them), a status filter, and a
-// guarded cancel/delete.
+// Tasks: the task records (adapters, jobs and the scheduler create them), a status filter, a
+// guarded cancel/delete, and Approve/Deny on a task whose run waits for a person.
 
 import {
   ApiError, api, confirmDialog, dataChanged, empty, emptyState, enc, filterTabs, h, pill,
@@ -30,6 +30,38 @@ async function remove(task, reload) {
   await reload();
 }
 
+/** Decides the approval a task's run waits for, then shows the task as it goes on. */
+async function decide(approval, decision, reload) {
+  try {
+    await api(`/approvals/${enc(approval.id)}`, { method: 'POST', body: { decision } });
+    toast(decision === 'approve' ? `Approved ${approval.tool}: the run goes on` : `Denied ${approval.tool}`, 'ok');
+    dataChanged();
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    toast(e.message, 'error');
+  }
+  await reload();
+}
+
+/** A waiting task's status: the pill, what it waits for and, for an approval, the buttons. */
+function waitingCell(task, approval, reload) {
+  if (!approval) {
+    return h('span', null, pill(task.status), ' ', h('span', { class: 'muted waiting-for' }, `waiting for ${task.waiting_for}`));
+  }
+  const button = (decision, label, cls) => {
+    const b = h('button', { type: 'button', class: `small ${cls}`, dataset: { approval: approval.id, decision } }, label);
+    b.addEventListener('click', () => {
+      b.disabled = true;
+      decide(approval, decision, reload).catch(report);
+    });
+    return b;
+  };
+  return h('span', { class: 'waiting' }, pill(task.status), ' ',
+    h('span', { class: 'muted waiting-for', title: JSON.stringify(approval.input) }, `waiting for approval of ${approval.tool}`), ' ',
+    button('approve', 'Approve', 'primary approval-approve'), ' ',
+    button('deny', 'Deny', 'danger-ghost approval-deny'));
+}
+
 export async function tasksView(main, route, ctx) {
   const status = STATUSES.includes(route.params.get('status')) ? route.params.get('status') : '';
   const tabs = h('div', { id: 'task-filter' });
@@ -45,6 +77,11 @@ export async function tasksView(main, route, ctx) {
 
   const load = async () => {
     const { tasks, counts } = await api(`/tasks${status ? `?status=${status}` : ''}`, { signal: ctx.signal });
+    const waiting = new Map();
+    if (tasks.some((t) => t.waiting_for === 'approval')) {
+      const { approvals } = await api('/approvals?status=pending', { signal: ctx.signal });
+      for (const approval of approvals) if (approval.task_id) waiting.set(approval.task_id, approval);
+    }
     showTabs(counts);
     const json = JSON.stringify(tasks);
     if (json === last) {
@@ -69,9 +106,7 @@ export async function tasksView(main, route, ctx) {
         props: { dataset: { task: task.task_id, status: task.status } },
         cells: [
           h('span', { class: 'task-title', title: task.description || null }, task.title),
-          task.waiting_for
-            ? h('span', null, pill(task.status), ' ', h('span', { class: 'muted waiting-for' }, `waiting for ${task.waiting_for}`))
-            : pill(task.status),
+          task.waiting_for ? waitingCell(task, waiting.get(task.task_id), load) : pill(task.status),
           task.agent_profile_name || h('span', { class: 'muted' }, '—'),
           timeEl(task.created_at),
           timeEl(task.updated_at),
