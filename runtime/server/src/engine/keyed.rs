@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Engine, RunError, RunOutput, RunRequest};
 use crate::conversations::line::Place;
 use crate::conversations::{self, Exchange};
+use crate::db::Db;
 
 impl Engine {
     /// Runs `request` as the next turn of the conversation `request.source` calls `key`.
@@ -42,34 +43,45 @@ impl Engine {
         }
         let prompt = request.prompt.clone();
         let result = self.run(request, None, cancel).await;
-        let (answer, calls, trace_id) = match &result {
-            Ok(output) => (
-                Some(output.text.clone()),
-                Some(json!(output.tool_calls)),
-                Some(output.trace_id.clone()),
-            ),
-            Err(e) => (None, None, e.trace_id().map(str::to_owned)),
-        };
-        let recorded = self
-            .db
-            .call(move |conn| {
-                conversations::record(
-                    conn,
-                    &conversation.id,
-                    &Exchange {
-                        prompt: &prompt,
-                        answer: answer.as_deref(),
-                        tool_calls: calls.as_ref(),
-                        trace_id: trace_id.as_deref(),
-                    },
-                )
-            })
-            .await;
-        if let Err(e) = recorded {
-            tracing::warn!("cannot record an adapter's exchange in its conversation: {e}");
-        }
+        keep_exchange(&self.db, &conversation.id, &prompt, &result).await;
         // Recorded first, so the next turn in line sees this exchange.
         drop(place);
         result
+    }
+}
+
+/// Keeps a turn's exchange in its conversation: the prompt always, the answer (with its tool
+/// calls) when the run gave one. A failure to record is logged; the run's outcome stands.
+pub async fn keep_exchange(
+    db: &Db,
+    conversation: &str,
+    prompt: &str,
+    result: &Result<RunOutput, RunError>,
+) {
+    let (answer, calls, trace_id) = match result {
+        Ok(output) => (
+            Some(output.text.clone()),
+            Some(json!(output.tool_calls)),
+            Some(output.trace_id.clone()),
+        ),
+        Err(e) => (None, None, e.trace_id().map(str::to_owned)),
+    };
+    let (conversation, prompt) = (conversation.to_owned(), prompt.to_owned());
+    let recorded = db
+        .call(move |conn| {
+            conversations::record(
+                conn,
+                &conversation,
+                &Exchange {
+                    prompt: &prompt,
+                    answer: answer.as_deref(),
+                    tool_calls: calls.as_ref(),
+                    trace_id: trace_id.as_deref(),
+                },
+            )
+        })
+        .await;
+    if let Err(e) = recorded {
+        tracing::warn!("cannot record an exchange in its conversation: {e}");
     }
 }

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
+pub use self::keyed::keep_exchange;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use serde::Serialize;

@@ -5,7 +5,6 @@
 //! (`interrupt`), whichever replica each came to.
 
 use axum::http::StatusCode;
-use serde_json::json;
 use service_contract::agent::{ProfileChoice, RunRequest};
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +16,7 @@ use crate::agents::profiles::DEFAULT_PROFILE;
 use crate::bus::Event;
 use crate::conversations::line::Place;
 use crate::conversations::{self, DoubleTexting};
-use crate::engine::{Events, Prepared, RunError, RunOutput};
+use crate::engine::{Events, Prepared, RunError, RunOutput, keep_exchange};
 use crate::task_runs;
 
 /// A turn ready to run: prepared, in its conversation, first in its line.
@@ -121,32 +120,7 @@ impl Begun {
             app.engine.execute(prepared, events, &cancel).await
         })
         .await;
-        let (answer, calls, trace_id) = match &result {
-            Ok(output) => (
-                Some(output.text.clone()),
-                Some(json!(output.tool_calls)),
-                Some(output.trace_id.clone()),
-            ),
-            Err(e) => (None, None, e.trace_id().map(str::to_owned)),
-        };
-        let recorded = app
-            .db
-            .call(move |conn| {
-                conversations::record(
-                    conn,
-                    &conversation_id,
-                    &conversations::Exchange {
-                        prompt: &prompt,
-                        answer: answer.as_deref(),
-                        tool_calls: calls.as_ref(),
-                        trace_id: trace_id.as_deref(),
-                    },
-                )
-            })
-            .await;
-        if let Err(e) = recorded {
-            tracing::warn!("cannot record a chat exchange in its conversation: {e}");
-        }
+        keep_exchange(&app.db, &conversation_id, &prompt, &result).await;
         // Recorded first, so the next turn in line sees this exchange.
         drop(place);
         result
