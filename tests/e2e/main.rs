@@ -32,5 +32,6 @@ mod teamchat;
 mod tools;
 mod traces;
 mod voice;
+mod wasi_http;
 mod wasm;
 mod webhook;

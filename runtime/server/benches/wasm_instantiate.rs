@@ -9,7 +9,7 @@ use service_contract::HttpRequest;
 use service_runtime::adapters::Managed;
 use service_runtime::app::{App, Role};
 use service_runtime::wasm::grants::Grant;
-use service_runtime::wasm::{Generation, Loader, Sandbox};
+use service_runtime::wasm::{Generation, Loader, Named, Sandbox};
 
 // The tests' guest builder; this benchmark only needs `guest`.
 #[allow(dead_code)]
@@ -36,7 +36,10 @@ async fn echo(app: &App, pooling: bool) -> Generation {
     );
     let grant = Grant::parse("kv = true\njobs = true\nagent = true\ntools = [\"*\"]\noutbound_hosts = [\"http://127.0.0.1:9\"]\nsecrets = [\"ECHO_TOKEN\"]").unwrap();
     let bytes = std::fs::read(guests::guest("echo")).unwrap();
-    loader.load(None, bytes, Some(grant)).await.unwrap()
+    loader
+        .load(Named::Own { file: "bench" }, bytes, Some(grant))
+        .await
+        .unwrap()
 }
 
 /// Median and mean of `CALLS` sequential requests after a warm-up.

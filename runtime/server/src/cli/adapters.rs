@@ -76,9 +76,14 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 .map(|text| Grant::parse(text).map_err(|e| anyhow::anyhow!("invalid grant: {e}")))
                 .transpose()?;
             let app = App::open(data_dir, Role::Command).await?;
+            // A component that does not name itself (wasi:http) takes its file's name.
+            let stem = file
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
             let generation = app
                 .components
-                .check(bytes.clone(), parsed)
+                .check(stem, bytes.clone(), parsed)
                 .await
                 .with_context(|| format!("{} cannot be installed", file.display()))?;
             let name = &generation.name;
@@ -102,7 +107,10 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
             }
             println!(
                 "installed {name} {} ({}…){}",
-                generation.version,
+                match generation.version.as_str() {
+                    "" => "(wasi:http)",
+                    version => version,
+                },
                 &generation.sha256[..12],
                 if app.db.backend() == Backend::Postgres {
                     " into the shared database: every replica loads it"

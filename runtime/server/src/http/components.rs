@@ -36,6 +36,30 @@ pub async fn dispatch(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    serve(app, name, rest, method, uri, headers, body).await
+}
+
+/// `/api/adapters/{name}/` itself (a `wasi:http` component's `/`).
+pub async fn dispatch_root(
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    serve(app, name, String::new(), method, uri, headers, body).await
+}
+
+async fn serve(
+    app: AppState,
+    name: String,
+    rest: String,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let started = Instant::now();
     tracing::Span::current().record("service_runtime.adapter", name.as_str());
     let body = match body {

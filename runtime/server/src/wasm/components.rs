@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::cache;
 use super::generation::Generation;
 use super::grants::Grant;
-use super::loader::Loader;
+use super::loader::{Loader, Named};
 use super::tool_bridge::ToolBridge;
 use super::watcher::{self, Files};
 use crate::adapters::Supervisor;
@@ -47,9 +47,15 @@ impl Components {
         self.supervisor.runner::<Generation>(name)
     }
 
-    /// Checks a component against `grant` (or the grant on disk) without installing it.
-    pub async fn check(&self, bytes: Vec<u8>, grant: Option<Grant>) -> anyhow::Result<Generation> {
-        self.loader.load(None, bytes, grant).await
+    /// Checks a component from a file named `file` (without `.wasm`) against `grant` (or the
+    /// grant on disk) without installing it.
+    pub async fn check(
+        &self,
+        file: &str,
+        bytes: Vec<u8>,
+        grant: Option<Grant>,
+    ) -> anyhow::Result<Generation> {
+        self.loader.load(Named::Own { file }, bytes, grant).await
     }
 
     /// Serves `generation`: its tools, then the supervisor's lifecycle.
@@ -95,7 +101,7 @@ impl Components {
             Some((path, _)) => std::fs::read(path)?,
             None => self.loader.bundled_bytes(name)?,
         };
-        let generation = self.loader.load(Some(name), bytes, None).await?;
+        let generation = self.loader.load(Named::File(name), bytes, None).await?;
         match self.generation(name) {
             // The same component under the same grant keeps serving; only the entry no longer
             // shows a failure of the file in between.

@@ -10,6 +10,7 @@ use wasmtime::component::{Instance, InstancePre};
 use super::bindings::{v0_1, v0_2};
 use super::caps::RunContext;
 use super::grants::Listed;
+use super::proxy;
 use super::state::{HostState, JobContext};
 
 /// The contract versions this host loads, oldest first.
@@ -19,6 +20,9 @@ pub const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", "0.2.1"];
 pub enum Version {
     V0_1,
     V0_2,
+    /// A standard `wasi:http/proxy` component: it exports `wasi:http/incoming-handler`, and
+    /// may import 0.2 interfaces of the contract.
+    Proxy,
 }
 
 impl Version {
@@ -46,6 +50,9 @@ pub enum Exports {
         lifecycle: Option<v0_2::exports::service::adapter::lifecycle::GuestIndices>,
         tools: Option<v0_2::exports::service::adapter::tool_provider::GuestIndices>,
     },
+    Proxy {
+        handler: proxy::Indices,
+    },
 }
 
 impl Exports {
@@ -57,6 +64,12 @@ impl Exports {
                 version_text(version)
             )
         };
+        if version == Version::Proxy {
+            return Ok(Self::Proxy {
+                handler: proxy::Indices::new(pre)
+                    .map_err(|e| anyhow::anyhow!("its wasi:http/incoming-handler: {e:#}"))?,
+            });
+        }
         Ok(match version {
             Version::V0_1 => {
                 use v0_1::exports::service::adapter::{handler, lifecycle, tool_provider};
@@ -74,6 +87,7 @@ impl Exports {
                     tools: tool_provider::GuestIndices::new(pre).ok(),
                 }
             }
+            Version::Proxy => unreachable!("found above"),
         })
     }
 
@@ -81,6 +95,7 @@ impl Exports {
         match self {
             Self::V0_1 { lifecycle, .. } => lifecycle.is_some(),
             Self::V0_2 { lifecycle, .. } => lifecycle.is_some(),
+            Self::Proxy { .. } => false,
         }
     }
 
@@ -88,6 +103,7 @@ impl Exports {
         match self {
             Self::V0_1 { tools, .. } => tools.is_some(),
             Self::V0_2 { tools, .. } => tools.is_some(),
+            Self::Proxy { .. } => false,
         }
     }
 }
@@ -95,7 +111,7 @@ impl Exports {
 fn version_text(version: Version) -> &'static str {
     match version {
         Version::V0_1 => SUPPORTED[0],
-        Version::V0_2 => SUPPORTED[1],
+        Version::V0_2 | Version::Proxy => SUPPORTED[1],
     }
 }
 
@@ -128,6 +144,21 @@ pub struct Description {
     pub metadata: Vec<(String, String)>,
     /// A 0.1 component's list of requested capabilities.
     pub listed: Option<Listed>,
+}
+
+impl Description {
+    /// A `wasi:http` component's, which has no `describe`: no version of its own, and a note
+    /// of its world.
+    pub fn proxy() -> Self {
+        Self {
+            name: String::new(),
+            version: String::new(),
+            routes: Vec::new(),
+            required_secrets: Vec::new(),
+            metadata: vec![("world".into(), "wasi:http/proxy".into())],
+            listed: None,
+        }
+    }
 }
 
 pub struct Describe;
@@ -187,6 +218,11 @@ impl Call for Describe {
                     listed: None,
                 }
             }
+            Exports::Proxy { .. } => {
+                return Err(wasmtime::Error::msg(
+                    "a wasi:http component has no describe",
+                ));
+            }
         })
     }
 }
@@ -206,6 +242,9 @@ impl Call for HandleHttp {
         instance: &Instance,
         exports: &Exports,
     ) -> wasmtime::Result<Self::Output> {
+        if let Exports::Proxy { handler } = exports {
+            return proxy::handle(store, instance, handler, self.0).await;
+        }
         let HttpRequest {
             method,
             path,
@@ -242,6 +281,7 @@ impl Call for HandleHttp {
                     .await?;
                 (r.status, r.headers, r.body)
             }
+            Exports::Proxy { .. } => unreachable!("served above"),
         };
         Ok(service_contract::HttpResponse {
             status,
@@ -306,6 +346,10 @@ impl Call for RunJob {
                         retry_after_ms: f.retry_after_ms,
                     })
             }
+            Exports::Proxy { .. } => Err(JobFailure {
+                message: "a wasi:http component runs no jobs (it exports no run-job)".into(),
+                retry_after_ms: None,
+            }),
         })
     }
 }

@@ -21,11 +21,19 @@ pub struct Generation {
     pub version: String,
     pub sha256: String,
     pub metadata: Vec<(String, String)>,
-    pub routes: Vec<Route>,
+    pub serves: Serves,
     /// What it asked for.
     pub request: Request,
     pub prepared: Arc<Prepared>,
     pub sandbox: Arc<Sandbox>,
+}
+
+/// The requests a generation takes.
+pub enum Serves {
+    /// The routes it declared.
+    Routes(Vec<Route>),
+    /// Every method and path under its prefix (a `wasi:http` component).
+    Everything,
 }
 
 /// The failure of a call that has no HTTP client to answer.
@@ -145,7 +153,7 @@ impl Managed for Generation {
 
     fn describe(&self, entry: &mut AdapterEntry) {
         entry.kind = AdapterKind::Wasm;
-        entry.version = Some(self.version.clone());
+        entry.version = (!self.version.is_empty()).then(|| self.version.clone());
         entry.capabilities = self.prepared.caller.granted.summary();
         entry.supports_toggle = self.toggleable();
         entry.metadata = self.metadata.iter().cloned().collect();
@@ -172,12 +180,12 @@ impl Managed for Generation {
 
     fn handle_http(&self, request: HttpRequest) -> BoxFuture<'_, Result<HttpResponse, CallError>> {
         async move {
-            if !self
-                .routes
-                .iter()
-                .any(|route| route.matches(&request.method, &request.path))
+            if let Serves::Routes(routes) = &self.serves
+                && !routes
+                    .iter()
+                    .any(|route| route.matches(&request.method, &request.path))
             {
-                return Ok(no_route(self.routes.iter(), &request));
+                return Ok(no_route(routes.iter(), &request));
             }
             let limit = self.prepared.caller.granted.limits.handle_http();
             self.sandbox

@@ -10,22 +10,24 @@ use std::time::Duration;
 use service_contract::registry::clip;
 use service_contract::routes;
 use wasmtime::Engine;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre};
 
 use super::bundled::{Bundled, NOT_BUILT};
 use super::cache;
-use super::caps::{Granted, INTERFACES};
+use super::caps::{self, Granted, INTERFACES};
 use super::exports::{Describe, Description, Exports, SUPPORTED, Version};
-use super::generation::Generation;
+use super::generation::{Generation, Serves};
 use super::grants::{Grant, Request};
 use super::sandbox::{Prepared, Sandbox, Wait};
-use super::state::{Caller, Services};
+use super::state::{Caller, HostState, Services};
 use crate::adapters::CallError;
 
 /// `describe` must answer at once; the margin is for a big guest's first call (an
 /// interpreter's first steps) on a loaded machine, where a computing guest runs last.
 const DESCRIBE_LIMIT: Duration = Duration::from_secs(5);
 const PACKAGE: &str = "service:adapter/";
+/// What a standard `wasi:http/proxy` component exports (any 0.2.x).
+const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2.";
 /// Bounds on what `describe` may say.
 pub const MAX_NAME_CHARS: usize = 64;
 pub const MAX_VERSION_CHARS: usize = 64;
@@ -140,12 +142,12 @@ impl Loader {
         }
     }
 
-    /// Compiles, checks and describes a component without installing it. `expected` is the
-    /// name its file implies; `grant`, when given, is used instead of the grant on disk
-    /// (`adapters install` checks before copying).
+    /// Compiles, checks and describes a component without installing it, under the name
+    /// `named` says; `grant`, when given, is used instead of the grant on disk (`adapters
+    /// install` checks before copying).
     pub async fn load(
         &self,
-        expected: Option<&str>,
+        named: Named<'_>,
         bytes: Vec<u8>,
         grant: Option<Grant>,
     ) -> anyhow::Result<Generation> {
@@ -164,35 +166,31 @@ impl Loader {
             .map_err(|e| anyhow::anyhow!("cannot link: {e:#}"))?;
         let exports = Exports::find(&pre, version)?;
 
-        // describe() runs with nothing granted.
-        let nothing = Arc::new(Caller::new(
-            expected.unwrap_or("new component"),
-            Granted::default(),
-            Arc::clone(&self.services),
-            None,
-        )?);
-        let describing = Arc::new(Prepared {
-            pre: pre.clone(),
-            exports: exports.clone(),
-            caller: nothing,
-        });
-        let description = self
-            .sandbox
-            .call(&describing, Describe, DESCRIBE_LIMIT, Wait::Yes)
-            .await
-            .map_err(|e| match e {
-                CallError::Failed(e) => anyhow::anyhow!("describe failed: {e}"),
-                CallError::Busy(m) => anyhow::anyhow!("describe could not run: {m}"),
-            })?;
-        let name = self.check_name(expected, &description.name)?;
+        let (name, description) = match version {
+            // It has no describe: it is named by its file and serves every path.
+            Version::Proxy => (self.check_name(None, named.file())?, Description::proxy()),
+            _ => {
+                let description = self.describe(named, &pre, &exports).await?;
+                let expected = match named {
+                    Named::File(file) => Some(file),
+                    Named::Own { .. } => None,
+                };
+                (self.check_name(expected, &description.name)?, description)
+            }
+        };
         let description = bounded(description)?;
-        let routes = routes::parse_all(
-            description
-                .routes
-                .iter()
-                .map(|(m, p)| (m.as_str(), p.as_str())),
-        )
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let serves = match version {
+            Version::Proxy => Serves::Everything,
+            _ => Serves::Routes(
+                routes::parse_all(
+                    description
+                        .routes
+                        .iter()
+                        .map(|(m, p)| (m.as_str(), p.as_str())),
+                )
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?,
+            ),
+        };
 
         let request = Request {
             imports,
@@ -228,7 +226,7 @@ impl Loader {
             version: description.version,
             sha256: compiled.sha256,
             metadata: description.metadata,
-            routes,
+            serves,
             request,
             prepared: Arc::new(Prepared {
                 pre,
@@ -237,6 +235,33 @@ impl Loader {
             }),
             sandbox: Arc::clone(&self.sandbox),
         })
+    }
+
+    /// What `describe` says; it runs with nothing granted.
+    async fn describe(
+        &self,
+        named: Named<'_>,
+        pre: &InstancePre<HostState>,
+        exports: &Exports,
+    ) -> anyhow::Result<Description> {
+        let nothing = Arc::new(Caller::new(
+            named.file(),
+            Granted::default(),
+            Arc::clone(&self.services),
+            None,
+        )?);
+        let describing = Arc::new(Prepared {
+            pre: pre.clone(),
+            exports: exports.clone(),
+            caller: nothing,
+        });
+        self.sandbox
+            .call(&describing, Describe, DESCRIBE_LIMIT, Wait::Yes)
+            .await
+            .map_err(|e| match e {
+                CallError::Failed(e) => anyhow::anyhow!("describe failed: {e}"),
+                CallError::Busy(m) => anyhow::anyhow!("describe could not run: {m}"),
+            })
     }
 
     fn check_name(&self, expected: Option<&str>, name: &str) -> anyhow::Result<String> {
@@ -252,6 +277,24 @@ impl Loader {
             anyhow::bail!("{name:?} is the name of a native adapter of this server");
         }
         Ok(name.to_owned())
+    }
+}
+
+/// The name a component is loaded under.
+#[derive(Debug, Clone, Copy)]
+pub enum Named<'a> {
+    /// Its file's (`<name>.wasm`): a component must describe itself so.
+    File(&'a str),
+    /// Its own, from `describe` (`adapters install`); a `wasi:http` component, which has
+    /// none, takes its file's.
+    Own { file: &'a str },
+}
+
+impl<'a> Named<'a> {
+    fn file(self) -> &'a str {
+        match self {
+            Self::File(file) | Self::Own { file } => file,
+        }
     }
 }
 
@@ -321,9 +364,11 @@ fn bounded(description: Description) -> anyhow::Result<Description> {
     Ok(description)
 }
 
-/// The contract version a component was built for and the package interfaces it imports; an
-/// import of anything else than WASI or this package, of an unknown interface, or of an
-/// unknown version is refused with the reason.
+/// The contract version a component was built for (or that it is a standard `wasi:http/proxy`
+/// component) and the capabilities it asks for by importing them: the package's interfaces,
+/// and standard ones a capability stands behind (`wasi:http/outgoing-handler`). An import of
+/// anything else than WASI or this package, of an unknown interface, or of an unknown version
+/// is refused with the reason.
 fn contract_of(
     engine: &Engine,
     component: &Component,
@@ -333,6 +378,10 @@ fn contract_of(
     let mut imports = BTreeSet::new();
     for (name, _) in ty.imports(engine) {
         if name.starts_with("wasi:") {
+            let interface = name
+                .split_once('@')
+                .map_or(name, |(interface, _)| interface);
+            imports.extend(caps::standard(interface).map(str::to_owned));
             continue;
         }
         let Some(rest) = name.strip_prefix(PACKAGE) else {
@@ -345,16 +394,32 @@ fn contract_of(
         }
         imports.insert(interface.to_owned());
     }
+    let mut serves_http = false;
+    let mut exports_contract = false;
     for (name, _) in ty.exports(engine) {
         if let Some(rest) = name.strip_prefix(PACKAGE) {
+            exports_contract = true;
             versions.insert(rest.split_once('@').map_or("", |(_, v)| v).to_owned());
         }
+        serves_http |= name.starts_with(INCOMING_HANDLER);
     }
     let supported = SUPPORTED.join(", @");
+    if serves_http && !exports_contract {
+        // It may import the contract's 0.2 interfaces (a proxy that runs agents).
+        return match versions
+            .iter()
+            .find(|v| Version::parse(v) != Some(Version::V0_2))
+        {
+            None => Ok((Version::Proxy, imports)),
+            Some(version) => anyhow::bail!(
+                "a wasi:http component may import service:adapter@0.2.x interfaces, not @{version}"
+            ),
+        };
+    }
     let mut versions = versions.into_iter();
     let (Some(version), None) = (versions.next(), versions.next()) else {
         anyhow::bail!(
-            "it does not implement exactly one version of service:adapter; this host supports service:adapter@{supported}"
+            "it neither exports wasi:http/incoming-handler@0.2.x nor implements exactly one version of service:adapter; this host supports service:adapter@{supported}"
         );
     };
     let parsed = Version::parse(&version).ok_or_else(|| {

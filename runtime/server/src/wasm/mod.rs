@@ -16,6 +16,7 @@ mod lanes;
 mod loader;
 pub mod outbound;
 mod pool;
+mod proxy;
 mod rate;
 mod sandbox;
 pub mod shared;
@@ -26,7 +27,7 @@ mod worker;
 
 pub use components::Components;
 pub use generation::Generation;
-pub use loader::{GrantSource, Loader, check_name, imports_list};
+pub use loader::{GrantSource, Loader, Named, check_name, imports_list};
 pub use sandbox::Sandbox;
 pub use state::Services;
 pub use tool_bridge::ToolBridge;

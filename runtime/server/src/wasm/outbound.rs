@@ -1,8 +1,9 @@
-//! The `outbound-http` capability's policy: only granted origins, checked again on every
-//! redirect hop (followed by hand), local and private addresses refused unless the grant names
-//! that address itself, `{{secret:NAME}}` and `{{basic:USER:PASSWORD}}` header placeholders
-//! filled for each hop's origin after the checks (and dropped when a redirect leaves the
-//! origin), and a cap on the response size.
+//! The one policy of every import that sends HTTP (`outbound-http` and `wasi:http`): only
+//! granted origins, checked again on every redirect hop (followed by hand, or handed back to
+//! the guest, whose next request is checked), local and private addresses refused unless the
+//! grant names that address itself, `{{secret:NAME}}` and `{{basic:USER:PASSWORD}}` header
+//! placeholders filled for each hop's origin after the checks (and dropped when a redirect
+//! leaves the origin), timeouts, and caps on the request and response sizes.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -18,9 +19,11 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 const MAX_REDIRECTS: usize = 5;
-const MAX_RESPONSE: usize = 4 * 1024 * 1024;
+pub const MAX_RESPONSE: usize = 4 * 1024 * 1024;
+/// A request body a guest streams (`wasi:http`) is held until it ends, up to this.
+pub const MAX_REQUEST: usize = 4 * 1024 * 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -29,6 +32,9 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub timeout_ms: Option<u32>,
+    /// Follow redirects (each hop checked), or answer the redirect itself as `wasi:http`
+    /// does.
+    pub follow_redirects: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +147,7 @@ impl Outbound {
             let status = response.status();
             span.record("http.response.status_code", i64::from(status.as_u16()));
             if status.is_redirection()
+                && request.follow_redirects
                 && let Some(location) = response.headers().get(reqwest::header::LOCATION)
             {
                 let location = location.to_str().map_err(|_| {
@@ -231,6 +238,7 @@ mod tests {
             headers: vec![("authorization".into(), "Bearer {{secret:TOKEN}}".into())],
             body: vec![],
             timeout_ms: None,
+            follow_redirects: true,
         }
     }
 

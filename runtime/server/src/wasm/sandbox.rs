@@ -108,6 +108,7 @@ impl Flavor {
         let (engine, pooled) = engine::build(pooling, init)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         super::caps::shadow_preopens(&mut linker)?;
         super::caps::link(&mut linker)?;
         Ok(Self {

@@ -1,5 +1,6 @@
 //! What a store holds: the WASI context (clocks and random only; no files, sockets,
-//! environment or arguments), memory limits, and the calling adapter's identity, grant and
+//! environment or arguments), the `wasi:http` context (its requests go through the
+//! `outbound-http` policy), memory limits, and the calling adapter's identity, grant and
 //! per-capability state.
 
 use std::sync::Arc;
@@ -12,8 +13,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::caps::{Granted, RunContext, States};
+use super::caps::{Granted, RunContext, States, WasiHttpHooks};
 use super::engine;
 use super::grants::Origin;
 use super::lanes::{HEAVY_BYTES, Heavy, Slice};
@@ -123,6 +125,8 @@ pub struct JobContext {
 
 pub struct HostState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    outgoing: WasiHttpHooks,
     table: ResourceTable,
     pub limits: StoreLimits,
     pub caller: Arc<Caller>,
@@ -154,6 +158,8 @@ impl HostState {
             .build();
         Self {
             wasi,
+            http: WasiHttpCtx::new(),
+            outgoing: WasiHttpHooks::new(Arc::clone(&caller)),
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(memory_bytes)
@@ -167,6 +173,12 @@ impl HostState {
             run: None,
             slice,
         }
+    }
+
+    /// Drops every resource the guest left behind (its call has returned): a `wasi:http`
+    /// body it never finished ends where it stopped.
+    pub fn drop_resources(&mut self) {
+        self.table = ResourceTable::new();
     }
 
     /// Host work on `bytes` of the guest's (hashing them, storing them) is the guest's time:
@@ -190,6 +202,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outgoing,
         }
     }
 }

@@ -23,6 +23,7 @@ use wasmtime::component::Linker;
 
 pub use agent::RunContext;
 pub use filesystem::shadow_preopens;
+pub use outbound_http::WasiHttpHooks;
 
 use super::bindings::{v0_1, v0_2};
 use super::grants::{GrantTable, LimitKey, Limits, Request};
@@ -32,6 +33,9 @@ use super::state::HostState;
 pub trait Capability {
     /// Its interface in the contract package (`kv`, `outbound-http`).
     const INTERFACE: &'static str;
+    /// Standard interfaces (`wasi:http/outgoing-handler`) whose import asks for it too: one
+    /// capability, one grant and one policy, whichever import the guest's toolchain uses.
+    const STANDARD: &'static [&'static str] = &[];
     /// The top-level keys of a grant file it reads, and its keys in `[limits]`.
     const KEYS: &'static [&'static str];
     const LIMIT_KEYS: &'static [LimitKey];
@@ -173,6 +177,14 @@ macro_rules! capabilities {
 
         /// Interfaces of the contract package a component may import.
         pub const INTERFACES: &[&str] = &["types", $(<$cap as Capability>::INTERFACE),*];
+
+        /// The capability a standard interface (named without its version) asks for, if any.
+        pub fn standard(interface: &str) -> Option<&'static str> {
+            [$((<$cap as Capability>::STANDARD, <$cap as Capability>::INTERFACE)),*]
+                .into_iter()
+                .find(|(standard, _)| standard.contains(&interface))
+                .map(|(_, capability)| capability)
+        }
 
         /// Adds every capability's host functions to the linker.
         pub fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {

@@ -1,14 +1,20 @@
-//! `outbound-http`: requests to granted origins (see `wasm::outbound` for the policy).
+//! `outbound-http`: requests to granted origins, through the contract's interface or the
+//! standard `wasi:http/outgoing-handler` (both under `wasm::outbound`'s policy).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
 use wasmtime::component::Linker;
+use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::{LimitKey, Origin, Request};
+use super::super::lanes;
 use super::super::outbound::{self, Failure};
-use super::super::state::HostState;
+use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions, on_host};
 use v0_2::service::adapter::outbound_http::{Request as Outgoing, Response};
 use v0_2::service::adapter::types::Error;
@@ -61,6 +67,7 @@ pub struct OutboundHttp;
 
 impl Capability for OutboundHttp {
     const INTERFACE: &'static str = "outbound-http";
+    const STANDARD: &'static [&'static str] = &["wasi:http/outgoing-handler"];
     const KEYS: &'static [&'static str] = &["outbound_hosts", "outbound_env"];
     const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Grant;
@@ -129,6 +136,7 @@ impl v0_2::service::adapter::outbound_http::Host for HostState {
             headers: request.headers,
             body: request.body,
             timeout_ms: request.timeout_ms,
+            follow_redirects: true,
         };
         let sent = on_host(self, async move {
             let origins = &caller.granted.outbound_http.origins;
@@ -169,5 +177,98 @@ impl v0_1::service::adapter::outbound_http::Host for HostState {
                 body: r.body,
             })
             .map_err(|e| super::trap(e).to_string()))
+    }
+}
+
+/// The `wasi:http/outgoing-handler` side: `wasmtime-wasi-http` hands each request a guest
+/// sends to these hooks, which send it under the same grant and policy as `outbound-http`.
+/// Redirects come back to the guest (as `wasi:http` specifies); its next request is checked.
+pub struct WasiHttpHooks {
+    caller: Arc<Caller>,
+}
+
+type Sent = wasmtime_wasi_http::Result<(
+    http::Response<WasiBody>,
+    Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+)>;
+
+impl WasiHttpHooks {
+    pub fn new(caller: Arc<Caller>) -> Self {
+        Self { caller }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
+    /// reqwest sets `host` from the URL the policy checked.
+    fn set_host_header(&mut self) -> bool {
+        false
+    }
+
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        let caller = Arc::clone(&self.caller);
+        let host = caller.services.host.clone();
+        Box::new(async move { lanes::on_host(&host, send_wasi(caller, request, options)).await })
+    }
+}
+
+async fn send_wasi(
+    caller: Arc<Caller>,
+    request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Sent {
+    use wasmtime_wasi_http::Error as Code;
+    let (parts, body) = request.into_parts();
+    let body = http_body_util::Limited::new(body, outbound::MAX_REQUEST)
+        .collect()
+        .await
+        .map_err(|e| match e.downcast::<Code>() {
+            Ok(code) => *code,
+            Err(_) => Code::HttpRequestBodySize(None),
+        })?
+        .to_bytes();
+    let timeout = options
+        .and_then(|o| o.first_byte_timeout.or(o.connect_timeout))
+        .map(|t| t.min(outbound::MAX_TIMEOUT))
+        .map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX));
+    let request = outbound::Request {
+        method: parts.method.to_string(),
+        url: parts.uri.to_string(),
+        headers: parts
+            .headers
+            .iter()
+            .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_owned())))
+            .collect(),
+        body: body.to_vec(),
+        timeout_ms: timeout,
+        follow_redirects: false,
+    };
+    let origins = &caller.granted.outbound_http.origins;
+    let secret = |name: &str, origin: &Origin| caller.secret_for(name, origin);
+    match caller.outbound.send(origins, secret, request).await {
+        Ok(response) => {
+            let mut answer = http::Response::builder().status(response.status);
+            for (name, value) in response.headers {
+                answer = answer.header(name, value);
+            }
+            let body = Full::new(Bytes::from(response.body))
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let answer = answer
+                .body(body)
+                .map_err(|e| Code::InternalError(Some(e.to_string())))?;
+            Ok((answer, Box::new(async { Ok(()) })))
+        }
+        Err(Failure::Denied(message)) => {
+            caller.deny(&message);
+            Err(Code::HttpRequestDenied)
+        }
+        Err(Failure::Invalid(message) | Failure::Failed(message)) => {
+            Err(Code::InternalError(Some(message)))
+        }
     }
 }

@@ -1,0 +1,209 @@
+//! A standard `wasi:http/proxy` component (`adapters-wasm/fixtures/proxy`, built with the
+//! `wasi` crate and no project WIT) through the real binary: dropped in, it serves every path
+//! under its prefix, and what it sends through `wasi:http/outgoing-handler` goes under the
+//! same grant and policy as `outbound-http`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::response::Redirect;
+use axum::routing::get;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::guests::guest;
+use crate::support::{Server, cli, eventually, spawn_fake};
+use crate::wasm::drop_in;
+
+async fn running(server: &Server, name: &str) -> Value {
+    eventually(60, async || {
+        let entry = server.adapter(name).await?;
+        assert_ne!(entry["status"], "error", "refused: {entry}");
+        (entry["status"] == "running").then_some(entry)
+    })
+    .await
+}
+
+/// The `authorization` header a request carried, or `none`.
+async fn authorization(headers: HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .map_or("none".to_owned(), |v| v.to_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&reached);
+    let away = spawn_fake(Router::new().route(
+        "/x",
+        get(move || async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            "reached"
+        }),
+    ))
+    .await;
+    let to_away = format!("{away}/x");
+    let home = spawn_fake(Router::new().route("/x", get(authorization)).route(
+        "/to-away",
+        get(move || async move { Redirect::temporary(&to_away) }),
+    ))
+    .await;
+    let seen = spawn_fake(Router::new().route("/x", get(authorization))).await;
+    let server = Server::start_with(&[("PROXY_TOKEN", "s3cret")]);
+    drop_in(
+        &server,
+        "proxy",
+        &guest("proxy"),
+        &format!(
+            "secrets = [\"PROXY_TOKEN\"]\noutbound_hosts = [\"{home}\", \"{seen}\"]\n\
+             [secret_origins]\nPROXY_TOKEN = [\"{home}\"]\n[limits]\nhandle_http_ms = 1000\n"
+        ),
+    );
+    let entry = running(&server, "proxy").await;
+    assert_eq!(entry["kind"], "wasm");
+    assert!(entry["version"].is_null(), "{entry}");
+    assert_eq!(entry["metadata"]["world"], "wasi:http/proxy");
+    let capabilities = entry["capabilities"].to_string();
+    assert!(
+        capabilities.contains(&format!("origin:{home}"))
+            && capabilities.contains("secret:PROXY_TOKEN"),
+        "importing wasi:http/outgoing-handler asks for the outbound grant: {entry}"
+    );
+
+    // Every method and path under the prefix, the prefix itself included; the component sees
+    // the path below it, and the prefix in a header.
+    let root = reqwest::get(server.url("/api/adapters/proxy/"))
+        .await
+        .unwrap();
+    assert_eq!(root.status(), StatusCode::OK);
+    assert_eq!(root.headers()["content-security-policy"], "sandbox");
+    assert_eq!(
+        root.text().await.unwrap(),
+        "hello from a wasi:http component"
+    );
+    let (status, echoed) = server
+        .send_text(Method::PUT, "/api/adapters/proxy/echo?a=1&b=2", "ping")
+        .await;
+    assert_eq!(
+        (status, echoed.as_str()),
+        (
+            StatusCode::OK,
+            "PUT /echo?a=1&b=2\nprefix=/api/adapters/proxy\nbody=ping"
+        )
+    );
+    let (status, _) = server
+        .send_text(Method::DELETE, "/api/adapters/proxy/any/depth/at/all", "")
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "its own 404");
+
+    let fetch = async |url: &str| {
+        server
+            .send_text(
+                Method::GET,
+                &format!("/api/adapters/proxy/fetch?url={url}"),
+                "",
+            )
+            .await
+    };
+    // A granted origin; the secret placeholder filled for the origin it is bound to only.
+    assert_eq!(
+        fetch(&format!("{home}/x")).await,
+        (StatusCode::OK, "200\nBearer s3cret".to_owned())
+    );
+    assert_eq!(
+        fetch(&format!("{seen}/x")).await,
+        (
+            StatusCode::BAD_GATEWAY,
+            "ErrorCode::HttpRequestDenied".to_owned()
+        ),
+        "PROXY_TOKEN may not go to {seen}"
+    );
+    // An ungranted origin is refused before anything leaves, and said on the entry.
+    assert_eq!(
+        fetch(&format!("{away}/x")).await,
+        (
+            StatusCode::BAD_GATEWAY,
+            "ErrorCode::HttpRequestDenied".to_owned()
+        )
+    );
+    let entry = server.adapter("proxy").await.unwrap();
+    let error = entry["error_message"].as_str().unwrap();
+    assert!(
+        error.starts_with("CapabilityDenied:") && error.contains(&format!("{away} is not granted")),
+        "{entry}"
+    );
+    // A redirect comes back to the guest, as wasi:http says; its target is never reached.
+    assert_eq!(
+        fetch(&format!("{home}/to-away")).await,
+        (StatusCode::OK, format!("307\n\nlocation={away}/x"))
+    );
+    assert_eq!(reached.load(Ordering::SeqCst), 0);
+
+    // The body is read while the guest writes it, up to the cap every answer has.
+    let (status, big) = server
+        .send_text(Method::GET, "/api/adapters/proxy/big?kib=100", "")
+        .await;
+    assert_eq!((status, big.len()), (StatusCode::OK, 100 * 1024));
+    let (status, said) = server
+        .send_text(Method::GET, "/api/adapters/proxy/big?kib=5000", "")
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{said}");
+    // Its deadline holds like any component's, and it serves on after.
+    let (status, _) = server
+        .send_text(Method::GET, "/api/adapters/proxy/spin", "")
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let entry = server.adapter("proxy").await.unwrap();
+    assert!(
+        entry["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timeout:"),
+        "{entry}"
+    );
+    assert_eq!(
+        server
+            .send_text(Method::GET, "/api/adapters/proxy/", "")
+            .await
+            .0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn the_cli_installs_a_wasi_http_component_under_its_files_name() {
+    let data = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("hello-http.wasm");
+    std::fs::copy(guest("proxy"), &file).unwrap();
+    let out = cli(
+        data.path(),
+        &["adapters", "install", file.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("installed hello-http (wasi:http)"),
+        "{said}"
+    );
+    assert!(data.path().join("adapters/hello-http.wasm").exists());
+
+    let server = Server::start_in(data.path(), &[]);
+    running(&server, "hello-http").await;
+    assert_eq!(
+        server
+            .send_text(Method::GET, "/api/adapters/hello-http/", "")
+            .await,
+        (
+            StatusCode::OK,
+            "hello from a wasi:http component".to_owned()
+        )
+    );
+}
