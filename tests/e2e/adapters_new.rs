@@ -1,6 +1,7 @@
 //! `service-runtime adapters new NAME --lang rust|python|js` through the binary: each template
 //! builds with the command it prints, and the component hot-loads into a running server, answers
-//! its route and runs an agent. Bad names and existing folders are refused.
+//! its route and runs an agent; `--world proxy` makes a plain wasi:http component that answers
+//! too. Bad names and existing folders are refused.
 //!
 //! The Python and JavaScript templates need their tools (componentize-py; the JavaScript
 //! example's npm tools); without them that part says so loudly and is skipped, and with
@@ -41,9 +42,17 @@ fn printed<'a>(stdout: &'a str, label: &str) -> &'a str {
 /// Creates the project, runs the build command it printed in its folder, and returns the
 /// component. Rust builds into a target folder shared across test runs (only the project
 /// itself compiles again); JavaScript uses the example's npm tools.
-fn create_and_build(name: &str, lang: &str, projects: &Path) -> PathBuf {
+fn create_and_build(name: &str, lang: &str, world: &str, projects: &Path) -> PathBuf {
     let dir = projects.join(name);
-    let created = new(&[name, "--lang", lang, "--dir", dir.to_str().unwrap()]);
+    let created = new(&[
+        name,
+        "--lang",
+        lang,
+        "--world",
+        world,
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
     assert!(
         created.status.success(),
         "{}",
@@ -57,9 +66,14 @@ fn create_and_build(name: &str, lang: &str, projects: &Path) -> PathBuf {
             .any(|step| first.starts_with(step)),
         "{stdout}"
     );
-    for file in ["wit/adapter.wit", "grant.toml", "README.md", ".gitignore"] {
+    for file in ["grant.toml", "README.md", ".gitignore"] {
         assert!(dir.join(file).is_file(), "{lang}: no {file}");
     }
+    assert_eq!(
+        dir.join("wit/adapter.wit").is_file(),
+        world == "adapter",
+        "the contract comes with a project of its world only"
+    );
     let build = printed(&stdout, "build:");
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     assert!(readme.contains(&format!("```sh\n{build}\n```")), "{readme}");
@@ -90,7 +104,12 @@ fn create_and_build(name: &str, lang: &str, projects: &Path) -> PathBuf {
     );
     let component = printed(&stdout, "component:");
     let wasm = match component.strip_prefix("target/") {
-        Some(inside) => rust_target.join(inside),
+        // Out of the shared target folder, which the next Rust project builds into.
+        Some(inside) => {
+            let kept = dir.join(format!("{name}.wasm"));
+            std::fs::copy(rust_target.join(inside), &kept).unwrap();
+            kept
+        }
         None => dir.join(component),
     };
     eprintln!(
@@ -116,14 +135,15 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
         .iter()
         .map(|lang| {
             let name = format!("{lang}-hello");
-            let wasm = create_and_build(&name, lang, projects.path());
+            let wasm = create_and_build(&name, lang, "adapter", projects.path());
             (name, wasm)
         })
         .collect();
+    let proxy = create_and_build("rust-proxy", "rust", "proxy", projects.path());
 
     let fake = llm::openai(vec![Reply::Text("Hi there."); built.len()]).await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
-    for (name, wasm) in &built {
+    for (name, wasm) in built.iter().chain([&("rust-proxy".to_owned(), proxy)]) {
         let grant = std::fs::read_to_string(projects.path().join(name).join("grant.toml")).unwrap();
         drop_in(&server, name, wasm, &grant);
     }
@@ -135,9 +155,13 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
             (entry["status"] == "running").then_some(entry)
         })
         .await;
+        let fetches = match name.as_str() {
+            "js-hello" => vec!["origin:https://example.com:443"],
+            _ => vec![],
+        };
         assert_eq!(
             entry["capabilities"],
-            serde_json::json!(["agent"]),
+            serde_json::json!([fetches, vec!["agent"]].concat()),
             "{entry}"
         );
         assert_eq!(
@@ -178,6 +202,29 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
         .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].clone())
         .collect();
     assert_eq!(prompts, vec![Value::from("Say hi"); built.len()]);
+
+    // The wasi:http component: every path under its prefix reaches it.
+    let entry = eventually(60, async || {
+        let entry = server.adapter("rust-proxy").await?;
+        assert_ne!(entry["status"], "error", "refused: {entry}");
+        (entry["status"] == "running").then_some(entry)
+    })
+    .await;
+    assert_eq!(entry["metadata"]["world"], "wasi:http/proxy", "{entry}");
+    for (path, status, said) in [
+        ("hello", StatusCode::OK, "hello from rust-proxy 0.1.0"),
+        (
+            "any/where",
+            StatusCode::NOT_FOUND,
+            "rust-proxy has no route /any/where",
+        ),
+    ] {
+        let answer = reqwest::get(server.url(&format!("/api/adapters/rust-proxy/{path}")))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), status);
+        assert_eq!(answer.text().await.unwrap(), said);
+    }
 }
 
 #[test]
@@ -205,6 +252,10 @@ fn adapters_new_refuses_bad_names_and_existing_folders() {
         (
             vec!["teamchat", "--lang", "rust"],
             "pass --replace to write one that replaces it",
+        ),
+        (
+            vec!["fine", "--lang", "js", "--world", "proxy"],
+            "--world proxy is offered for --lang rust",
         ),
     ] {
         let out = new(&args);

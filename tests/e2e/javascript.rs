@@ -1,6 +1,7 @@
 //! An adapter written in JavaScript (`adapters-wasm/examples/js-echo`, built with
 //! componentize-js) through the real binary: hot-loaded with its grant, it answers over HTTP,
-//! handles an event once (a kv claim), runs an agent, and serves its tool to an agent.
+//! sends with the standard `fetch` (wasi:http) to granted origins only, handles an event once
+//! (a kv claim), runs an agent, and serves its tool to an agent.
 //!
 //! The npm tools are the example's own (`npm install` in its folder, as `.ci/run` does). Without
 //! them the test says so loudly and passes without running; with `CI=true` that is a failure.
@@ -12,7 +13,9 @@ use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::{js_echo, js_example};
-use crate::support::{Server, assert_error, eventually, openai_env, stream_frames, tool_available};
+use crate::support::{
+    Server, assert_error, eventually, openai_env, spawn_fake, stream_frames, tool_available,
+};
 use crate::wasm::drop_in;
 
 /// Whether npm and the example's componentize-js can run here; panics on CI when they cannot.
@@ -47,8 +50,12 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
         Reply::Text("Four words."),
     ])
     .await;
+    let site =
+        spawn_fake(axum::Router::new().route("/page", axum::routing::get(|| async { "a page" })))
+            .await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
     let grant = std::fs::read_to_string(js_example().join("grant.toml")).unwrap();
+    let grant = format!("{grant}outbound_hosts = [\"{site}\"]\n");
     drop_in(&server, "js-echo", &wasm, &grant);
 
     // The engine makes a 12 MB component; a debug build compiles it in tens of seconds.
@@ -62,10 +69,14 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
         (entry["kind"].as_str(), entry["version"].as_str()),
         (Some("wasm"), Some("0.1.0"))
     );
-    assert_eq!(entry["capabilities"], json!(["agent", "kv"]), "{entry}");
+    assert_eq!(
+        entry["capabilities"],
+        json!([format!("origin:{site}"), "agent", "kv"]),
+        "{entry}"
+    );
     let ungranted = entry["metadata"]["ungranted_imports"].as_str().unwrap();
     assert!(
-        ungranted.contains("outbound-http") && !ungranted.contains("kv"),
+        ungranted.contains("jobs") && !ungranted.contains("kv"),
         "componentize-js imports the whole world; only what it calls is granted: {ungranted}"
     );
 
@@ -175,4 +186,32 @@ async fn a_javascript_component_claims_events_runs_agents_and_serves_a_tool() {
     let entry = server.adapter("js-echo").await.unwrap();
     assert!(entry["last_activity_at"].is_string(), "{entry}");
     assert_eq!(entry["error_count"], 0, "nothing was refused: {entry}");
+
+    // `fetch` (wasi:http) reaches the granted origin; any other is refused before it leaves,
+    // and the refusal is on the entry.
+    assert_eq!(
+        server
+            .send_text(
+                Method::GET,
+                &format!("/api/adapters/js-echo/fetch?url={site}/page"),
+                ""
+            )
+            .await,
+        (StatusCode::OK, "200\na page".to_owned())
+    );
+    let (status, said) = server
+        .send_text(
+            Method::GET,
+            "/api/adapters/js-echo/fetch?url=http://127.0.0.1:9/elsewhere",
+            "",
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{said}");
+    assert!(said.contains("fetch failed"), "{said}");
+    let entry = server.adapter("js-echo").await.unwrap();
+    let error = entry["error_message"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("CapabilityDenied:") && error.contains("127.0.0.1:9 is not granted"),
+        "{entry}"
+    );
 }

@@ -1,10 +1,12 @@
 // js-echo: an adapter written in JavaScript, built with componentize-js for the contract's
 // `adapter-with-tools` world (`service:adapter@0.2.1`).
 //
-// Under /api/adapters/js-echo/ it serves `GET /hello`, `POST /echo`, and `POST /ask`, which runs
-// an agent once per event id (a kv claim turns a retried event away). It offers agents one
-// tool, `js_word_count`. It needs the `agent` and `kv` grants (grant.toml); every other import
-// componentize-js brings in is never called.
+// Under /api/adapters/js-echo/ it serves `GET /hello`, `POST /echo`, `GET /fetch?url=...`
+// (the standard `fetch`, which the host sends only to the origins its grant names), and
+// `POST /ask`, which runs an agent once per event id (a kv claim turns a retried event away).
+// It offers agents one tool, `js_word_count`. It needs the `agent` and `kv` grants
+// (grant.toml), and `outbound_hosts` for `/fetch`; every other import componentize-js brings
+// in is never called.
 
 import { run } from 'service:adapter/agent@0.2.1';
 import { claim, delete as forget } from 'service:adapter/kv@0.2.1';
@@ -66,6 +68,23 @@ function echo(request) {
   return text(200, `${NAME} got: ${bodyText(request)}`);
 }
 
+// `fetch` goes out through `wasi:http`: the host sends it only to a granted origin (anything
+// else fails as a `TypeError` here, and shows on the adapter's entry), and fills a
+// `{{secret:NAME}}` header placeholder for the origins that secret is bound to.
+async function fetchUrl(request) {
+  const url = queryParam(request, 'url');
+  if (!url) {
+    throw new HttpError(400, 'url is required');
+  }
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (e) {
+    throw new HttpError(502, `fetch failed: ${e.message ?? e}`);
+  }
+  return text(200, `${response.status}\n${await response.text()}`);
+}
+
 // `{"id": "...", "prompt": "...", "agent": "..."}` → `{"reply", "trace_id"}`.
 function ask(request) {
   const { id, prompt, agent } = readJson(request);
@@ -110,6 +129,7 @@ function ask(request) {
 const routes = router({
   'GET /hello': hello,
   'POST /echo': echo,
+  'GET /fetch': fetchUrl,
   'POST /ask': ask,
 });
 

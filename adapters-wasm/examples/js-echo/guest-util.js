@@ -61,7 +61,8 @@ export function readJson(request) {
 
 /**
  * A route table, `{ 'POST /echo': handler, ... }`: `routes()` is what `describe` lists, and
- * `handle(request)` calls the matching handler. A thrown `HttpError` becomes its answer; any
+ * `handle(request)` calls the matching handler (which may be async, e.g. to `await fetch`;
+ * componentize-js runs the event loop until the answer is there). A thrown `HttpError` becomes its answer; any
  * other exception a 500 naming it, so a bug shows in the answer rather than as a trap.
  */
 export function router(table) {
@@ -72,14 +73,14 @@ export function router(table) {
         return { method, path };
       });
     },
-    handle(request) {
+    async handle(request) {
       const key = `${request.method} ${request.path}`;
       if (!Object.hasOwn(table, key)) {
         // The host sends only declared routes; this is a route declared without a handler.
         return error(404, `no route ${request.method} ${request.path}`);
       }
       try {
-        return table[key](request);
+        return await table[key](request);
       } catch (e) {
         if (e instanceof HttpError) {
           return error(e.status, e.message);

@@ -14,7 +14,7 @@ use service_runtime::wasm::inventory::{Kind, Listed, inventory};
 use service_runtime::wasm::shared::{self, write_atomically};
 use service_runtime::wasm::{GrantSource, check_name};
 
-use super::scaffold::{self, Lang};
+use super::scaffold::{self, Lang, World};
 
 #[derive(Subcommand)]
 pub enum AdaptersCommand {
@@ -41,6 +41,10 @@ pub enum AdaptersCommand {
         name: String,
         #[arg(long, value_enum)]
         lang: Lang,
+        /// `adapter`: the contract's world; `proxy`: a standard wasi:http/proxy component
+        /// (Rust)
+        #[arg(long, value_enum, default_value = "adapter")]
+        world: World,
         /// The folder to create [default: ./NAME]; an existing one is refused
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -141,12 +145,13 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         AdaptersCommand::New {
             name,
             lang,
+            world,
             dir,
             replace,
         } => {
             scaffold::check_free(&name, replace)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            print!("{}", scaffold::create(&name, lang, &dir)?);
+            print!("{}", scaffold::create(&name, lang, world, &dir)?);
         }
         AdaptersCommand::Remove { name } if shared_database(data_dir)? => {
             let app = App::open(data_dir, Role::Command).await?;

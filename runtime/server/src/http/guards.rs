@@ -245,15 +245,14 @@ impl PartialEq for Authority<'_> {
     }
 }
 
-/// `/api/adapters/<name>/<anything but enable or disable>`.
+/// `/api/adapters/<name>/<anything but enable or disable>`, the prefix itself included (a
+/// `wasi:http` component's `/`).
 fn is_component_route(path: &str) -> bool {
     let Some(rest) = path.strip_prefix("/api/adapters/") else {
         return false;
     };
     match rest.split_once('/') {
-        Some((name, route)) => {
-            !name.is_empty() && !route.is_empty() && !matches!(route, "enable" | "disable")
-        }
+        Some((name, route)) => !name.is_empty() && !matches!(route, "enable" | "disable"),
         None => false,
     }
 }
@@ -279,6 +278,7 @@ mod tests {
     fn only_component_routes_skip_the_browser_checks() {
         assert!(is_component_route("/api/adapters/teamchat/events"));
         assert!(is_component_route("/api/adapters/webhook/run/x"));
+        assert!(is_component_route("/api/adapters/hello-http/"));
         assert!(!is_component_route("/api/adapters/teamchat/enable"));
         assert!(!is_component_route("/api/adapters/scheduler/disable"));
         assert!(!is_component_route("/api/adapters"));

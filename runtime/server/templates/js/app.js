@@ -1,8 +1,10 @@
 // {{name}}: a service-runtime adapter written in JavaScript (componentize-js).
 //
-// Under /api/adapters/{{name}}/ it serves `GET /hello` and `POST /ask`, which runs an agent with
-// the request body as its prompt and answers the agent's reply. Its grant (grant.toml) allows
-// agent runs. The plumbing (answers, errors, the route table) is in guest-util.js.
+// Under /api/adapters/{{name}}/ it serves `GET /hello`, `POST /ask`, which runs an agent with
+// the request body as its prompt and answers the agent's reply, and `GET /upstream`, which
+// answers what the standard `fetch` got from UPSTREAM. Its grant (grant.toml) allows agent runs
+// and requests to UPSTREAM's origin: the host sends `fetch` nowhere else. The plumbing
+// (answers, errors, the route table) is in guest-util.js.
 
 import { run } from 'service:adapter/agent@0.2.1';
 import { touch } from 'service:adapter/registry@0.2.1';
@@ -11,6 +13,8 @@ import { HttpError, bodyText, router, text } from './guest-util.js';
 
 const NAME = '{{name}}';
 const VERSION = '0.1.0';
+// Its origin is in grant.toml (`outbound_hosts`); change both together.
+const UPSTREAM = 'https://example.com/';
 
 // The HTTP status for each way an agent run fails.
 const RUN_FAILURE_STATUS = {
@@ -43,10 +47,22 @@ function ask(request) {
   return text(200, reply.text);
 }
 
+// Routes may be async: componentize-js runs the event loop until the answer is there.
+async function upstream() {
+  let response;
+  try {
+    response = await fetch(UPSTREAM);
+  } catch (e) {
+    throw new HttpError(502, `${UPSTREAM} could not be reached: ${e.message ?? e}`);
+  }
+  return text(200, `${UPSTREAM} answered ${response.status}: ${await response.text()}`);
+}
+
 // `describe` lists these and `handleHttp` serves exactly these.
 const routes = router({
   'GET /hello': hello,
   'POST /ask': ask,
+  'GET /upstream': upstream,
 });
 
 export const handler = {
