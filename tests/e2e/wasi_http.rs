@@ -1,7 +1,8 @@
 //! A standard `wasi:http/proxy` component (`adapters-wasm/fixtures/proxy`, built with the
 //! `wasi` crate and no project WIT) through the real binary: dropped in, it serves every path
 //! under its prefix, and what it sends through `wasi:http/outgoing-handler` goes under the
-//! same grant and policy as `outbound-http`.
+//! same grant and policy as `outbound-http`. One that also imports the contract's `agent`
+//! (`fixtures/proxy-agent`) runs agents.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,8 +14,9 @@ use axum::routing::get;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+use crate::fakes::llm::{self, Reply};
 use crate::guests::guest;
-use crate::support::{Server, cli, eventually, spawn_fake};
+use crate::support::{Server, cli, eventually, openai_env, spawn_fake};
 use crate::wasm::drop_in;
 
 async fn running(server: &Server, name: &str) -> Value {
@@ -84,9 +86,15 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
         root.text().await.unwrap(),
         "hello from a wasi:http component"
     );
-    let (status, echoed) = server
-        .send_text(Method::PUT, "/api/adapters/proxy/echo?a=1&b=2", "ping")
-        .await;
+    // The prefix is the host's to say, whatever a client sends.
+    let echoed = reqwest::Client::new()
+        .put(server.url("/api/adapters/proxy/echo?a=1&b=2"))
+        .header("x-forwarded-prefix", "/elsewhere")
+        .body("ping")
+        .send()
+        .await
+        .unwrap();
+    let (status, echoed) = (echoed.status(), echoed.text().await.unwrap());
     assert_eq!(
         (status, echoed.as_str()),
         (
@@ -206,4 +214,39 @@ async fn the_cli_installs_a_wasi_http_component_under_its_files_name() {
             "hello from a wasi:http component".to_owned()
         )
     );
+}
+
+#[tokio::test]
+async fn a_wasi_http_component_runs_agents_by_importing_one_interface() {
+    let fake = llm::openai(vec![Reply::Text("Hello from the agent.")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    drop_in(&server, "asker", &guest("proxy_agent"), "agent = true\n");
+    let entry = running(&server, "asker").await;
+    assert_eq!(
+        entry["capabilities"],
+        serde_json::json!(["agent"]),
+        "{entry}"
+    );
+    assert_eq!(
+        server
+            .send_text(Method::POST, "/api/adapters/asker/ask", "Say hello")
+            .await,
+        (StatusCode::OK, "Hello from the agent.".to_owned())
+    );
+    let prompt = &fake.requests()[0].body["messages"];
+    assert!(prompt.to_string().contains("Say hello"), "{prompt}");
+
+    // Without the grant the import is there, and refused when called.
+    drop_in(&server, "ungranted", &guest("proxy_agent"), "");
+    let entry = running(&server, "ungranted").await;
+    assert_eq!(entry["metadata"]["ungranted_imports"], "agent", "{entry}");
+    let (status, said) = server
+        .send_text(Method::POST, "/api/adapters/ungranted/ask", "Say hello")
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(
+        said.contains("Denied") && said.contains("without the agent grant"),
+        "{said}"
+    );
+    assert_eq!(fake.requests().len(), 1, "no model call without the grant");
 }

@@ -73,22 +73,30 @@ export function router(table) {
         return { method, path };
       });
     },
-    async handle(request) {
+    handle(request) {
       const key = `${request.method} ${request.path}`;
       if (!Object.hasOwn(table, key)) {
         // The host sends only declared routes; this is a route declared without a handler.
         return error(404, `no route ${request.method} ${request.path}`);
       }
+      // A sync handler's answer is returned as it is: only an async one costs a turn of the
+      // event loop.
       try {
-        return await table[key](request);
+        const answer = table[key](request);
+        return answer instanceof Promise ? answer.catch(failed) : answer;
       } catch (e) {
-        if (e instanceof HttpError) {
-          return error(e.status, e.message);
-        }
-        return error(500, `${e}`);
+        return failed(e);
       }
     },
   };
+}
+
+/** The answer to what a handler threw. */
+function failed(e) {
+  if (e instanceof HttpError) {
+    return error(e.status, e.message);
+  }
+  return error(500, `${e}`);
 }
 
 /**

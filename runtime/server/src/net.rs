@@ -13,7 +13,8 @@ use std::time::Duration;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect::Policy;
 
-const MAX_REDIRECTS: usize = 5;
+/// Redirects any client of the service follows, each hop checked again.
+pub const MAX_REDIRECTS: usize = 5;
 
 /// TLS for the service's own clients (PostgreSQL, MCP servers): rustls with ring and the
 /// Mozilla root certificates compiled in, so no system certificate store is needed.

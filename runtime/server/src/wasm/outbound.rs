@@ -12,13 +12,12 @@ use reqwest::redirect::Policy;
 use reqwest::{Method, StatusCode, Url};
 
 use super::grants::Origin;
-use crate::net::{self, Guard};
+use crate::net::{self, Guard, MAX_REDIRECTS};
 use crate::placeholders;
 use crate::telemetry::{TARGET, propagation};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-const MAX_REDIRECTS: usize = 5;
 pub const MAX_RESPONSE: usize = 4 * 1024 * 1024;
 /// A request body a guest streams (`wasi:http`) is held until it ends, up to this.
 pub const MAX_REQUEST: usize = 4 * 1024 * 1024;

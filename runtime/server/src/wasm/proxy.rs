@@ -24,6 +24,9 @@ use crate::adapters::response::MAX_BODY_BYTES;
 pub type Indices =
     wasmtime_wasi_http::p2::bindings::exports::wasi::http::incoming_handler::GuestIndices;
 
+/// Names the prefix the component is served under.
+const PREFIX_HEADER: &str = "x-forwarded-prefix";
+
 type Answer = Result<hyper::Response<HyperOutgoingBody>, ErrorCode>;
 
 /// Calls the guest's `handle` with `request` and reads back what it answers.
@@ -77,11 +80,13 @@ fn incoming(request: HttpRequest, prefix: &str) -> wasmtime::Result<hyper::Reque
         true => request.path,
         false => format!("{}?{}", request.path, request.query),
     };
+    // A client's odd Host is no failure of the adapter's.
     let authority = request
         .headers
         .iter()
         .find(|(name, _)| name == "host")
-        .map_or("localhost", |(_, value)| value.as_str());
+        .and_then(|(_, value)| value.parse::<http::uri::Authority>().ok())
+        .unwrap_or(http::uri::Authority::from_static("localhost"));
     let uri = http::Uri::builder()
         .scheme("http")
         .authority(authority)
@@ -91,10 +96,13 @@ fn incoming(request: HttpRequest, prefix: &str) -> wasmtime::Result<hyper::Reque
         .method(request.method.as_str())
         .uri(uri);
     for (name, value) in &request.headers {
-        builder = builder.header(name, value);
+        // The prefix is the host's to say.
+        if name != PREFIX_HEADER {
+            builder = builder.header(name, value);
+        }
     }
     Ok(builder
-        .header("x-forwarded-prefix", prefix)
+        .header(PREFIX_HEADER, prefix)
         .body(Full::new(Bytes::from(request.body)))?)
 }
 

@@ -17,9 +17,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::caps::{Granted, RunContext, States, WasiHttpHooks};
 use super::engine;
-use super::grants::Origin;
 use super::lanes::{HEAVY_BYTES, Heavy, Slice};
-use super::outbound::{Failure, Outbound};
 use super::pool::Membership;
 use super::sandbox::background_share;
 use crate::bus::Bus;
@@ -47,7 +45,6 @@ pub struct Caller {
     pub adapter: String,
     pub granted: Granted,
     pub states: States,
-    pub outbound: Outbound,
     /// Its instances at once (`limits.max_instances`).
     pub instances: Arc<Semaphore>,
     /// The part of them its background calls (jobs, hooks) may hold; requests keep the rest.
@@ -71,8 +68,7 @@ impl Caller {
             _member: member,
             heavy: Heavy::default(),
             adapter: adapter.to_owned(),
-            outbound: Outbound::new(&granted.outbound_http.origins)?,
-            states: States::new(&granted),
+            states: States::new(&granted)?,
             instances: Arc::new(Semaphore::new(granted.limits.max_instances as usize)),
             background: Arc::new(Semaphore::new(background_share(
                 granted.limits.max_instances as usize,
@@ -96,23 +92,6 @@ impl Caller {
         self.services
             .registry
             .mark_error(&self.adapter, FailureKind::QuotaExceeded, message);
-    }
-
-    /// The value of a secret an outbound placeholder names, when it may go to `origin`.
-    pub fn secret_for(&self, name: &str, origin: &Origin) -> Result<String, Failure> {
-        let secrets = &self.granted.secrets;
-        if !secrets.names.contains(name) {
-            return Err(Failure::Denied(format!("secret {name} is not granted")));
-        }
-        if !secrets.may_send(name, origin) {
-            return Err(Failure::Denied(format!(
-                "secret {name} may not be sent to {origin} ([secret_origins])"
-            )));
-        }
-        self.services
-            .env
-            .get(name)
-            .ok_or_else(|| Failure::Failed(format!("{name} is not set")))
     }
 }
 

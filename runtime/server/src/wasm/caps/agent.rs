@@ -118,12 +118,12 @@ impl Capability for Agent {
         }
     }
 
-    fn state(granted: &Granted) -> State {
-        State {
+    fn state(granted: &Granted) -> anyhow::Result<State> {
+        Ok(State {
             at_once: std::sync::Arc::new(Semaphore::new(
                 granted.limits.agent_runs_at_once as usize,
             )),
-        }
+        })
     }
 
     fn suggest(_: &Request) -> Vec<String> {

@@ -88,7 +88,9 @@ impl Capability for Jobs {
         }
     }
 
-    fn state(_: &Granted) {}
+    fn state(_: &Granted) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     fn suggest(_: &Request) -> Vec<String> {
         vec!["jobs = true".into()]

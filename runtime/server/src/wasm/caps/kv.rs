@@ -90,7 +90,9 @@ impl Capability for Kv {
         }
     }
 
-    fn state(_: &Granted) {}
+    fn state(_: &Granted) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     fn suggest(_: &Request) -> Vec<String> {
         vec!["kv = true".into()]

@@ -73,11 +73,11 @@ impl Capability for Log {
         Vec::new()
     }
 
-    fn state(limits: &Limits) -> State {
-        State {
+    fn state(limits: &Limits) -> anyhow::Result<State> {
+        Ok(State {
             rate: PerMinute::new(limits.log_lines_per_minute),
             dropped: AtomicU64::new(0),
-        }
+        })
     }
 
     fn suggest(_: &Request) -> Vec<String> {

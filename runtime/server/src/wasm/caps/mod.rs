@@ -43,7 +43,7 @@ pub trait Capability {
     type Grant: DeserializeOwned + Default + Clone + Debug + PartialEq;
     /// What a component gets: its request, within the grant.
     type Granted: Default + Clone + Debug + PartialEq + Send + Sync;
-    /// Per loaded component: counters and limiters.
+    /// Per loaded component: counters, limiters, clients.
     type State: Send + Sync;
 
     /// `env` reads the environment (an origin may come from a variable).
@@ -57,7 +57,7 @@ pub trait Capability {
     fn granted_anything(granted: &Self::Granted) -> bool;
     /// What the registry entry lists.
     fn summary(granted: &Self::Granted) -> Vec<String>;
-    fn state(granted: &Self::Granted) -> Self::State;
+    fn state(granted: &Self::Granted) -> anyhow::Result<Self::State>;
     /// The grant file lines that would give a component what it asks of this capability.
     fn suggest(request: &Request) -> Vec<String>;
     fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()>;
@@ -170,8 +170,8 @@ macro_rules! capabilities {
         }
 
         impl States {
-            pub fn new(granted: &Granted) -> Self {
-                Self { $($field: <$cap>::state(&granted.$field),)* }
+            pub fn new(granted: &Granted) -> anyhow::Result<Self> {
+                Ok(Self { $($field: <$cap>::state(&granted.$field)?,)* })
             }
         }
 

@@ -13,9 +13,9 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody};
 use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::{LimitKey, Origin, Request};
 use super::super::lanes;
-use super::super::outbound::{self, Failure};
+use super::super::outbound::{self, Failure, Outbound};
 use super::super::state::{Caller, HostState};
-use super::{Capability, denied, link_versions, on_host};
+use super::{Capability, denied, link_versions, on_host, secrets};
 use v0_2::service::adapter::outbound_http::{Request as Outgoing, Response};
 use v0_2::service::adapter::types::Error;
 
@@ -72,7 +72,7 @@ impl Capability for OutboundHttp {
     const LIMIT_KEYS: &'static [LimitKey] = &[];
     type Grant = Grant;
     type Granted = Granted;
-    type State = ();
+    type State = Outbound;
 
     fn grant(
         request: &Request,
@@ -111,7 +111,10 @@ impl Capability for OutboundHttp {
             .collect()
     }
 
-    fn state(_: &Granted) {}
+    /// Its client, which sends under the policy of `wasm::outbound`.
+    fn state(granted: &Granted) -> anyhow::Result<Outbound> {
+        Outbound::new(&granted.origins)
+    }
 
     fn suggest(request: &Request) -> Vec<String> {
         let listed = request.listed.as_ref().map(|l| l.outbound_hosts.clone());
@@ -138,12 +141,7 @@ impl v0_2::service::adapter::outbound_http::Host for HostState {
             timeout_ms: request.timeout_ms,
             follow_redirects: true,
         };
-        let sent = on_host(self, async move {
-            let origins = &caller.granted.outbound_http.origins;
-            let secret = |name: &str, origin: &Origin| caller.secret_for(name, origin);
-            caller.outbound.send(origins, secret, request).await
-        })
-        .await;
+        let sent = on_host(self, async move { send(&caller, request).await }).await;
         Ok(match sent {
             Ok(response) => Ok(Response {
                 status: response.status,
@@ -180,6 +178,17 @@ impl v0_1::service::adapter::outbound_http::Host for HostState {
     }
 }
 
+/// Sends a request of `caller`'s under its grant, filling placeholders as `secrets` allows.
+async fn send(caller: &Caller, request: outbound::Request) -> Result<outbound::Response, Failure> {
+    let origins = &caller.granted.outbound_http.origins;
+    let secret = |name: &str, origin: &Origin| secrets::for_placeholder(caller, name, origin);
+    caller
+        .states
+        .outbound_http
+        .send(origins, secret, request)
+        .await
+}
+
 /// The `wasi:http/outgoing-handler` side: `wasmtime-wasi-http` hands each request a guest
 /// sends to these hooks, which send it under the same grant and policy as `outbound-http`.
 /// Redirects come back to the guest (as `wasi:http` specifies); its next request is checked.
@@ -202,6 +211,16 @@ impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
     /// reqwest sets `host` from the URL the policy checked.
     fn set_host_header(&mut self) -> bool {
         false
+    }
+
+    /// A guest writing a body (a response, a request) goes on without waiting for the host to
+    /// take each chunk, up to 16 chunks of 64 KiB: 1 MiB held per body at most.
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        16
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        64 << 10
     }
 
     fn send_request(
@@ -247,9 +266,7 @@ async fn send_wasi(
         timeout_ms: timeout,
         follow_redirects: false,
     };
-    let origins = &caller.granted.outbound_http.origins;
-    let secret = |name: &str, origin: &Origin| caller.secret_for(name, origin);
-    match caller.outbound.send(origins, secret, request).await {
+    match send(&caller, request).await {
         Ok(response) => {
             let mut answer = http::Response::builder().status(response.status);
             for (name, value) in response.headers {

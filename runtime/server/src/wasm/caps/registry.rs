@@ -30,7 +30,9 @@ impl Capability for Registry {
         Vec::new()
     }
 
-    fn state(_: &()) {}
+    fn state(_: &()) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     fn suggest(_: &Request) -> Vec<String> {
         Vec::new()

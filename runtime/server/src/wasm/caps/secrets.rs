@@ -1,6 +1,6 @@
 //! `secrets`: granted environment variables; HMAC verification against a named secret, so a
 //! signing secret need not enter the sandbox; and which origins a secret may be sent to in
-//! an outbound placeholder (`[secret_origins]`).
+//! an outbound placeholder (`[secret_origins]`, asked by every import that sends).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +11,8 @@ use wasmtime::component::Linker;
 
 use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::{LimitKey, Origin, Request};
-use super::super::state::HostState;
+use super::super::outbound::Failure;
+use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions};
 use v0_2::service::adapter::secrets::HmacAlgorithm;
 use v0_2::service::adapter::types::Error;
@@ -65,6 +66,24 @@ impl Granted {
                 .get(name)
                 .is_none_or(|bound| bound.contains(origin))
     }
+}
+
+/// The value of a secret an outbound placeholder names, when it may go to `origin`.
+pub fn for_placeholder(caller: &Caller, name: &str, origin: &Origin) -> Result<String, Failure> {
+    let secrets = &caller.granted.secrets;
+    if !secrets.names.contains(name) {
+        return Err(Failure::Denied(format!("secret {name} is not granted")));
+    }
+    if !secrets.may_send(name, origin) {
+        return Err(Failure::Denied(format!(
+            "secret {name} may not be sent to {origin} ([secret_origins])"
+        )));
+    }
+    caller
+        .services
+        .env
+        .get(name)
+        .ok_or_else(|| Failure::Failed(format!("{name} is not set")))
 }
 
 pub struct Secrets;
@@ -137,7 +156,9 @@ impl Capability for Secrets {
             .collect()
     }
 
-    fn state(_: &Granted) {}
+    fn state(_: &Granted) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     fn suggest(request: &Request) -> Vec<String> {
         let listed = request.listed.as_ref().map(|l| l.secrets.clone());

@@ -103,7 +103,9 @@ impl Capability for Tools {
         }
     }
 
-    fn state(_: &Granted) {}
+    fn state(_: &Granted) -> anyhow::Result<()> {
+        Ok(())
+    }
 
     fn suggest(request: &Request) -> Vec<String> {
         let listed = request.listed.as_ref().map(|l| l.tools.clone());
