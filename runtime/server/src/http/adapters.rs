@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use service_contract::AdapterEntry;
 
 use super::AppState;
-use super::api::{ApiError, ApiResult, PathParam};
+use super::api::PathParam;
+use super::api_error::{ApiError, ApiResult};
 use super::guards::LoopbackPeer;
 use crate::adapters::ToggleError;
 use crate::bus::Event;

@@ -8,7 +8,8 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, JsonBody, PathParam};
+use super::api::{JsonBody, PathParam};
+use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles::{self, NewProfile, Profile, ProfileInput, ProfilePatch};

@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, JsonBody, PathParam, QueryParams};
+use super::api::{JsonBody, PathParam, QueryParams};
+use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::approvals::{self, Decided, Decision};
 use crate::error::Error;

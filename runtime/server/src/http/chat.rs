@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::AppState;
-use super::api::{ApiError, ApiResult, JsonBody};
+use super::api::JsonBody;
+use super::api_error::{ApiError, ApiResult};
 use super::chat_turns;
 use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError};

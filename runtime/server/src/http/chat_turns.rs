@@ -9,7 +9,7 @@ use service_contract::agent::{ProfileChoice, RunRequest};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use super::api::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult};
 use super::chat::{ChatBody, run_error};
 use super::conversations::unknown;
 use crate::agents::profiles::DEFAULT_PROFILE;

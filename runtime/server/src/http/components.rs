@@ -13,7 +13,8 @@ use service_contract::{HttpRequest, HttpResponse};
 use std::time::Instant;
 
 use super::AppState;
-use super::api::{ApiError, PathParam};
+use super::api::PathParam;
+use super::api_error::ApiError;
 use crate::telemetry::metrics::metrics;
 
 /// Headers an adapter may not set: the server's own framing, and what would let its answer

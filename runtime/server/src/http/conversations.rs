@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, Page, PathParam, QueryParams};
+use super::api::{Page, PathParam, QueryParams};
+use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::conversations;
 use crate::error::Error;

@@ -7,7 +7,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::AppState;
-use super::api::{ApiError, PathParam};
+use super::api::PathParam;
+use super::api_error::ApiError;
 
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";

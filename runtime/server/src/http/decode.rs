@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
-use super::api::ApiError;
+use super::api_error::ApiError;
 
 /// Whether the request says its body is JSON (`application/json` or `application/*+json`).
 pub fn is_json(headers: &HeaderMap) -> bool {

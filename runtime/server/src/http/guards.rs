@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::api::ApiError;
+use super::api_error::ApiError;
 
 /// Extracting this succeeds only for requests whose TCP peer is on this machine.
 pub struct LoopbackPeer;

@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, JsonBody, PathParam};
+use super::api::{JsonBody, PathParam};
+use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::bus::Event;
 use crate::environment::{Environment, MAX_VALUE_BYTES};

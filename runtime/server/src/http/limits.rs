@@ -12,7 +12,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::api::ApiError;
+use axum::extract::rejection::BytesRejection;
+
+use super::api_error::ApiError;
 use crate::config::ServerSection;
 
 /// The largest request body accepted: 2 MiB.
@@ -118,4 +120,17 @@ async fn collect(body: Body) -> Result<Bytes, Refused> {
         buffer.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(buffer))
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read to the end",
+            )
+        }
+    }
 }

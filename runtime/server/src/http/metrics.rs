@@ -8,9 +8,9 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use super::api::ApiError;
+use super::api_error::ApiError;
 use super::guards;
-use crate::jobs;
+use crate::job_queue;
 use crate::telemetry::metrics::{self, AdapterName, JobLabels, PoolLabels};
 
 /// The bearer token scrapers must send, when set.
@@ -25,7 +25,7 @@ pub async fn show(
     if let Err(refusal) = guards::token_or_loopback(token, TOKEN_VARIABLE, peer, &headers) {
         return refusal.into_response();
     }
-    let open = match app.db.call(|conn| jobs::open(conn)).await {
+    let open = match app.db.call(|conn| job_queue::open(conn)).await {
         Ok(open) => open,
         Err(e) => return ApiError::from(e).into_response(),
     };

@@ -3,6 +3,7 @@
 mod adapters;
 mod agents;
 pub mod api;
+pub mod api_error;
 mod approvals;
 mod chat;
 mod chat_turns;

@@ -6,7 +6,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::ApiResult;
+use super::api_error::ApiResult;
 use crate::scheduler::{plan, store};
 
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::agents::{check_tools, unavailable_tools, view};
-use super::api::{ApiResult, JsonBody, PathParam};
+use super::api::{JsonBody, PathParam};
+use super::api_error::ApiResult;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles;
 use crate::agents::store;

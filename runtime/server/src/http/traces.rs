@@ -5,7 +5,8 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{ApiResult, Page, PathParam, QueryParams};
+use super::api::{Page, PathParam, QueryParams};
+use super::api_error::ApiResult;
 use crate::db;
 use crate::error::Error;
 use crate::traces;

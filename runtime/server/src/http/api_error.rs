@@ -1,0 +1,132 @@
+//! The API's error answer: `{"error": "..."}` with the status its kind implies (and `field`
+//! when one input field is to blame, `trace_id` and `conversation_id` when a run failed).
+
+use std::borrow::Cow;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::Error;
+
+/// An error answered to an API client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<Cow<'static, str>>,
+    trace_id: Option<String>,
+    conversation_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            field: None,
+            trace_id: None,
+            conversation_id: None,
+        }
+    }
+
+    /// Names the input field to blame, for forms.
+    pub fn with_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+
+    /// Names the conversation the failed turn was kept in.
+    pub fn with_conversation(mut self, id: &str) -> Self {
+        self.conversation_id = Some(id.to_owned());
+        self
+    }
+
+    /// Names the trace that recorded the failed run.
+    pub fn with_trace(mut self, trace_id: Option<&str>) -> Self {
+        self.trace_id = trace_id.map(str::to_owned);
+        self
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
+            Error::InvalidField { field, message } => {
+                Self::new(StatusCode::BAD_REQUEST, message).with_field(field)
+            }
+            Error::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
+            Error::Conflict(message) => Self::new(StatusCode::CONFLICT, message),
+            Error::Unavailable(message) => {
+                tracing::warn!("{message}");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unreachable; try again shortly",
+                )
+            }
+            Error::Internal(e) => {
+                tracing::error!("internal error: {e:#}");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error; see the server log",
+                )
+            }
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        let QueryRejection::FailedToDeserializeQueryString(e) = rejection else {
+            return Self::new(
+                StatusCode::BAD_REQUEST,
+                "the query string could not be read",
+            );
+        };
+        // Query values are all text (numbers are parsed by the handlers), so what fails here
+        // is the encoding or a repeated key.
+        tracing::debug!("unreadable query string: {}", e.body_text());
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "the query string could not be read: give each key once, percent-encoded",
+        )
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        tracing::debug!("unreadable path: {}", rejection.body_text());
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "the path could not be read: names in it must be percent-encoded UTF-8",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": self.message });
+        if let Some(field) = self.field {
+            body["field"] = json!(field.as_ref());
+        }
+        if let Some(trace_id) = self.trace_id {
+            body["trace_id"] = json!(trace_id);
+        }
+        if let Some(conversation_id) = self.conversation_id {
+            body["conversation_id"] = json!(conversation_id);
+        }
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
