@@ -648,7 +648,7 @@ async fn slow_hooks_never_hold_the_server_and_a_hanging_stop_still_disables() {
     service_runtime::db::Db::open_sqlite(&data_dir.join(service_runtime::db::FILE_NAME))
         .unwrap()
         .blocking(|conn| {
-            service_runtime::kv::set(conn, "echo", "start-delay-ms", b"3000", None, 1 << 20)
+            service_runtime::kv_store::set(conn, "echo", "start-delay-ms", b"3000", None, 1 << 20)
                 .unwrap();
             Ok(())
         })

@@ -835,7 +835,8 @@ fn echo_kv(server: &Server, key: &str, value: &str) {
     server
         .db()
         .blocking(|conn| {
-            service_runtime::kv::set(conn, "echo", key, value.as_bytes(), None, 1 << 20).unwrap();
+            service_runtime::kv_store::set(conn, "echo", key, value.as_bytes(), None, 1 << 20)
+                .unwrap();
             Ok(())
         })
         .unwrap();

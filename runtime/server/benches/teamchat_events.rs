@@ -26,7 +26,7 @@ use service_runtime::adapters::Managed;
 use service_runtime::app::{App, Role};
 use service_runtime::db::Db;
 use service_runtime::http::{self, AppState, guards::Binding};
-use service_runtime::kv;
+use service_runtime::kv_store;
 use service_runtime::wasm::Worker;
 use sha2::Sha256;
 
@@ -129,7 +129,7 @@ async fn native_events(db: Db, request: HttpRequest) -> HttpResponse {
     };
     let key = format!("event:{event_id}");
     let claimed = db
-        .call_inline(move |conn| Ok(kv::claim(conn, NATIVE, &key, 86_400_000, 16 << 20)))
+        .call_inline(move |conn| Ok(kv_store::claim(conn, NATIVE, &key, 86_400_000, 16 << 20)))
         .await
         .unwrap()
         .unwrap();

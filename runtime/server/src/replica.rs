@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::{Conn, Db};
 use crate::environment::Environment;
-use crate::{jobs, leases, tasks, traces};
+use crate::{job_queue, leases, tasks, traces};
 
 /// Names this replica instead of the id kept in the data directory.
 pub const ID_VARIABLE: &str = "SERVICE_REPLICA_ID";
@@ -99,7 +99,7 @@ pub async fn recover(db: &Db, id: &str, job_attempts: u32) -> crate::error::Resu
     let me = id.to_owned();
     let (jobs, tasks, runs) = db
         .call(move |conn| {
-            let jobs = jobs::reclaim(conn, job_attempts, Some(&me))?;
+            let jobs = job_queue::reclaim(conn, job_attempts, Some(&me))?;
             let tasks = tasks::fail_orphaned(conn, Some(&me))?;
             let runs = traces::fail_orphaned(conn, Some(&me))?;
             Ok((jobs, tasks, runs))

@@ -19,7 +19,7 @@ use crate::http::{self, AppState, guards::Binding};
 use crate::peers::Peers;
 use crate::resumer::Resumer;
 use crate::wasm::{self, Worker};
-use crate::{jobs, kv, replica};
+use crate::{job_queue, kv_store, replica};
 
 /// Where to listen and where the state lives, after flags and environment were applied.
 pub struct ServeOptions {
@@ -178,14 +178,14 @@ fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
         loop {
             tokio::select! {
                 _ = often.tick() => {
-                    match db.call(move |conn| jobs::forget_finished(conn, keep)).await {
+                    match db.call(move |conn| job_queue::forget_finished(conn, keep)).await {
                         Ok(0) => {}
                         Ok(gone) => tracing::debug!(gone, "deleted finished jobs past [jobs] keep_finished"),
                         Err(e) => tracing::warn!("cannot delete old finished jobs: {e}"),
                     }
                 }
                 _ = hourly.tick() => {
-                    if let Err(e) = db.call(|conn| kv::purge_expired(conn)).await {
+                    if let Err(e) = db.call(|conn| kv_store::purge_expired(conn)).await {
                         tracing::warn!("cannot purge expired kv entries: {e}");
                     }
                 }

@@ -370,7 +370,7 @@ fn newest(text: &str, max: usize) -> &str {
 /// those `restarted` ran before this process (the same replica) started, with any a build
 /// before replicas left running, and those of a replica whose presence ran out (see
 /// `replica`). Jobs are left to their leases (see
-/// `jobs::reclaim`).
+/// `job_queue::reclaim`).
 pub fn fail_orphaned(conn: &Conn, restarted: Option<&str>) -> Result<u64> {
     conn.execute(
         &format!(

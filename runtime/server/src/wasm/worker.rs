@@ -26,7 +26,7 @@ use crate::adapters::Supervisor;
 use crate::config::JobsSection;
 use crate::db::Db;
 use crate::db::now_ms;
-use crate::jobs::{self, Job, Lease, Outcome};
+use crate::job_queue::{self, Job, Lease, Outcome};
 use crate::task_runs;
 use crate::tasks::{self, RunningTasks};
 use crate::telemetry::{TARGET, propagation};
@@ -126,14 +126,14 @@ impl Worker {
             let kept = self
                 .db
                 .call(move |conn| {
-                    jobs::renew(
+                    job_queue::renew(
                         conn,
                         Lease {
                             holder: &holder,
                             ms,
                         },
                     )?;
-                    jobs::reclaim(conn, attempts, None)
+                    job_queue::reclaim(conn, attempts, None)
                 })
                 .await;
             match kept {
@@ -163,7 +163,12 @@ impl Worker {
         let now = now_ms();
         let found = self
             .db
-            .call(move |conn| Ok((jobs::ready_adapters(conn, now)?, jobs::backlog(conn)?)))
+            .call(move |conn| {
+                Ok((
+                    job_queue::ready_adapters(conn, now)?,
+                    job_queue::backlog(conn)?,
+                ))
+            })
             .await;
         let (ready, pending) = match found {
             Ok(found) => found,
@@ -192,7 +197,7 @@ impl Worker {
             let claimed = self
                 .db
                 .call(move |conn| {
-                    jobs::claim_next(
+                    job_queue::claim_next(
                         conn,
                         &name,
                         now,
@@ -238,7 +243,7 @@ impl Worker {
         let now = now_ms();
         let next = self
             .db
-            .call(move |conn| jobs::next_retry(conn, now))
+            .call(move |conn| job_queue::next_retry(conn, now))
             .await
             .ok()
             .flatten();
@@ -330,7 +335,7 @@ impl Worker {
                         Outcome::Failed { note: &note }
                     }
                 };
-                jobs::finish(conn, &task_id, &holder, outcome)
+                job_queue::finish(conn, &task_id, &holder, outcome)
             })
             .await;
         if let Ok(false) = recorded {

@@ -10,7 +10,7 @@ use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota};
 use crate::bus::Event;
 use crate::db::Conn;
-use crate::jobs::{self, Refused};
+use crate::job_queue::{self, Refused};
 use crate::telemetry::propagation;
 use v0_2::service::adapter::types::Error;
 
@@ -162,7 +162,7 @@ impl v0_2::service::adapter::jobs::Host for HostState {
         let traceparent = propagation::traceparent();
         Ok(self
             .queue(move |conn, adapter| {
-                jobs::enqueue(
+                job_queue::enqueue(
                     conn,
                     adapter,
                     &payload,
@@ -191,13 +191,13 @@ impl v0_2::service::adapter::jobs::Host for HostState {
         let traceparent = propagation::traceparent();
         Ok(self
             .queue(move |conn, adapter| {
-                let once = jobs::Once {
+                let once = job_queue::Once {
                     key: &key,
                     ttl_ms,
                     payload: &payload,
                     traceparent: traceparent.as_deref(),
                 };
-                jobs::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
+                job_queue::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
             })
             .await)
     }

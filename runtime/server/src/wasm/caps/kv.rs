@@ -8,7 +8,7 @@ use super::super::bindings::{v0_1, v0_2};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota, trap};
-use crate::kv::{self, Refused};
+use crate::kv_store::{self, Refused};
 use v0_2::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -166,7 +166,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
         Ok(self
             .with_kv(&key.clone(), 0, move |conn, adapter, _| {
-                Ok(kv::get(conn, adapter, &key)?)
+                Ok(kv_store::get(conn, adapter, &key)?)
             })
             .await)
     }
@@ -180,7 +180,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
         self.heavy(key.len() + value.len()).await;
         Ok(self
             .with_kv(&key.clone(), value.len(), move |conn, adapter, quota| {
-                kv::set(conn, adapter, &key, &value, ttl_ms, quota)
+                kv_store::set(conn, adapter, &key, &value, ttl_ms, quota)
             })
             .await)
     }
@@ -188,7 +188,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
     async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), Error>> {
         Ok(self
             .with_kv(&key.clone(), 0, move |conn, adapter, _| {
-                Ok(kv::delete(conn, adapter, &key)?)
+                Ok(kv_store::delete(conn, adapter, &key)?)
             })
             .await)
     }
@@ -196,7 +196,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
     async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<Result<bool, Error>> {
         Ok(self
             .with_kv(&key.clone(), 0, move |conn, adapter, quota| {
-                kv::claim(conn, adapter, &key, ttl_ms, quota)
+                kv_store::claim(conn, adapter, &key, ttl_ms, quota)
             })
             .await)
     }

@@ -7,7 +7,7 @@
 
 use crate::db::{Backend, Conn};
 use crate::error::{Error, Result};
-use crate::kv;
+use crate::kv_store;
 use crate::params;
 use crate::tasks::{self, NewTask, TaskStatus};
 
@@ -42,10 +42,10 @@ pub enum Refused {
     Db(#[from] Error),
 }
 
-impl From<kv::Refused> for Refused {
-    fn from(refused: kv::Refused) -> Self {
+impl From<kv_store::Refused> for Refused {
+    fn from(refused: kv_store::Refused) -> Self {
         match refused {
-            kv::Refused::Db(e) => Self::Db(e),
+            kv_store::Refused::Db(e) => Self::Db(e),
             over => Self::KvQuota(over.to_string()),
         }
     }
@@ -114,7 +114,7 @@ pub fn enqueue_once(
     kv_quota: u64,
 ) -> std::result::Result<Option<String>, Refused> {
     conn.transaction(|tx| {
-        if !kv::claim(tx, adapter, once.key, once.ttl_ms, kv_quota)? {
+        if !kv_store::claim(tx, adapter, once.key, once.ttl_ms, kv_quota)? {
             return Ok(None);
         }
         enqueue(tx, adapter, once.payload, once.traceparent, max_unfinished).map(Some)
@@ -550,13 +550,13 @@ mod tests {
                 enqueue_once(conn, "a", &once("event:2"), 10, 10),
                 Err(Refused::KvQuota(_))
             ));
-            assert_eq!(kv::get(conn, "a", "event:2").unwrap(), None);
+            assert_eq!(kv_store::get(conn, "a", "event:2").unwrap(), None);
             // Refused by the jobs bound: the claim is undone with it.
             assert!(matches!(
                 enqueue_once(conn, "a", &once("event:3"), 1, 1 << 20),
                 Err(Refused::Full { pending: 1 })
             ));
-            assert_eq!(kv::get(conn, "a", "event:3").unwrap(), None);
+            assert_eq!(kv_store::get(conn, "a", "event:3").unwrap(), None);
             assert_eq!(backlog(conn).unwrap(), [("a".to_owned(), 1)]);
         });
     }
