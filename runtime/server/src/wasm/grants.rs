@@ -87,11 +87,11 @@ impl Limits {
         },
         LimitKey {
             name: "memory_mib",
-            max: (super::engine::MAX_MEMORY >> 20) as u64,
+            max: (super::wasmtime_config::MAX_MEMORY >> 20) as u64,
         },
         LimitKey {
             name: "max_instances",
-            max: super::engine::MAX_INSTANCES_PER_ADAPTER as u64,
+            max: super::wasmtime_config::MAX_INSTANCES_PER_ADAPTER as u64,
         },
     ];
 

@@ -7,7 +7,6 @@ pub mod bundled;
 mod cache;
 mod caps;
 mod components;
-mod engine;
 mod exports;
 mod generation;
 pub mod grants;
@@ -22,6 +21,7 @@ mod sandbox;
 pub mod shared;
 mod state;
 mod tool_bridge;
+mod wasmtime_config;
 mod watcher;
 mod worker;
 

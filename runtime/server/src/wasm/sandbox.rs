@@ -14,11 +14,11 @@ use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
-use super::engine::{self, MemoryInit};
 use super::exports::{Call, Exports};
 use super::lanes::{Lanes, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
+use super::wasmtime_config::{self, MemoryInit};
 use crate::adapters::CallError;
 use crate::telemetry::TARGET;
 
@@ -105,7 +105,7 @@ pub struct Flavor {
 
 impl Flavor {
     fn new(pooling: bool, init: MemoryInit) -> anyhow::Result<Self> {
-        let (engine, pooled) = engine::build(pooling, init)?;
+        let (engine, pooled) = wasmtime_config::build(pooling, init)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
@@ -147,8 +147,10 @@ impl Sandbox {
             small: Flavor::new(pooling, MemoryInit::Copy)?,
             large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
             lanes: Lanes::default(),
-            instances: Pool::new(engine::MAX_INSTANCES),
-            background: Arc::new(Semaphore::new(background_share(engine::MAX_INSTANCES))),
+            instances: Pool::new(wasmtime_config::MAX_INSTANCES),
+            background: Arc::new(Semaphore::new(background_share(
+                wasmtime_config::MAX_INSTANCES,
+            ))),
         })
     }
 
@@ -218,7 +220,11 @@ impl Sandbox {
         let start = prepared.caller.heavy.start();
         let places = self.places(&prepared.caller, wait).await?;
         let caller = Arc::clone(&prepared.caller);
-        let memory = caller.granted.limits.memory_bytes().min(engine::MAX_MEMORY);
+        let memory = caller
+            .granted
+            .limits
+            .memory_bytes()
+            .min(wasmtime_config::MAX_MEMORY);
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let slice = Arc::new(Slice::default());
         let mut state = HostState::new(

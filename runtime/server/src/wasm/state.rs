@@ -16,10 +16,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::caps::{Granted, RunContext, States, WasiHttpHooks};
-use super::engine;
 use super::lanes::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
 use super::sandbox::background_share;
+use super::wasmtime_config;
 use crate::bus::Bus;
 use crate::db::Db;
 use crate::environment::Environment;
@@ -142,8 +142,8 @@ impl HostState {
             table: ResourceTable::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(memory_bytes)
-                .memories(engine::MAX_MEMORIES)
-                .tables(engine::MAX_TABLES)
+                .memories(wasmtime_config::MAX_MEMORIES)
+                .tables(wasmtime_config::MAX_TABLES)
                 .instances(32)
                 .build(),
             caller,
