@@ -743,6 +743,8 @@ async fn two_mentions_in_one_thread_are_answered_one_after_the_other_in_order() 
         1,
         "the second has not reached the model"
     );
+    // The first answer's post is slow to arrive; the second is posted after it all the same.
+    api.delay_next(std::time::Duration::from_millis(700));
     pieces.send("First answer.").unwrap();
     drop(pieces);
     let posted = posts(&api, 2).await;

@@ -39,6 +39,10 @@ pub struct RunRequest {
     /// thread): the host keeps its messages, sends the latest with the prompt (when `history`
     /// is empty) and answers one prompt of it at a time, in arrival order.
     pub conversation: Option<String>,
+    /// Keep this turn's place in its conversation's line until the run's cancellation token
+    /// fires, not only until the run ends: a caller whose token ends with its work on the
+    /// answer (a component's call) then posts it before the next turn can post its own.
+    pub turn_held_until_cancelled: bool,
     /// The task whose outcome this run is, when it may pause for a person's approval (a
     /// scheduled run): the task waits `pending` and the run finishes it once decided.
     pub task: Option<String>,
@@ -59,6 +63,7 @@ impl RunRequest {
             source: source.into(),
             parent: None,
             conversation: None,
+            turn_held_until_cancelled: false,
             task: None,
         }
     }

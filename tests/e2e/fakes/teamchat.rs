@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -41,6 +41,8 @@ struct Platform {
     usual: Value,
     /// The next accepted post is stored but never answered (the connection hangs).
     stall_next: bool,
+    /// The next post arrives this much later (as over a slow network).
+    delay_next: Option<Duration>,
     calls: Vec<Call>,
     /// Every message of every channel, as the platform stores them.
     messages: Vec<Value>,
@@ -108,6 +110,11 @@ impl FakePlatform {
         self.lock().stall_next = true;
     }
 
+    /// The next post reaches the platform `delay` after it was sent.
+    pub fn delay_next(&self, delay: Duration) {
+        self.lock().delay_next = Some(delay);
+    }
+
     /// The next unscripted post gets the usual answer (so a later one can be refused).
     pub fn accept_next(&self) {
         self.lock().script.push_back(None);
@@ -157,6 +164,14 @@ async fn post_message(
     Json(mut body): Json<Value>,
 ) -> Response {
     let auth = authorization(&headers);
+    let delay = state
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .delay_next
+        .take();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
     let (status, retry_after, answer, stall) = {
         let mut platform = state.lock().unwrap_or_else(PoisonError::into_inner);
         let scripted = platform.script.pop_front().flatten();

@@ -41,11 +41,20 @@ impl Engine {
                 .call(move |conn| conversations::history(conn, &id, budget))
                 .await?;
         }
-        let prompt = request.prompt.clone();
+        let (prompt, held) = (request.prompt.clone(), request.turn_held_until_cancelled);
         let result = self.run(request, None, cancel).await;
         keep_exchange(&self.db, &conversation.id, &prompt, &result).await;
-        // Recorded first, so the next turn in line sees this exchange.
-        drop(place);
+        // Recorded first, so the next turn in line sees this exchange; held on while the
+        // caller still works with the answer.
+        if held {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                drop(place);
+            });
+        } else {
+            drop(place);
+        }
         result
     }
 }

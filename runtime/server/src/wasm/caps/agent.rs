@@ -248,6 +248,9 @@ impl HostState {
             source: caller.adapter.clone(),
             parent: self.run.as_ref().map(Parent::child),
             conversation,
+            // The call's token fires when the call ends: the component posts this answer
+            // before the conversation's next turn is run.
+            turn_held_until_cancelled: true,
             task: None,
         };
         let (cancel, job_task) = (
