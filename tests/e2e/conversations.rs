@@ -216,7 +216,8 @@ fn ask(server: &Server, body: Value) -> tokio::task::JoinHandle<(StatusCode, Val
 async fn two_messages_at_once(
     server: &Server,
 ) -> (String, (StatusCode, Value), (StatusCode, Value)) {
-    let (_, opened) = server.post("/api/chat", json!({"prompt": "Hi."})).await;
+    let (status, opened) = server.post("/api/chat", json!({"prompt": "Hi."})).await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
     let id = opened["conversation_id"].as_str().unwrap().to_owned();
     let first = ask(
         server,

@@ -94,6 +94,12 @@ impl Bus {
     /// Tells this process now and the other replicas shortly, without waiting for them.
     pub fn publish(&self, event: Event) {
         let _ = self.local.send(event.clone());
+        self.tell_others(event);
+    }
+
+    /// Tells the other replicas only, for what this process has done itself already (an
+    /// interrupted turn it stopped): hearing it back later would stop the turn that came next.
+    pub fn tell_others(&self, event: Event) {
         if self.db.backend() != Backend::Postgres {
             return;
         }

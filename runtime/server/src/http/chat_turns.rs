@@ -141,7 +141,7 @@ async fn take_place(app: &AppState, conversation: &str) -> ApiResult<Place> {
         // unanswered, so this turn's history carries both.
         let key = running_key(conversation);
         app.running.cancel(&key);
-        app.bus.publish(Event::TaskCancelled(key));
+        app.bus.tell_others(Event::TaskCancelled(key));
     }
     let alone = policy == DoubleTexting::Reject;
     Place::take(&app.db, conversation, &app.replica, alone)
