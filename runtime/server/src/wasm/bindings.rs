@@ -1,7 +1,7 @@
 //! Host bindings, one module per published version of the contract (`wit/`), as Zed's
-//! extension host does: the host implements the newest version's imports, each older
-//! version's imports forward to them (`caps/`), and a component's exports are called through
-//! the version it was built for (`exports`).
+//! extension host does: the host implements the newest version's imports ([`latest`]), each
+//! older version's imports forward to them (`caps/`), and a component's exports are called
+//! through the version it was built for (`exports`).
 
 /// `service:adapter@0.1.0`, kept so components built for it keep loading.
 pub mod v0_1 {
@@ -23,3 +23,7 @@ pub mod v0_2 {
         exports: { default: async },
     });
 }
+
+/// The newest contract, which the capabilities implement: a new version moves this alias,
+/// and the version it leaves gets forwarding impls like 0.1's.
+pub use v0_2 as latest;

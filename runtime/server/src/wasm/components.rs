@@ -9,6 +9,7 @@ use super::cache;
 use super::generation::Generation;
 use super::grants::Grant;
 use super::loader::{Loader, Named};
+use super::sandbox::AdapterPlace;
 use super::tool_bridge::ToolBridge;
 use super::watcher::{self, Files};
 use crate::adapters::Supervisor;
@@ -45,6 +46,17 @@ impl Components {
     /// The generation serving `name`.
     pub fn generation(&self, name: &str) -> Option<Arc<Generation>> {
         self.supervisor.runner::<Generation>(name)
+    }
+
+    /// The generation serving `name` and a place among its instances for a job, when it
+    /// serves (installed, not off) and has one free now within its background share.
+    pub fn job_place(&self, name: &str) -> Option<(Arc<Generation>, AdapterPlace)> {
+        if !self.supervisor.is_serving(name) {
+            return None;
+        }
+        let generation = self.generation(name)?;
+        let place = generation.free_place()?;
+        Some((generation, place))
     }
 
     /// Checks a component from a file named `file` (without `.wasm`) against `grant` (or the

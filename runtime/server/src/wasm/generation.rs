@@ -97,8 +97,7 @@ impl Generation {
             Ok(outcome) => outcome,
             Err(e) => {
                 let e = failure(e);
-                let registry = &self.prepared.caller.services.registry;
-                registry.mark_error(&self.name, &e.kind, &e.message);
+                self.prepared.caller.record(&e.kind, &e.message);
                 Err(JobFailure {
                     message: format!("adapter {:?} failed: {e}", self.name),
                     retry_after_ms: None,
@@ -138,8 +137,7 @@ impl Generation {
             Ok(answer) => answer,
             Err(CallError::Busy(message)) => Err(message),
             Err(CallError::Failed(e)) => {
-                let registry = &self.prepared.caller.services.registry;
-                registry.mark_error(&self.name, &e.kind, &e.message);
+                self.prepared.caller.record(&e.kind, &e.message);
                 Err(format!("adapter {:?} failed: {e}", self.name))
             }
         }

@@ -78,20 +78,24 @@ impl Caller {
         })
     }
 
+    /// Records a failure on the adapter's registry entry: the one way the component host
+    /// does (calls, tools, grants, quotas, the guest's own `mark-error`).
+    pub fn record(&self, kind: impl AsRef<str>, message: &str) {
+        self.services
+            .registry
+            .mark_error(&self.adapter, kind, message);
+    }
+
     /// Records a capability the adapter used without a grant.
     pub fn deny(&self, message: &str) {
         tracing::warn!(adapter = %self.adapter, "denied: {message}");
-        self.services
-            .registry
-            .mark_error(&self.adapter, FailureKind::CapabilityDenied, message);
+        self.record(FailureKind::CapabilityDenied, message);
     }
 
     /// Records a quota the adapter went past.
     pub fn over_quota(&self, message: &str) {
         tracing::warn!(adapter = %self.adapter, "over quota: {message}");
-        self.services
-            .registry
-            .mark_error(&self.adapter, FailureKind::QuotaExceeded, message);
+        self.record(FailureKind::QuotaExceeded, message);
     }
 }
 

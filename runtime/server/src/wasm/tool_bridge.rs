@@ -38,17 +38,16 @@ impl ToolBridge {
         if !generation.prepared.exports.has_tools() {
             return;
         }
-        let registry = &generation.prepared.caller.services.registry;
+        let caller = &generation.prepared.caller;
         let offered = match generation.list_tools().await {
             Ok(offered) => offered,
             Err(e) => {
-                registry.mark_error(&name, &e.kind, &format!("list-tools: {}", e.message));
+                caller.record(&e.kind, &format!("list-tools: {}", e.message));
                 return;
             }
         };
         if offered.len() > MAX_TOOLS {
-            registry.mark_error(
-                &name,
+            caller.record(
                 FailureKind::ToolError,
                 &format!(
                     "it offers {} tools; the first {MAX_TOOLS} are registered",
@@ -80,7 +79,7 @@ impl ToolBridge {
                 });
             match registered {
                 Ok(()) => owned.push(spec.name),
-                Err(e) => registry.mark_error(&name, FailureKind::ToolError, &e),
+                Err(e) => caller.record(FailureKind::ToolError, &e),
             }
         }
         self.owned

@@ -184,13 +184,7 @@ impl Worker {
             .filter(|a| after(a))
             .chain(ready.iter().filter(|a| !after(a)));
         for adapter in turn {
-            if !self.supervisor.is_serving(adapter) {
-                continue;
-            }
-            let Some(generation) = self.components.generation(adapter) else {
-                continue;
-            };
-            let Some(place) = generation.free_place() else {
+            let Some((generation, place)) = self.components.job_place(adapter) else {
                 continue;
             };
             let (name, holder, ms) = (adapter.clone(), self.replica.clone(), self.lease().ms);

@@ -10,7 +10,7 @@ use service_contract::agent::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, link_versions, on_host, over_quota};
@@ -18,7 +18,7 @@ use crate::agents::profiles::DEFAULT_PROFILE;
 use crate::allowances;
 use crate::task_runs::NewRun;
 use crate::traces;
-use v0_2::service::adapter::agent::{
+use latest::service::adapter::agent::{
     FailureKind, Host, Role, RunError, RunReply as WitReply, RunRequest as WitRequest,
 };
 
@@ -292,7 +292,7 @@ impl HostState {
 }
 
 /// The last turns that fit the bounds, oldest first.
-fn history(turns: Vec<v0_2::service::adapter::agent::Turn>) -> Vec<Turn> {
+fn history(turns: Vec<latest::service::adapter::agent::Turn>) -> Vec<Turn> {
     let turns = turns
         .into_iter()
         .map(|turn| Turn {
@@ -406,7 +406,7 @@ impl v0_1::service::adapter::agent::Host for HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use v0_2::service::adapter::agent::Turn as WitTurn;
+    use latest::service::adapter::agent::Turn as WitTurn;
 
     #[test]
     fn history_keeps_the_latest_turns_within_bounds() {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota};
@@ -12,7 +12,7 @@ use crate::bus::Event;
 use crate::db::Conn;
 use crate::job_queue::{self, Refused};
 use crate::telemetry::propagation;
-use v0_2::service::adapter::types::Error;
+use latest::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,7 +151,7 @@ impl HostState {
     }
 }
 
-impl v0_2::service::adapter::jobs::Host for HostState {
+impl latest::service::adapter::jobs::Host for HostState {
     async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
         self.heavy(payload.len()).await;
         let limits = match self.jobs_limits("jobs.enqueue", payload.len()) {
@@ -205,7 +205,7 @@ impl v0_2::service::adapter::jobs::Host for HostState {
 
 impl v0_1::service::adapter::jobs::Host for HostState {
     async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, String>> {
-        let queued = v0_2::service::adapter::jobs::Host::enqueue(self, payload).await?;
+        let queued = latest::service::adapter::jobs::Host::enqueue(self, payload).await?;
         Ok(queued.map_err(|e| super::trap(e).to_string()))
     }
 }

@@ -4,12 +4,12 @@
 use serde::Deserialize;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, denied, link_versions, on_host, over_quota, trap};
 use crate::kv_store::{self, Refused};
-use v0_2::service::adapter::types::Error;
+use latest::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -162,7 +162,7 @@ impl HostState {
     }
 }
 
-impl v0_2::service::adapter::kv::Host for HostState {
+impl latest::service::adapter::kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
         Ok(self
             .with_kv(&key.clone(), 0, move |conn, adapter, _| {
@@ -205,7 +205,7 @@ impl v0_2::service::adapter::kv::Host for HostState {
 /// 0.1's functions had no error results: a refusal traps the call (and is on the entry).
 impl v0_1::service::adapter::kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        v0_2::service::adapter::kv::Host::get(self, key)
+        latest::service::adapter::kv::Host::get(self, key)
             .await?
             .map_err(trap)
     }
@@ -216,19 +216,19 @@ impl v0_1::service::adapter::kv::Host for HostState {
         value: Vec<u8>,
         ttl_ms: Option<u64>,
     ) -> wasmtime::Result<()> {
-        v0_2::service::adapter::kv::Host::set(self, key, value, ttl_ms)
+        latest::service::adapter::kv::Host::set(self, key, value, ttl_ms)
             .await?
             .map_err(trap)
     }
 
     async fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        v0_2::service::adapter::kv::Host::delete(self, key)
+        latest::service::adapter::kv::Host::delete(self, key)
             .await?
             .map_err(trap)
     }
 
     async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<bool> {
-        v0_2::service::adapter::kv::Host::claim(self, key, ttl_ms)
+        latest::service::adapter::kv::Host::claim(self, key, ttl_ms)
             .await?
             .map_err(trap)
     }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use service_contract::registry::clip;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::rate::PerMinute;
 use super::super::state::HostState;
@@ -103,13 +103,13 @@ fn one_line(message: &str) -> String {
     clip(&escaped, MAX_LINE_CHARS).into_owned()
 }
 
-impl v0_2::service::adapter::log::Host for HostState {
+impl latest::service::adapter::log::Host for HostState {
     async fn log(
         &mut self,
-        level: v0_2::service::adapter::log::Level,
+        level: latest::service::adapter::log::Level,
         message: String,
     ) -> wasmtime::Result<()> {
-        use v0_2::service::adapter::log::Level;
+        use latest::service::adapter::log::Level;
         self.heavy(message.len()).await;
         let caller = &self.caller;
         let state = &caller.states.log;
@@ -139,15 +139,15 @@ impl v0_1::service::adapter::log::Host for HostState {
         level: v0_1::service::adapter::log::Level,
         message: String,
     ) -> wasmtime::Result<()> {
+        use latest::service::adapter::log::Level;
         use v0_1::service::adapter::log::Level as Old;
-        use v0_2::service::adapter::log::Level;
         let level = match level {
             Old::Debug => Level::Debug,
             Old::Info => Level::Info,
             Old::Warn => Level::Warn,
             Old::Error => Level::Error,
         };
-        v0_2::service::adapter::log::Host::log(self, level, message).await
+        latest::service::adapter::log::Host::log(self, level, message).await
     }
 }
 

@@ -25,7 +25,7 @@ pub use agent::RunContext;
 pub use filesystem::shadow_preopens;
 pub use outbound_http::WasiHttpHooks;
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{latest, v0_1};
 use super::grants::{GrantTable, LimitKey, Limits, Request};
 use super::state::HostState;
 
@@ -58,6 +58,15 @@ pub trait Capability {
     /// What the registry entry lists.
     fn summary(granted: &Self::Granted) -> Vec<String>;
     fn state(granted: &Self::Granted) -> anyhow::Result<Self::State>;
+    /// Once every capability has granted its part: what this one takes from the others' (its
+    /// declared dependencies). Nothing, unless it says so.
+    fn settle(
+        _granted: &mut Granted,
+        _grant: &Grant,
+        _env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
     /// The grant file lines that would give a component what it asks of this capability.
     fn suggest(request: &Request) -> Vec<String>;
     fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()>;
@@ -68,7 +77,8 @@ pub trait Capability {
 #[serde(deny_unknown_fields)]
 pub struct Nothing {}
 
-/// Adds an interface's host functions of every contract version to the linker.
+/// Adds an interface's host functions of every contract version to the linker. A capability
+/// the newest contract added links `latest::...::add_to_linker` alone in its `link`.
 macro_rules! link_versions {
     ($linker:expr, $interface:ident) => {{
         use wasmtime::component::HasSelf;
@@ -76,7 +86,7 @@ macro_rules! link_versions {
             HostState,
             HasSelf<HostState>,
         >($linker, |s| s)?;
-        $crate::wasm::bindings::v0_2::service::adapter::$interface::add_to_linker::<
+        $crate::wasm::bindings::latest::service::adapter::$interface::add_to_linker::<
             HostState,
             HasSelf<HostState>,
         >($linker, |s| s)
@@ -124,9 +134,7 @@ macro_rules! capabilities {
                     limits: grant.limits,
                     $($field: <$cap>::grant(request, &grant.$field, &env)?,)*
                 };
-                granted.secrets.bind_variables(|variable| {
-                    grant.outbound_http.env_origin(variable, &env)
-                })?;
+                $(<$cap>::settle(&mut granted, grant, &env)?;)*
                 Ok(granted)
             }
 
@@ -213,7 +221,7 @@ impl Grant {
 }
 
 impl v0_1::service::adapter::types::Host for HostState {}
-impl v0_2::service::adapter::types::Host for HostState {}
+impl latest::service::adapter::types::Host for HostState {}
 
 /// Runs host work a guest asked for on the host's executor (see `lanes`). The future holds no
 /// borrow of the store's state.
@@ -226,21 +234,21 @@ fn on_host<T: Send + 'static>(
 }
 
 /// Records a use of something not granted on the adapter's entry, and says so to the guest.
-pub fn denied(state: &HostState, message: String) -> v0_2::service::adapter::types::Error {
+pub fn denied(state: &HostState, message: String) -> latest::service::adapter::types::Error {
     state.caller.deny(&message);
-    v0_2::service::adapter::types::Error::Denied(message)
+    latest::service::adapter::types::Error::Denied(message)
 }
 
 /// Records a quota the adapter went past on its entry, and says so to the guest.
-pub fn over_quota(state: &HostState, message: String) -> v0_2::service::adapter::types::Error {
+pub fn over_quota(state: &HostState, message: String) -> latest::service::adapter::types::Error {
     state.caller.over_quota(&message);
-    v0_2::service::adapter::types::Error::QuotaExceeded(message)
+    latest::service::adapter::types::Error::QuotaExceeded(message)
 }
 
 /// How a 0.1 component, whose functions had no error results, learns of a refusal: the call
 /// traps (the refusal is already on the entry).
-pub fn trap(error: v0_2::service::adapter::types::Error) -> wasmtime::Error {
-    use v0_2::service::adapter::types::Error;
+pub fn trap(error: latest::service::adapter::types::Error) -> wasmtime::Error {
+    use latest::service::adapter::types::Error;
     let (Error::Denied(m) | Error::QuotaExceeded(m) | Error::Invalid(m) | Error::Failed(m)) = error;
     wasmtime::Error::msg(m)
 }

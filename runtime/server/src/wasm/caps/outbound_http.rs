@@ -10,14 +10,14 @@ use serde::Deserialize;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Origin, Request};
 use super::super::lanes;
 use super::super::outbound::{self, Failure, Outbound};
 use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions, on_host, secrets};
-use v0_2::service::adapter::outbound_http::{Request as Outgoing, Response};
-use v0_2::service::adapter::types::Error;
+use latest::service::adapter::outbound_http::{Request as Outgoing, Response};
+use latest::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +129,7 @@ impl Capability for OutboundHttp {
     }
 }
 
-impl v0_2::service::adapter::outbound_http::Host for HostState {
+impl latest::service::adapter::outbound_http::Host for HostState {
     async fn send(&mut self, request: Outgoing) -> wasmtime::Result<Result<Response, Error>> {
         self.heavy(request.body.len()).await;
         let caller = self.caller.clone();
@@ -167,7 +167,7 @@ impl v0_1::service::adapter::outbound_http::Host for HostState {
             body: request.body,
             timeout_ms: request.timeout_ms,
         };
-        let sent = v0_2::service::adapter::outbound_http::Host::send(self, request).await?;
+        let sent = latest::service::adapter::outbound_http::Host::send(self, request).await?;
         Ok(sent
             .map(|r| v0_1::service::adapter::outbound_http::Response {
                 status: r.status,

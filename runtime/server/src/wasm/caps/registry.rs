@@ -3,7 +3,7 @@
 use service_contract::FailureKind;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::{Capability, Nothing, link_versions};
@@ -43,7 +43,7 @@ impl Capability for Registry {
     }
 }
 
-impl v0_2::service::adapter::registry::Host for HostState {
+impl latest::service::adapter::registry::Host for HostState {
     async fn touch(&mut self) -> wasmtime::Result<()> {
         self.caller.services.registry.touch(&self.caller.adapter);
         Ok(())
@@ -59,11 +59,7 @@ impl v0_2::service::adapter::registry::Host for HostState {
 
     async fn mark_error(&mut self, message: String) -> wasmtime::Result<()> {
         self.heavy(message.len()).await;
-        let caller = &self.caller;
-        caller
-            .services
-            .registry
-            .mark_error(&caller.adapter, FailureKind::AdapterError, &message);
+        self.caller.record(FailureKind::AdapterError, &message);
         Ok(())
     }
 
@@ -75,18 +71,18 @@ impl v0_2::service::adapter::registry::Host for HostState {
 
 impl v0_1::service::adapter::registry::Host for HostState {
     async fn touch(&mut self) -> wasmtime::Result<()> {
-        v0_2::service::adapter::registry::Host::touch(self).await
+        latest::service::adapter::registry::Host::touch(self).await
     }
 
     async fn mark_running(&mut self) -> wasmtime::Result<()> {
-        v0_2::service::adapter::registry::Host::mark_running(self).await
+        latest::service::adapter::registry::Host::mark_running(self).await
     }
 
     async fn mark_error(&mut self, message: String) -> wasmtime::Result<()> {
-        v0_2::service::adapter::registry::Host::mark_error(self, message).await
+        latest::service::adapter::registry::Host::mark_error(self, message).await
     }
 
     async fn status(&mut self) -> wasmtime::Result<String> {
-        v0_2::service::adapter::registry::Host::status(self).await
+        latest::service::adapter::registry::Host::status(self).await
     }
 }

@@ -9,13 +9,13 @@ use serde::Deserialize;
 use sha2::Sha256;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Origin, Request};
 use super::super::outbound::Failure;
 use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions};
-use v0_2::service::adapter::secrets::HmacAlgorithm;
-use v0_2::service::adapter::types::Error;
+use latest::service::adapter::secrets::HmacAlgorithm;
+use latest::service::adapter::types::Error;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -160,6 +160,18 @@ impl Capability for Secrets {
         Ok(())
     }
 
+    /// Depends on `outbound_http`: a secret bound to an `[outbound_env]` variable goes to the
+    /// origin that variable grants.
+    fn settle(
+        granted: &mut super::Granted,
+        grant: &super::Grant,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), String> {
+        granted
+            .secrets
+            .bind_variables(|variable| grant.outbound_http.env_origin(variable, env))
+    }
+
     fn suggest(request: &Request) -> Vec<String> {
         let listed = request.listed.as_ref().map(|l| l.secrets.clone());
         let names = listed.unwrap_or_else(|| request.required_secrets.clone());
@@ -207,7 +219,7 @@ pub fn verify_hmac(
     }
 }
 
-impl v0_2::service::adapter::secrets::Host for HostState {
+impl latest::service::adapter::secrets::Host for HostState {
     async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
         Ok(self.granted_secret(&name).ok().flatten())
     }
@@ -241,11 +253,11 @@ impl v0_2::service::adapter::secrets::Host for HostState {
 
 impl v0_1::service::adapter::secrets::Host for HostState {
     async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
-        v0_2::service::adapter::secrets::Host::get(self, name).await
+        latest::service::adapter::secrets::Host::get(self, name).await
     }
 
     async fn is_set(&mut self, name: String) -> wasmtime::Result<bool> {
-        v0_2::service::adapter::secrets::Host::is_set(self, name).await
+        latest::service::adapter::secrets::Host::is_set(self, name).await
     }
 
     async fn verify_hmac_sha256(
@@ -256,7 +268,7 @@ impl v0_1::service::adapter::secrets::Host for HostState {
     ) -> wasmtime::Result<Result<bool, String>> {
         // A signature that is not hex cannot match (the 0.1 answer for it was `false`).
         let signature = hex::decode(signature_hex.trim()).unwrap_or_default();
-        let verified = v0_2::service::adapter::secrets::Host::verify_hmac(
+        let verified = latest::service::adapter::secrets::Host::verify_hmac(
             self,
             name,
             HmacAlgorithm::Sha256,

@@ -8,12 +8,12 @@ use serde::Deserialize;
 use service_contract::tools::ToolContext;
 use wasmtime::component::Linker;
 
-use super::super::bindings::{v0_1, v0_2};
+use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Request};
 use super::super::state::HostState;
 use super::agent::Refusal;
 use super::{Capability, link_versions, on_host};
-use v0_2::service::adapter::types::ToolSpec;
+use latest::service::adapter::types::ToolSpec;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,7 +137,7 @@ impl HostState {
     }
 }
 
-impl v0_2::service::adapter::tools::Host for HostState {
+impl latest::service::adapter::tools::Host for HostState {
     async fn list(&mut self) -> wasmtime::Result<Vec<ToolSpec>> {
         Ok(self
             .caller
@@ -192,7 +192,7 @@ impl v0_2::service::adapter::tools::Host for HostState {
 
 impl v0_1::service::adapter::tools::Host for HostState {
     async fn list(&mut self) -> wasmtime::Result<Vec<v0_1::service::adapter::types::ToolSpec>> {
-        let specs = v0_2::service::adapter::tools::Host::list(self).await?;
+        let specs = latest::service::adapter::tools::Host::list(self).await?;
         Ok(specs
             .into_iter()
             .map(|t| v0_1::service::adapter::types::ToolSpec {
@@ -208,6 +208,6 @@ impl v0_1::service::adapter::tools::Host for HostState {
         name: String,
         args_json: String,
     ) -> wasmtime::Result<Result<String, String>> {
-        v0_2::service::adapter::tools::Host::invoke(self, name, args_json).await
+        latest::service::adapter::tools::Host::invoke(self, name, args_json).await
     }
 }
