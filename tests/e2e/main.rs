@@ -29,6 +29,7 @@ mod store;
 mod support;
 mod tasks;
 mod teamchat;
+mod teamchat_approvals;
 mod tools;
 mod traces;
 mod voice;

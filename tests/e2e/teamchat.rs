@@ -40,14 +40,14 @@ fn signature(secret: &str, timestamp: &str, body: &str) -> String {
 }
 
 /// Posts `body` to a teamchat route with the given timestamp and signature headers.
-async fn send_raw(
+pub(crate) async fn send_raw(
     server: &Server,
     route: &str,
     body: &str,
     timestamp: Option<&str>,
     signature: Option<&str>,
 ) -> (StatusCode, Value) {
-    let content_type = if route == "commands" {
+    let content_type = if route == "commands" || route == "interactions" {
         "application/x-www-form-urlencoded"
     } else {
         "application/json"
@@ -104,7 +104,7 @@ pub(crate) fn mention_at(channel: &str, ts: &str, text: &str, thread_ts: Option<
     event
 }
 
-async fn posts(api: &FakePlatform, count: usize) -> Vec<Posted> {
+pub(crate) async fn posts(api: &FakePlatform, count: usize) -> Vec<Posted> {
     eventually(20, async || {
         let posted = api.posted();
         (posted.len() >= count).then_some(posted)
@@ -932,7 +932,7 @@ fn command_form(api: &FakePlatform, text: &str, id: &str) -> String {
     )
 }
 
-fn form_encode(text: &str) -> String {
+pub(crate) fn form_encode(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 

@@ -434,7 +434,7 @@ async fn a_component_built_for_0_2_0_serves_on_a_0_2_1_host() {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         (
             text.contains("service:adapter/agent@0.2.0"),
-            text.contains("service:adapter/agent@0.2.1"),
+            text.contains("service:adapter/agent@0.2.2"),
         )
     };
     assert_eq!(imports_of("echo"), (true, false), "echo is built for 0.2.0");

@@ -93,6 +93,7 @@ fn callback(envelope: &Value) -> Response {
         prompt: prompt.to_owned(),
         bot: bot.map(str::to_owned),
         direct,
+        user: text_of("user"),
     });
     // The claim and the job together: a crash can never leave the event claimed (its retries
     // dropped as duplicates) with no job to answer it.

@@ -1,6 +1,8 @@
-//! What a queued job carries: a reply to an event (posted with `chat.postMessage`) or to a
-//! slash command (posted to its `response_url`). Stored as JSON; a payload without `kind` was
-//! queued by an earlier version, which queued event replies only.
+//! What a queued job carries: a reply to an event (posted with `chat.postMessage`), to a slash
+//! command (posted to its `response_url`), or the rest of an event's answer once a run that
+//! waited for a person's approval went on (queued by the host, posted like an event's reply).
+//! Stored as JSON; a payload without `kind` was queued by an earlier version, which queued
+//! event replies only.
 
 use serde_json::{Value, json};
 
@@ -17,6 +19,8 @@ pub struct EventJob {
     pub bot: Option<String>,
     /// A direct conversation (its history is the context) rather than a channel.
     pub direct: bool,
+    /// Who asked: they may approve the tool calls their question leads to.
+    pub user: Option<String>,
 }
 
 impl EventJob {
@@ -48,15 +52,22 @@ pub struct CommandJob {
 pub enum Work {
     Event(EventJob),
     Command(CommandJob),
+    /// The event's run went on after an approval: the host queued this with the payload
+    /// `then` gave, and says where the run got to.
+    Resumed(EventJob),
 }
 
 impl Work {
     pub fn to_bytes(&self) -> Vec<u8> {
+        let event = |kind: &str, e: &EventJob| {
+            json!({
+                "kind": kind, "channel": e.channel, "thread_ts": e.thread_ts, "ts": e.ts,
+                "prompt": e.prompt, "bot": e.bot, "direct": e.direct, "user": e.user,
+            })
+        };
         let value = match self {
-            Self::Event(e) => json!({
-                "kind": "event", "channel": e.channel, "thread_ts": e.thread_ts, "ts": e.ts,
-                "prompt": e.prompt, "bot": e.bot, "direct": e.direct,
-            }),
+            Self::Event(e) => event("event", e),
+            Self::Resumed(e) => event("resumed", e),
             Self::Command(c) => json!({
                 "kind": "command", "response_url": c.response_url, "prompt": c.prompt,
                 "answer": c.answer,
@@ -71,15 +82,20 @@ impl Work {
         let field = |name: &str| value[name].as_str().map(str::to_owned);
         let required =
             |name: &str| field(name).ok_or_else(|| format!("job payload without {name}"));
-        match value["kind"].as_str() {
-            None | Some("event") => Ok(Self::Event(EventJob {
+        let event = || -> Result<EventJob, String> {
+            Ok(EventJob {
                 channel: required("channel")?,
                 thread_ts: field("thread_ts"),
                 ts: field("ts"),
                 prompt: required("prompt")?,
                 bot: field("bot"),
                 direct: value["direct"] == true,
-            })),
+                user: field("user"),
+            })
+        };
+        match value["kind"].as_str() {
+            None | Some("event") => Ok(Self::Event(event()?)),
+            Some("resumed") => Ok(Self::Resumed(event()?)),
             Some("command") => Ok(Self::Command(CommandJob {
                 response_url: required("response_url")?,
                 prompt: required("prompt")?,
@@ -103,13 +119,18 @@ mod tests {
             prompt: "hi".into(),
             bot: Some("UBOT".into()),
             direct: false,
+            user: Some("U1".into()),
         });
+        let resumed = match &event {
+            Work::Event(e) => Work::Resumed(e.clone()),
+            _ => unreachable!(),
+        };
         let command = Work::Command(CommandJob {
             response_url: "https://hooks.slack.com/commands/1".into(),
             prompt: "q".into(),
             answer: None,
         });
-        for work in [event, command] {
+        for work in [event, resumed, command] {
             assert_eq!(Work::from_bytes(&work.to_bytes()), Ok(work));
         }
         let old = br#"{"channel":"C1","thread_ts":null,"prompt":"hello"}"#;
@@ -133,6 +154,7 @@ mod tests {
             prompt: "hi".into(),
             bot: None,
             direct,
+            user: None,
         };
         assert_eq!(event(Some("1.2"), false).conversation(), "C1/1.2");
         assert_eq!(

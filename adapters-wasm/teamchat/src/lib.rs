@@ -1,5 +1,6 @@
-//! `teamchat`: the team-chat platform's Events API (`POST /events`) and slash commands
-//! (`POST /commands`). Every request but the certificate check is signature-checked first;
+//! `teamchat`: the team-chat platform's Events API (`POST /events`), slash commands
+//! (`POST /commands`) and button clicks (`POST /interactions`: approvals of tool calls).
+//! Every request but the certificate check is signature-checked first;
 //! events are acknowledged at once and answered from a job, commands inline only when the
 //! agent is fast, so the platform's 3 s deadline never waits for a model. Jobs deliver every
 //! acknowledged answer once: see `reply`.
@@ -9,9 +10,11 @@ wit_bindgen::generate!({
     path: "../../wit",
 });
 
+mod approval;
 mod commands;
 mod context;
 mod events;
+mod interactions;
 mod job;
 mod pace;
 mod platform;
@@ -31,6 +34,7 @@ const AGENT_PROFILE: &str = "SERVICE_TEAMCHAT_AGENT_PROFILE";
 const API_BASE: &str = "SERVICE_TEAMCHAT_API_BASE";
 const HOOKS_BASE: &str = "SERVICE_TEAMCHAT_HOOKS_BASE";
 const CONTEXT_MESSAGES: &str = "SERVICE_TEAMCHAT_CONTEXT_MESSAGES";
+const APPROVERS: &str = "SERVICE_TEAMCHAT_APPROVERS";
 
 struct Teamchat;
 
@@ -53,7 +57,11 @@ impl handler::Guest for Teamchat {
         Description {
             name: "teamchat".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            routes: vec![route("/events"), route("/commands")],
+            routes: vec![
+                route("/events"),
+                route("/commands"),
+                route("/interactions"),
+            ],
             required_secrets: vec![SIGNING_SECRET.into(), BOT_TOKEN.into()],
             metadata: vec![
                 (
@@ -64,6 +72,10 @@ impl handler::Guest for Teamchat {
                 (
                     "commands".into(),
                     "inline when the agent is fast, else acknowledged and answered through response_url".into(),
+                ),
+                (
+                    "approvals".into(),
+                    "Approve/Deny buttons in the thread; the asker or SERVICE_TEAMCHAT_APPROVERS decide".into(),
                 ),
             ],
         }
@@ -78,6 +90,7 @@ impl handler::Guest for Teamchat {
         }
         match request.path.as_str() {
             "/events" => events::handle(&request.body),
+            "/interactions" => interactions::handle(&request.body),
             _ => commands::handle(&request.body),
         }
         .into()

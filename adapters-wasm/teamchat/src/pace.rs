@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use crate::service::adapter::agent::{self, RunError, RunReply, RunRequest};
+use crate::service::adapter::agent::{self, RunError, RunOutcome, RunReply, RunRequest};
 use crate::service::adapter::kv;
 
 const KEY: &str = "pace:recent";
@@ -77,13 +77,16 @@ pub fn inline_is_safe() -> bool {
     fast(&load())
 }
 
-/// Runs the agent (as the next turn of `conversation`, when given), remembering how long it
-/// took.
-pub fn run(request: &RunRequest, conversation: Option<&str>) -> Result<RunReply, RunError> {
+/// Runs the agent, remembering how long it took: as the next turn of a conversation (a run
+/// that may wait for a person; `then` is queued once it goes on), or on its own.
+pub fn run(
+    request: &RunRequest,
+    conversation: Option<(&str, &[u8])>,
+) -> Result<RunOutcome, RunError> {
     let started = Instant::now();
     let result = match conversation {
-        Some(key) => agent::run_in_conversation(key, request),
-        None => agent::run(request),
+        Some((key, then)) => agent::run_in_conversation_or_wait(key, request, then),
+        None => agent::run(request).map(RunOutcome::Answered),
     };
     store(&with(load(), Some(elapsed_ms(started)), false));
     result

@@ -17,12 +17,12 @@ use serde_json::{Value, json};
 use crate::exports::service::adapter::handler::{Job, JobFailure};
 use crate::job::{CommandJob, EventJob, Work};
 use crate::platform::{self, Failure};
-use crate::service::adapter::agent::{self, FailureKind, RunRequest, Turn};
+use crate::service::adapter::agent::{self, FailureKind, RunOutcome, RunRequest, Turn};
 use crate::service::adapter::kv;
 use crate::service::adapter::log::{self, Level};
 use crate::service::adapter::{registry, secrets};
 use crate::split::{MESSAGE_CHARS, split};
-use crate::{AGENT_PROFILE, context, pace};
+use crate::{AGENT_PROFILE, approval, context, pace};
 
 /// How long a job's answer and progress are remembered: longer than any job keeps retrying.
 const MEMORY_TTL_MS: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -57,6 +57,9 @@ struct Answer {
     trace_id: Option<String>,
     /// Set when the text is an apology for a failed run: the job fails once it is posted.
     failed: Option<String>,
+    /// Set when the text asks a person to approve a tool call: this approval's id, which its
+    /// buttons carry.
+    approval: Option<String>,
 }
 
 /// How far a job got, kept in kv under its task id.
@@ -100,12 +103,15 @@ impl Progress {
             text,
             trace_id: field("trace_id"),
             failed: field("failed"),
+            approval: field("approval"),
         }))
     }
 
     fn keep(&self, answer: &Answer) {
-        let value =
-            json!({ "text": answer.text, "trace_id": answer.trace_id, "failed": answer.failed });
+        let value = json!({
+            "text": answer.text, "trace_id": answer.trace_id, "failed": answer.failed,
+            "approval": answer.approval,
+        });
         if let Err(e) = kv::set(
             &self.answer_key,
             value.to_string().as_bytes(),
@@ -180,14 +186,15 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
             answer
         }
     };
-    let messages = messages(&work, &answer.text);
-    if let Work::Event(event) = &work
+    let messages = messages(&work, &answer);
+    if let Work::Event(event) | Work::Resumed(event) = &work
         && job.attempt > 1
         && posted < messages.len()
     {
         posted = posted.max(already_posted(event, &job.id));
     }
-    match deliver(&work, &messages, posted, &job.id, &progress) {
+    let approval = answer.approval.as_deref();
+    match deliver(&work, &messages, approval, posted, &job.id, &progress) {
         Ok(()) => {
             progress.finish();
             answer.failed.map_or(Ok(()), |failed| Err(give_up(failed)))
@@ -214,13 +221,18 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
     }
 }
 
-/// The agent's answer; a run refused for the adapter's limits asks for another attempt.
+/// The agent's answer, or its question for a person; a run refused for the adapter's limits
+/// asks for another attempt.
 fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
-    let (request, conversation) = match work {
-        Work::Event(event) => (
-            request(&event.prompt, context::turns(event)),
-            Some(event.conversation()),
-        ),
+    let result = match work {
+        Work::Event(event) => {
+            // Once a person decides, the rest of the answer comes back as a job like this.
+            let then = Work::Resumed(event.clone()).to_bytes();
+            let request = request(&event.prompt, context::turns(event));
+            pace::run(&request, Some((&event.conversation(), &then)))
+        }
+        Work::Resumed(_) => agent::went_on()
+            .ok_or_else(|| give_up("the host knows of no run that went on for this job".into()))?,
         Work::Command(CommandJob {
             answer: Some(text), ..
         }) => {
@@ -228,18 +240,30 @@ fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
                 text: text.clone(),
                 trace_id: None,
                 failed: None,
+                approval: None,
             });
         }
-        Work::Command(command) => (request(&command.prompt, Vec::new()), None),
+        Work::Command(command) => pace::run(&request(&command.prompt, Vec::new()), None),
     };
-    let result = pace::run(&request, conversation.as_deref());
     registry::touch();
     match result {
-        Ok(reply) => Ok(Answer {
+        Ok(RunOutcome::Answered(reply)) => Ok(Answer {
             text: reply.text,
             trace_id: Some(reply.trace_id),
             failed: None,
+            approval: None,
         }),
+        Ok(RunOutcome::Waiting(waiting)) => {
+            if let Work::Event(event) | Work::Resumed(event) = work {
+                approval::remember_asker(&waiting.approval_id, event.user.as_deref());
+            }
+            Ok(Answer {
+                text: approval::question(&waiting),
+                trace_id: Some(waiting.trace_id),
+                failed: None,
+                approval: Some(waiting.approval_id),
+            })
+        }
         Err(e) if matches!(e.kind, FailureKind::Limited) && attempt < LIMITED_ATTEMPTS => {
             Err(JobFailure {
                 message: e.message,
@@ -252,13 +276,17 @@ fn answer(work: &Work, attempt: u32) -> Result<Answer, JobFailure> {
             text: SORRY.to_owned(),
             trace_id: e.trace_id,
             failed: Some(format!("agent run failed: {}", e.message)),
+            approval: None,
         }),
     }
 }
 
-/// The messages an answer is posted as.
-fn messages(work: &Work, text: &str) -> Vec<String> {
-    let mut parts = split(text, MESSAGE_CHARS);
+/// The messages an answer is posted as (a question for a person is one, with its buttons).
+fn messages(work: &Work, answer: &Answer) -> Vec<String> {
+    if answer.approval.is_some() {
+        return vec![answer.text.clone()];
+    }
+    let mut parts = split(&answer.text, MESSAGE_CHARS);
     if matches!(work, Work::Command(_)) && parts.len() > RESPONSE_URL_MESSAGES {
         parts.truncate(RESPONSE_URL_MESSAGES - 1);
         parts.push(TOO_LONG.to_owned());
@@ -320,13 +348,14 @@ fn already_posted(event: &EventJob, job_id: &str) -> usize {
 fn deliver(
     work: &Work,
     messages: &[String],
+    approval: Option<&str>,
     from: usize,
     job_id: &str,
     progress: &Progress,
 ) -> Result<(), Failure> {
     for (i, text) in messages.iter().enumerate().skip(from) {
         match work {
-            Work::Event(event) => {
+            Work::Event(event) | Work::Resumed(event) => {
                 let mut message = json!({
                     "channel": event.channel,
                     "text": text,
@@ -337,6 +366,9 @@ fn deliver(
                 });
                 if let Some(thread_ts) = &event.thread_ts {
                     message["thread_ts"] = json!(thread_ts);
+                }
+                if let Some(approval) = approval {
+                    message["blocks"] = approval::blocks(text, approval);
                 }
                 platform::post("chat.postMessage", &message)?;
             }
@@ -376,7 +408,14 @@ mod tests {
             prompt: "q".into(),
             bot: None,
             direct: false,
+            user: None,
         });
+        let long = Answer {
+            text: long,
+            trace_id: None,
+            failed: None,
+            approval: None,
+        };
         let all = messages(&event, &long);
         assert!(all.len() > RESPONSE_URL_MESSAGES, "{}", all.len());
         let parts = messages(&command, &long);

@@ -96,6 +96,7 @@ mod tests {
             kind: RunFailureKind::Failed,
             message: "provider said: key sk-123 is invalid".to_owned(),
             trace_id: Some("tr-7".to_owned()),
+            waiting: None,
         };
         assert_eq!(
             failure_notice(&failure),

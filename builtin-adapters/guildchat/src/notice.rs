@@ -41,6 +41,7 @@ mod tests {
             kind,
             message: "provider said: key sk-123 is invalid".to_owned(),
             trace_id: trace_id.map(str::to_owned),
+            waiting: None,
         }
     }
 

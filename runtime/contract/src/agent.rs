@@ -46,6 +46,10 @@ pub struct RunRequest {
     /// The task whose outcome this run is, when it may pause for a person's approval (a
     /// scheduled run): the task waits `pending` and the run finishes it once decided.
     pub task: Option<String>,
+    /// Lets a run in a conversation (`conversation` set) pause for a person's approval: once
+    /// it goes on, the source adapter gets a job with this payload, which learns where the
+    /// run got to from the host.
+    pub then: Option<Vec<u8>>,
 }
 
 impl RunRequest {
@@ -65,6 +69,7 @@ impl RunRequest {
             conversation: None,
             turn_held_until_cancelled: false,
             task: None,
+            then: None,
         }
     }
 }
@@ -166,6 +171,17 @@ pub struct RunFailure {
     pub message: String,
     /// The error trace of the failed run, when one was written.
     pub trace_id: Option<String>,
+    /// What a paused run (`Paused`) waits for.
+    pub waiting: Option<Waiting>,
+}
+
+/// The tool call a paused run waits for a person to approve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub approval_id: String,
+    pub tool: String,
+    /// The call's arguments as JSON text.
+    pub input: String,
 }
 
 /// Runs agents; every run records one trace.

@@ -235,6 +235,7 @@ impl App {
             );
         }
 
+        let approvals_decided = Arc::new(Notify::new());
         let services = Arc::new(Services {
             db: side_db,
             env: Arc::clone(&env),
@@ -243,6 +244,7 @@ impl App {
             agent_tasks,
             tools: Arc::clone(engine.tools()),
             bus: Arc::clone(&bus),
+            approvals_decided: Arc::clone(&approvals_decided),
             host: tokio::runtime::Handle::try_current()
                 .context("the app is opened inside a tokio runtime")?,
         });
@@ -275,7 +277,7 @@ impl App {
             shutdown,
             mcp,
             mcp_agents,
-            approvals_decided: Arc::new(Notify::new()),
+            approvals_decided,
         })
     }
 }

@@ -18,6 +18,9 @@ pub struct Approval {
     pub conversation_id: Option<String>,
     pub task_id: Option<String>,
     pub trace_id: String,
+    /// What started the run: an adapter's name, `chat`, `scheduler`, ... (`null` for
+    /// approvals recorded before this was kept).
+    pub source: Option<String>,
     /// `pending`, `approved`, `denied`, or `expired` (no decision in time: a denial).
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,6 +63,7 @@ pub struct NewApproval<'a> {
     pub conversation_id: Option<&'a str>,
     pub task_id: Option<&'a str>,
     pub trace_id: &'a str,
+    pub source: &'a str,
     pub checkpoint: &'a Value,
 }
 
@@ -72,7 +76,7 @@ pub struct Claimed {
 }
 
 const COLUMNS: &str = "id, tool, input, agent, conversation_id, task_id, trace_id, status, note, \
-                       requested_at, decided_at";
+                       requested_at, decided_at, source";
 
 fn from_row(r: &Row<'_>) -> Result<Approval> {
     let input: String = r.get(2)?;
@@ -88,6 +92,7 @@ fn from_row(r: &Row<'_>) -> Result<Approval> {
         note: r.get(8)?,
         requested_at: r.get(9)?,
         decided_at: r.get(10)?,
+        source: r.get(11)?,
     })
 }
 
@@ -97,8 +102,8 @@ pub fn request(conn: &Conn, new: &NewApproval<'_>) -> Result<String> {
     conn.execute(
         &format!(
             "INSERT INTO approvals (id, tool, input, agent, conversation_id, task_id, trace_id, \
-             requested_at, requested_ms, checkpoint) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, {}, ?9)",
+             requested_at, requested_ms, checkpoint, source) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, {}, ?9, ?10)",
             conn.clock_ms()
         ),
         params![
@@ -110,7 +115,8 @@ pub fn request(conn: &Conn, new: &NewApproval<'_>) -> Result<String> {
             new.task_id,
             new.trace_id,
             db::now(),
-            new.checkpoint.to_string()
+            new.checkpoint.to_string(),
+            new.source
         ],
     )?;
     Ok(id)
@@ -148,6 +154,22 @@ pub fn decide(conn: &Conn, id: &str, decision: Decision, note: Option<&str>) -> 
         (0, Some(approval)) => Decided::Before(approval),
         (_, Some(approval)) => Decided::Now(approval),
     })
+}
+
+/// [`decide`], for an approval of a run `source` started: another's is `Unknown`.
+pub fn decide_for(
+    conn: &Conn,
+    id: &str,
+    source: &str,
+    decision: Decision,
+    note: Option<&str>,
+) -> Result<Decided> {
+    match get(conn, id)? {
+        Some(approval) if approval.source.as_deref() == Some(source) => {
+            decide(conn, id, decision, note)
+        }
+        _ => Ok(Decided::Unknown),
+    }
 }
 
 /// Denies what `task`'s run waits for, noting why; how many.
@@ -239,13 +261,28 @@ pub fn tool_started(conn: &Conn, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// The run went past this approval (to its end, or to its next pause).
-pub fn resumed(conn: &Conn, id: &str) -> Result<()> {
+/// The run went past this approval (to its end, or to its next pause): where it got to, and
+/// the task of the job queued for its adapter, when one was.
+pub fn resumed(conn: &Conn, id: &str, outcome: &Value, then_task: Option<&str>) -> Result<()> {
     conn.execute(
-        "UPDATE approvals SET resumed = 1, claim_until = NULL WHERE id = ?1",
-        params![id],
+        "UPDATE approvals SET resumed = 1, claim_until = NULL, outcome = ?2, then_task = ?3 \
+         WHERE id = ?1",
+        params![id, outcome.to_string(), then_task],
     )?;
     Ok(())
+}
+
+/// Where the run went once `source`'s approval was decided, read from the job queued for it
+/// (`then_task`); `None` when no approval of `source` queued that job.
+pub fn went_on(conn: &Conn, then_task: &str, source: &str) -> Result<Option<Value>> {
+    let outcome: Option<Option<String>> = conn.query_opt(
+        "SELECT outcome FROM approvals WHERE then_task = ?1 AND source = ?2",
+        params![then_task, source],
+        |r| r.get(0),
+    )?;
+    Ok(outcome
+        .flatten()
+        .and_then(|text| serde_json::from_str(&text).ok()))
 }
 
 /// Pending approvals, for the dashboard's badge.
@@ -275,6 +312,7 @@ mod tests {
                 conversation_id: Some("c1"),
                 task_id: None,
                 trace_id: "t1",
+                source: "teamchat",
                 checkpoint: &json!({"step": 1}),
             };
             let id = request(conn, &new).unwrap();
@@ -305,8 +343,18 @@ mod tests {
             renew(conn, &id, "r1", -1).unwrap();
             let again = claim(conn, "r2", 60_000).unwrap().unwrap();
             assert!(again.tool_started, "a lapsed claim is taken over");
-            resumed(conn, &id).unwrap();
+            resumed(conn, &id, &json!({"state": "answered"}), Some("job-1")).unwrap();
             assert!(claim(conn, "r3", 60_000).unwrap().is_none());
+            assert_eq!(
+                went_on(conn, "job-1", "teamchat").unwrap(),
+                Some(json!({"state": "answered"}))
+            );
+            assert_eq!(
+                went_on(conn, "job-1", "webhook").unwrap(),
+                None,
+                "not its own"
+            );
+            assert_eq!(went_on(conn, "job-2", "teamchat").unwrap(), None);
 
             let late = request(conn, &new).unwrap();
             assert_eq!(expire(conn, 60_000).unwrap(), 0);

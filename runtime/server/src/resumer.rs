@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::approvals;
+use crate::bus::{Bus, Event};
 use crate::db::Db;
+use crate::engine::pause::Resumed;
 use crate::engine::{Engine, RunError};
 
 /// How long a claim holds unrenewed (renewed a quarter of the way).
@@ -26,6 +28,8 @@ pub struct Resumer {
     pub timeout: Duration,
     /// Notified when a decision is made on this replica.
     pub wake: Arc<Notify>,
+    /// Wakes the job workers for a job queued for the adapter whose run went on.
+    pub bus: Arc<Bus>,
 }
 
 impl Resumer {
@@ -70,16 +74,24 @@ impl Resumer {
                     return;
                 }
             };
-            let (db, engine, holder, cancel) = (
+            let (db, engine, holder, cancel, bus) = (
                 self.db.clone(),
                 Arc::clone(&self.engine),
                 self.replica.clone(),
                 stop.child_token(),
+                Arc::clone(&self.bus),
             );
             tokio::spawn(async move {
                 let id = claimed.approval.id.clone();
                 let _renewing = renew(db.clone(), id.clone(), holder.clone(), lease_ms);
-                match engine.resume(claimed, &cancel).await {
+                let resumed = engine.resume(claimed, &cancel).await;
+                if let Ok(Resumed {
+                    queued_job: true, ..
+                }) = &resumed
+                {
+                    bus.publish(Event::JobsReady);
+                }
+                match resumed.map(|r| r.result) {
                     Ok(Err(RunError::Cancelled { .. })) if cancel.is_cancelled() => {
                         // Stopping: another replica, or this one restarted, goes on with it.
                         let released = db

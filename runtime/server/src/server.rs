@@ -118,6 +118,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             replica: app.replica.clone(),
             timeout: app.config.approvals.timeout(),
             wake: Arc::clone(&app.approvals_decided),
+            bus: Arc::clone(&app.bus),
         }
         .run(app.shutdown.clone()),
     );

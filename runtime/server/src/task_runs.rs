@@ -116,6 +116,7 @@ impl AgentTasks {
                     kind: RunFailureKind::Failed,
                     message: format!("cannot record the run's task: {e}"),
                     trace_id: None,
+                    waiting: None,
                 };
                 return (None, Err(failure));
             }

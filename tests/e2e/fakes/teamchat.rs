@@ -1,6 +1,6 @@
 //! The team-chat platform as the teamchat adapter sees it, on one local server: the Web API
-//! (`chat.postMessage`, `conversations.replies`, `conversations.history`) over the channels it
-//! keeps, answering posts from a script (refusals with a status, `Retry-After` and body) before
+//! (`chat.postMessage`, `chat.update`, `conversations.replies`, `conversations.history`) over
+//! the channels it keeps, answering posts from a script (refusals with a status, `Retry-After` and body) before
 //! its usual answer, and the hooks origin where slash commands' `response_url`s point. A
 //! message's `metadata` is kept and read back only with `include_all_metadata=true`, as the
 //! platform does.
@@ -48,6 +48,8 @@ struct Platform {
     messages: Vec<Value>,
     /// What reached a `response_url`: its path and body.
     responses: Vec<(String, Value)>,
+    /// The bodies of accepted `chat.update` calls.
+    updates: Vec<Value>,
     last_ts: u64,
 }
 
@@ -68,6 +70,7 @@ impl FakePlatform {
         }));
         let router = Router::new()
             .route("/api/chat.postMessage", post(post_message))
+            .route("/api/chat.update", post(update_message))
             .route("/api/conversations.replies", get(replies))
             .route("/api/conversations.history", get(history))
             .route("/commands/{*rest}", post(respond))
@@ -142,6 +145,11 @@ impl FakePlatform {
     pub fn responses(&self) -> Vec<(String, Value)> {
         self.lock().responses.clone()
     }
+
+    /// The accepted `chat.update` calls' bodies.
+    pub fn updates(&self) -> Vec<Value> {
+        self.lock().updates.clone()
+    }
 }
 
 fn authorization(headers: &HeaderMap) -> String {
@@ -191,8 +199,10 @@ async fn post_message(
             if let Some(thread) = body["thread_ts"].as_str() {
                 stored["thread_ts"] = json!(thread);
             }
-            if body["metadata"].is_object() {
-                stored["metadata"] = body["metadata"].clone();
+            for kept in ["metadata", "blocks"] {
+                if !body[kept].is_null() {
+                    stored[kept] = body[kept].clone();
+                }
             }
             platform.messages.push(stored);
             answer["ts"] = json!(ts);
@@ -313,6 +323,29 @@ async fn history(
     messages.reverse();
     messages.truncate(page.limit.unwrap_or(100));
     Json(json!({"ok": true, "messages": messages, "has_more": false})).into_response()
+}
+
+/// Replaces a stored message's text and blocks; `message_not_found` for an unknown one.
+async fn update_message(
+    State(state): State<Arc<Mutex<Platform>>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(refused) = unauthorized(&headers) {
+        return refused;
+    }
+    let mut platform = state.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(message) = platform
+        .messages
+        .iter_mut()
+        .find(|m| m["channel"] == body["channel"] && m["ts"] == body["ts"])
+    else {
+        return Json(json!({"ok": false, "error": "message_not_found"})).into_response();
+    };
+    message["text"] = body["text"].clone();
+    message["blocks"] = body["blocks"].clone();
+    platform.updates.push(body.clone());
+    Json(json!({"ok": true, "channel": body["channel"], "ts": body["ts"]})).into_response()
 }
 
 async fn respond(

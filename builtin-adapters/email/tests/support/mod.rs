@@ -80,6 +80,7 @@ impl AgentRunner for Agents {
             kind,
             message: message.to_owned(),
             trace_id: Some(trace_id),
+            waiting: None,
         };
         async move {
             if held {

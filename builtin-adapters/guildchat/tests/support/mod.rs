@@ -45,6 +45,7 @@ impl AgentRunner for Agents {
                 kind: RunFailureKind::Failed,
                 message: "provider said: key sk-123 is invalid".to_owned(),
                 trace_id: Some(trace_id),
+                waiting: None,
             })
         } else if request.prompt.contains("long") {
             Ok(RunReply {

@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 18;
+pub const SCHEMA_VERSION: u32 = 19;
 
 struct Step {
     sqlite: &'static str,
@@ -97,6 +97,19 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
         postgres: Some(sql!("postgres/0018_approvals.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0019_adapter_approvals.sql"),
+        postgres: Some(sql!("postgres/0019_adapter_approvals.sql")),
+        sqlite_columns: &[
+            // What started the paused run (an adapter's name, `chat`, `scheduler`...).
+            ("approvals", "source", "TEXT"),
+            // Where the run got to once it went on (JSON), for the adapter's job to read.
+            ("approvals", "outcome", "TEXT"),
+            // The task of the job queued for the adapter once the run went on.
+            ("approvals", "then_task", "TEXT"),
+        ],
+        sqlite_after: "CREATE INDEX IF NOT EXISTS approvals_then_task ON approvals (then_task);",
     },
 ];
 

@@ -42,7 +42,17 @@ impl Engine {
                 .await?;
         }
         let (prompt, held) = (request.prompt.clone(), request.turn_held_until_cancelled);
-        let result = self.run(request, None, cancel).await;
+        // A caller that asked to hear when a paused run goes on lets it pause: its answer
+        // lands in the conversation then.
+        let may_wait = request.then.is_some();
+        let result = match self.prepare(request).await {
+            Ok(prepared) if may_wait => {
+                let prepared = prepared.in_conversation(&conversation.id);
+                self.execute(prepared, None, cancel).await
+            }
+            Ok(prepared) => self.execute(prepared, None, cancel).await,
+            Err(e) => Err(e),
+        };
         keep_exchange(&self.db, &conversation.id, &prompt, &result).await;
         // Recorded first, so the next turn in line sees this exchange; held on while the
         // caller still works with the answer.

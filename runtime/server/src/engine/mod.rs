@@ -18,7 +18,7 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 use service_contract::agent::{
-    AgentRunner, Budget, RunFailure, RunFailureKind, RunReply, TurnRole,
+    AgentRunner, Budget, RunFailure, RunFailureKind, RunReply, TurnRole, Waiting,
 };
 pub use service_contract::agent::{Parent, ProfileChoice, RunRequest};
 use service_contract::tools::ToolRegistry;
@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use self::pause::{ApprovalRules, Landing, Paused, PausedTurn};
+use self::pause::{ApprovalRules, Landing, Paused, PausedTurn, Then};
 use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
@@ -118,6 +118,32 @@ impl RunError {
             | Self::Cancelled { trace_id }
             | Self::Paused { trace_id, .. } => Some(trace_id),
             Self::EmptyPrompt | Self::Internal(_) => None,
+        }
+    }
+
+    /// How the run ended, as adapters and other callers of the contract see it.
+    pub fn into_failure(self) -> RunFailure {
+        let kind = match &self {
+            Self::EmptyPrompt => RunFailureKind::Invalid,
+            Self::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
+            Self::NotConfigured { .. } => RunFailureKind::NotConfigured,
+            Self::Cancelled { .. } => RunFailureKind::Cancelled,
+            Self::Paused { .. } => RunFailureKind::Paused,
+            Self::Failed { .. } | Self::Internal(_) => RunFailureKind::Failed,
+        };
+        let waiting = match &self {
+            Self::Paused { paused, .. } => Some(Waiting {
+                approval_id: paused.approval_id.clone(),
+                tool: paused.tool.clone(),
+                input: paused.input.to_string(),
+            }),
+            _ => None,
+        };
+        RunFailure {
+            kind,
+            message: self.to_string(),
+            trace_id: self.trace_id().map(str::to_owned),
+            waiting,
         }
     }
 }
@@ -375,9 +401,14 @@ impl Engine {
         }
         let agent = request.profile.name().to_owned();
         // Delegated runs answer their parent, not a conversation or a task: they cannot pause.
+        let then = conversation.as_ref().and(request.then.clone());
         let landing = Landing {
             conversation,
             task: request.task.clone(),
+            then: then.map(|payload| Then {
+                adapter: request.source.clone(),
+                payload,
+            }),
         }
         .unless(request.parent.is_some());
         let run = Run {
@@ -560,6 +591,7 @@ impl AgentRunner for Engine {
                 kind: RunFailureKind::Failed,
                 message: "the engine is shutting down".into(),
                 trace_id: None,
+                waiting: None,
             })?;
             // On a task of its own: a caller that gives up (a component call that timed out)
             // cancels the token, and the run still records how it ended in its trace.
@@ -577,23 +609,13 @@ impl AgentRunner for Engine {
                     kind: RunFailureKind::Failed,
                     message: format!("the run task failed: {e}"),
                     trace_id: None,
+                    waiting: None,
                 })?
                 .map(|output| RunReply {
                     trace_id: output.trace_id,
                     text: output.text,
                 })
-                .map_err(|e| RunFailure {
-                    kind: match e {
-                        RunError::EmptyPrompt => RunFailureKind::Invalid,
-                        RunError::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
-                        RunError::NotConfigured { .. } => RunFailureKind::NotConfigured,
-                        RunError::Cancelled { .. } => RunFailureKind::Cancelled,
-                        RunError::Paused { .. } => RunFailureKind::Paused,
-                        RunError::Failed { .. } | RunError::Internal(_) => RunFailureKind::Failed,
-                    },
-                    message: e.to_string(),
-                    trace_id: e.trace_id().map(str::to_owned),
-                })
+                .map_err(RunError::into_failure)
         }
         .boxed()
     }

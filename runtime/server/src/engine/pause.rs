@@ -18,6 +18,7 @@ use crate::agents::profiles;
 use crate::approvals::{self, Claimed, NewApproval};
 use crate::conversations;
 use crate::db;
+use crate::job_queue;
 use crate::tasks::{self, TaskStatus};
 
 /// The tools named by `[tools.<name>] approval = true` (a name ending in `*` covers the
@@ -38,11 +39,21 @@ impl ApprovalRules {
     }
 }
 
-/// Where a paused run's answer goes once it goes on: its conversation, its task, or both.
+/// Where a paused run's answer goes once it goes on: its conversation, its task, or both,
+/// and the adapter that started it when it asked to hear.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Landing {
     pub conversation: Option<String>,
     pub task: Option<String>,
+    #[serde(default)]
+    pub then: Option<Then>,
+}
+
+/// A job to queue for `adapter` once the run went on (`agent.run-in-conversation-or-wait`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Then {
+    pub adapter: String,
+    pub payload: Vec<u8>,
 }
 
 impl Landing {
@@ -53,6 +64,57 @@ impl Landing {
 
     pub fn can_pause(&self) -> bool {
         self.conversation.is_some() || self.task.is_some()
+    }
+}
+
+/// A run that went on after its approval: how it ended, and whether a job was queued for the
+/// adapter that started it (the job workers are to be woken).
+pub struct Resumed {
+    pub result: Result<RunOutput, RunError>,
+    pub queued_job: bool,
+}
+
+/// Where a run got to once it went on, kept on its approval for the adapter's job to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum WentOn {
+    Answered {
+        text: String,
+        trace_id: String,
+    },
+    Waiting {
+        approval_id: String,
+        tool: String,
+        /// The call's arguments as JSON text.
+        input: String,
+        trace_id: String,
+    },
+    Failed {
+        cancelled: bool,
+        message: String,
+        trace_id: Option<String>,
+    },
+}
+
+impl WentOn {
+    fn of(result: &Result<RunOutput, RunError>) -> Self {
+        match result {
+            Ok(output) => Self::Answered {
+                text: output.text.clone(),
+                trace_id: output.trace_id.clone(),
+            },
+            Err(RunError::Paused { paused, trace_id }) => Self::Waiting {
+                approval_id: paused.approval_id.clone(),
+                tool: paused.tool.clone(),
+                input: paused.input.to_string(),
+                trace_id: trace_id.clone(),
+            },
+            Err(e) => Self::Failed {
+                cancelled: matches!(e, RunError::Cancelled { .. }),
+                message: e.to_string(),
+                trace_id: e.trace_id().map(str::to_owned),
+            },
+        }
     }
 }
 
@@ -128,9 +190,10 @@ impl Run<'_> {
             Ok(checkpoint) => checkpoint,
             Err(e) => return Stop::Error(format!("cannot keep the paused run: {e}")),
         };
-        let (agent, trace_id, tool, input) = (
+        let (agent, trace_id, source, tool, input) = (
             self.agent.clone(),
             self.trace_id.clone(),
+            self.source.clone(),
             call.name.clone(),
             call.input.clone(),
         );
@@ -147,6 +210,7 @@ impl Run<'_> {
                         conversation_id: landing.conversation.as_deref(),
                         task_id: landing.task.as_deref(),
                         trace_id: &trace_id,
+                        source: &source,
                         checkpoint: &checkpoint,
                     },
                 )
@@ -202,13 +266,14 @@ impl Run<'_> {
 
 impl Engine {
     /// Goes on with a claimed, decided approval's run to its end (its answer lands in its
-    /// conversation, its outcome on its task) or its next pause. The approval is done with unless `cancel` stopped it,
-    /// in which case the claim is left to lapse and the run goes on later.
+    /// conversation, its outcome on its task, a job for the adapter that asked to hear) or its
+    /// next pause. The approval is done with unless `cancel` stopped it, in which case the
+    /// claim is left to lapse and the run goes on later.
     pub async fn resume(
         self: &Arc<Self>,
         claimed: Claimed,
         cancel: &CancellationToken,
-    ) -> crate::error::Result<Result<RunOutput, RunError>> {
+    ) -> crate::error::Result<Resumed> {
         let Claimed {
             approval,
             checkpoint,
@@ -231,11 +296,15 @@ impl Engine {
                 .call(move |conn| tasks::set_status(conn, &task, TaskStatus::Running))
                 .await?;
         }
+        let then = checkpoint.landing.then.clone();
         let result = self
             .go_on(checkpoint, &approval.trace_id, decided, cancel)
             .await;
         if matches!(result, Err(RunError::Cancelled { .. })) && cancel.is_cancelled() {
-            return Ok(result);
+            return Ok(Resumed {
+                result,
+                queued_job: false,
+            });
         }
         let (id, conversation, task) = (
             approval.id.clone(),
@@ -252,19 +321,39 @@ impl Engine {
             Err(RunError::Cancelled { .. }) => TaskStatus::Cancelled,
             Err(_) => TaskStatus::Error,
         };
+        let went_on = serde_json::to_value(WentOn::of(&result))
+            .map_err(|e| crate::error::Error::Internal(e.into()))?;
         let trace_id = approval.trace_id.clone();
+        let queued_job = then.is_some();
         self.db
             .call(move |conn| {
-                if let (Some(conversation), Some((text, calls))) = (conversation, answer) {
-                    conversations::answer(conn, &conversation, &text, &calls, &trace_id)?;
-                }
-                if let Some(task) = task {
-                    tasks::record_run(conn, &task, Some(status), Some(&trace_id))?;
-                }
-                approvals::resumed(conn, &id)
+                conn.transaction(|tx| {
+                    if let (Some(conversation), Some((text, calls))) = (conversation, answer) {
+                        conversations::answer(tx, &conversation, &text, &calls, &trace_id)?;
+                    }
+                    if let Some(task) = task {
+                        tasks::record_run(tx, &task, Some(status), Some(&trace_id))?;
+                    }
+                    // Queued with the decision's outcome, so the adapter hears exactly once.
+                    // Never refused for the adapter's queue bound: a person's decision is
+                    // not a guest's flood, and each was one of its runs.
+                    let then_task = match &then {
+                        Some(then) => Some(
+                            job_queue::enqueue(tx, &then.adapter, &then.payload, None, u32::MAX)
+                                .map_err(|refused| match refused {
+                                    job_queue::Refused::Db(e) => e,
+                                    other => {
+                                        crate::error::Error::Internal(anyhow::anyhow!("{other}"))
+                                    }
+                                })?,
+                        ),
+                        None => None,
+                    };
+                    approvals::resumed(tx, &id, &went_on, then_task.as_deref())
+                })
             })
             .await?;
-        Ok(result)
+        Ok(Resumed { result, queued_job })
     }
 
     async fn go_on(

@@ -13,7 +13,7 @@ pub mod v0_1 {
     });
 }
 
-/// `service:adapter@0.2.1`, the newest; it serves components built for 0.2.0 too (wasmtime
+/// `service:adapter@0.2.2`, the newest; it serves components built for 0.2.0 and 0.2.1 too (wasmtime
 /// links an import to a semver-compatible newer definition).
 pub mod v0_2 {
     wasmtime::component::bindgen!({

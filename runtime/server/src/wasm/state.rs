@@ -36,6 +36,8 @@ pub struct Services {
     pub tools: Arc<ToolRegistry>,
     /// Tells this replica's job worker and the others' that a job is enqueued.
     pub bus: Arc<Bus>,
+    /// Wakes this replica's resumer when an adapter decides an approval.
+    pub approvals_decided: Arc<tokio::sync::Notify>,
     /// The host's executor, where host work a guest asks for runs (see `lanes`).
     pub host: Handle,
 }

@@ -6,6 +6,7 @@
 use serde::Deserialize;
 use service_contract::agent::{
     Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest, Turn, TurnRole,
+    Waiting,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::Linker;
@@ -16,11 +17,15 @@ use super::super::state::HostState;
 use super::{Capability, link_versions, on_host, over_quota};
 use crate::agents::profiles::DEFAULT_PROFILE;
 use crate::allowances;
+use crate::approvals::{self, Decision};
+use crate::engine::pause::WentOn;
 use crate::task_runs::NewRun;
 use crate::traces;
 use latest::service::adapter::agent::{
-    FailureKind, Host, Role, RunError, RunReply as WitReply, RunRequest as WitRequest,
+    DecideError, FailureKind, Host, Role, RunError, RunOutcome, RunReply as WitReply,
+    RunRequest as WitRequest, Waiting as WitWaiting,
 };
+use latest::service::adapter::types::Error;
 
 /// A trace note longer than this is cut.
 const NOTE_CHARS: usize = 1_000;
@@ -186,12 +191,26 @@ impl HostState {
     }
 
     /// Runs an agent for the adapter, as the next turn of its conversation `conversation`
-    /// when given.
+    /// when given; with `then`, a run that may pause for a person (see
+    /// `run-in-conversation-or-wait`).
     async fn run_agent(
         &mut self,
         request: WitRequest,
         conversation: Option<String>,
-    ) -> Result<RunReply, RunError> {
+        then: Option<Vec<u8>>,
+    ) -> Result<RunOutcome, RunError> {
+        if let Some(then) = &then {
+            // The job that hears of the run later is a job like any other of the adapter's.
+            self.jobs_limits("agent.run-in-conversation-or-wait", then.len())
+                .map_err(|e| RunError {
+                    kind: match e {
+                        Error::Denied(_) => FailureKind::Denied,
+                        _ => FailureKind::Invalid,
+                    },
+                    message: e.to_string(),
+                    trace_id: None,
+                })?;
+        }
         if let Some(key) = conversation
             .as_ref()
             .filter(|key| key.is_empty() || key.len() > MAX_CONVERSATION_KEY_BYTES)
@@ -252,6 +271,7 @@ impl HostState {
             // before the conversation's next turn is run.
             turn_held_until_cancelled: true,
             task: None,
+            then,
         };
         let (cancel, job_task) = (
             self.cancel.child_token(),
@@ -276,18 +296,83 @@ impl HostState {
             outcome
         })
         .await;
-        result.map_err(|failure: RunFailure| RunError {
-            kind: match failure.kind {
-                RunFailureKind::Invalid => FailureKind::Invalid,
-                RunFailureKind::UnknownAgent => FailureKind::UnknownAgent,
-                RunFailureKind::NotConfigured => FailureKind::NotConfigured,
-                // A component's run never pauses (it names no task); failed, should it.
-                RunFailureKind::Failed | RunFailureKind::Paused => FailureKind::Failed,
-                RunFailureKind::Cancelled => FailureKind::Cancelled,
+        match result {
+            Ok(reply) => Ok(RunOutcome::Answered(wit_reply(reply))),
+            Err(RunFailure {
+                waiting: Some(waiting),
+                trace_id: Some(trace_id),
+                ..
+            }) => Ok(RunOutcome::Waiting(wit_waiting(waiting, trace_id))),
+            Err(failure) => Err(RunError {
+                kind: match failure.kind {
+                    RunFailureKind::Invalid => FailureKind::Invalid,
+                    RunFailureKind::UnknownAgent => FailureKind::UnknownAgent,
+                    RunFailureKind::NotConfigured => FailureKind::NotConfigured,
+                    // Only a run with `then` pauses, and says for what (above).
+                    RunFailureKind::Failed | RunFailureKind::Paused => FailureKind::Failed,
+                    RunFailureKind::Cancelled => FailureKind::Cancelled,
+                },
+                message: failure.message,
+                trace_id: failure.trace_id,
+            }),
+        }
+    }
+}
+
+/// The answer of a run that cannot pause (no `then`).
+fn answered(outcome: Result<RunOutcome, RunError>) -> Result<WitReply, RunError> {
+    match outcome? {
+        RunOutcome::Answered(reply) => Ok(reply),
+        RunOutcome::Waiting(waiting) => Err(RunError {
+            kind: FailureKind::Failed,
+            message: format!(
+                "the run paused for approval {} though it could not",
+                waiting.approval_id
+            ),
+            trace_id: Some(waiting.trace_id),
+        }),
+    }
+}
+
+fn wit_waiting(waiting: Waiting, trace_id: String) -> WitWaiting {
+    WitWaiting {
+        approval_id: waiting.approval_id,
+        tool: waiting.tool,
+        input_json: waiting.input,
+        trace_id,
+    }
+}
+
+/// Where a run got to once it went on, as the contract says it.
+fn wit_went_on(went_on: WentOn) -> Result<RunOutcome, RunError> {
+    match went_on {
+        WentOn::Answered { text, trace_id } => {
+            Ok(RunOutcome::Answered(WitReply { text, trace_id }))
+        }
+        WentOn::Waiting {
+            approval_id,
+            tool,
+            input,
+            trace_id,
+        } => Ok(RunOutcome::Waiting(WitWaiting {
+            approval_id,
+            tool,
+            input_json: input,
+            trace_id,
+        })),
+        WentOn::Failed {
+            cancelled,
+            message,
+            trace_id,
+        } => Err(RunError {
+            kind: if cancelled {
+                FailureKind::Cancelled
+            } else {
+                FailureKind::Failed
             },
-            message: failure.message,
-            trace_id: failure.trace_id,
-        })
+            message,
+            trace_id,
+        }),
     }
 }
 
@@ -315,7 +400,7 @@ fn wit_reply(reply: RunReply) -> WitReply {
 
 impl Host for HostState {
     async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
-        Ok(self.run_agent(request, None).await.map(wit_reply))
+        Ok(answered(self.run_agent(request, None, None).await))
     }
 
     async fn run_in_conversation(
@@ -323,7 +408,85 @@ impl Host for HostState {
         key: String,
         request: WitRequest,
     ) -> wasmtime::Result<Result<WitReply, RunError>> {
-        Ok(self.run_agent(request, Some(key)).await.map(wit_reply))
+        Ok(answered(self.run_agent(request, Some(key), None).await))
+    }
+
+    async fn run_in_conversation_or_wait(
+        &mut self,
+        key: String,
+        request: WitRequest,
+        then: Vec<u8>,
+    ) -> wasmtime::Result<Result<RunOutcome, RunError>> {
+        Ok(self.run_agent(request, Some(key), Some(then)).await)
+    }
+
+    async fn went_on(&mut self) -> wasmtime::Result<Option<Result<RunOutcome, RunError>>> {
+        let (Some(job), true) = (&self.job, self.caller.granted.agent.allowed) else {
+            return Ok(None);
+        };
+        let (task, caller) = (job.task_id.clone(), self.caller.clone());
+        let found = on_host(self, async move {
+            let adapter = caller.adapter.clone();
+            caller
+                .services
+                .db
+                .call(move |conn| approvals::went_on(conn, &task, &adapter))
+                .await
+        })
+        .await;
+        Ok(match found {
+            Ok(found) => found
+                .and_then(|value| serde_json::from_value::<WentOn>(value).ok())
+                .map(wit_went_on),
+            Err(e) => Some(Err(RunError {
+                kind: FailureKind::Failed,
+                message: format!("cannot read where the run got to: {e}"),
+                trace_id: None,
+            })),
+        })
+    }
+
+    async fn decide(
+        &mut self,
+        approval_id: String,
+        approve: bool,
+        note: Option<String>,
+    ) -> wasmtime::Result<Result<bool, DecideError>> {
+        let caller = self.caller.clone();
+        if !caller.granted.agent.allowed {
+            caller.deny("agent.decide without the agent grant");
+            return Ok(Err(DecideError::Denied));
+        }
+        let note: Option<String> = note.map(|n| n.chars().take(NOTE_CHARS).collect());
+        let decision = if approve {
+            Decision::Approve
+        } else {
+            Decision::Deny
+        };
+        let decided = on_host(self, async move {
+            let adapter = caller.adapter.clone();
+            let decided = caller
+                .services
+                .db
+                .call(move |conn| {
+                    approvals::decide_for(conn, &approval_id, &adapter, decision, note.as_deref())
+                })
+                .await;
+            if matches!(decided, Ok(approvals::Decided::Now(_))) {
+                caller.services.approvals_decided.notify_one();
+            }
+            decided
+        })
+        .await;
+        Ok(match decided {
+            Ok(approvals::Decided::Now(_)) => Ok(true),
+            Ok(approvals::Decided::Before(_)) => Ok(false),
+            Ok(approvals::Decided::Unknown) => Err(DecideError::Unknown),
+            Err(e) => {
+                tracing::warn!(adapter = %self.caller.adapter, "cannot record an adapter's decision: {e}");
+                Err(DecideError::Failed)
+            }
+        })
     }
 
     async fn annotate(
@@ -372,9 +535,7 @@ impl v0_1::service::adapter::agent::Host for HostState {
             profile_required: request.profile_required,
             history: Vec::new(),
         };
-        Ok(self
-            .run_agent(request, None)
-            .await
+        Ok(answered(self.run_agent(request, None, None).await)
             .map(|reply| old::RunReply {
                 text: reply.text,
                 trace_id: reply.trace_id,

@@ -103,7 +103,7 @@ impl Capability for Jobs {
 
 impl HostState {
     /// The jobs grant's limits, when it allows `what` with a payload of `payload_len` bytes.
-    fn jobs_limits(&self, what: &str, payload_len: usize) -> Result<Limits, Error> {
+    pub(super) fn jobs_limits(&self, what: &str, payload_len: usize) -> Result<Limits, Error> {
         let granted = &self.caller.granted.jobs;
         if !granted.allowed {
             return Err(denied(self, format!("{what} without the jobs grant")));

@@ -1,0 +1,4 @@
+-- v0.11 approvals of adapters' runs. (The columns, which SQLite cannot add with IF NOT
+-- EXISTS, are added by the migration code: approvals.source, what started the run;
+-- approvals.outcome, JSON, where the run got to once it went on; approvals.then_task, the task
+-- of the job queued for the adapter then.)
