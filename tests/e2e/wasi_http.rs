@@ -181,6 +181,54 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
     );
 }
 
+/// A hostile call that starts 20 outgoing requests at once gets its share in flight and a
+/// clear error for the rest, while a call beside it sends its own.
+#[tokio::test]
+async fn a_call_keeps_to_its_share_of_requests_in_flight_and_a_neighbour_keeps_its_own() {
+    let slow = spawn_fake(Router::new().route(
+        "/slow",
+        get(|| async {
+            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+            "slow"
+        }),
+    ))
+    .await;
+    let server = Server::start();
+    drop_in(
+        &server,
+        "proxy",
+        &guest("proxy"),
+        &format!("outbound_hosts = [\"{slow}\"]\n[limits]\nhttp_requests_at_once = 4\n"),
+    );
+    running(&server, "proxy").await;
+    let many = format!("/api/adapters/proxy/many?url={slow}/slow&n=20");
+    let hostile = server.send_text(Method::GET, &many, "");
+    let neighbour = async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let path = format!("/api/adapters/proxy/many?url={slow}/slow&n=4");
+        server.send_text(Method::GET, &path, "").await
+    };
+    let (hostile, neighbour) = tokio::join!(hostile, neighbour);
+    assert_eq!(
+        hostile,
+        (
+            StatusCode::OK,
+            "ErrorCode::ConnectionLimitReached=16 ok=4".to_owned()
+        )
+    );
+    assert_eq!(
+        neighbour,
+        (StatusCode::OK, "ok=4".to_owned()),
+        "a call beside it has its own share"
+    );
+    let entry = server.adapter("proxy").await.unwrap();
+    let error = entry["error_message"].as_str().unwrap();
+    assert!(
+        error.starts_with("QuotaExceeded:") && error.contains("limits.http_requests_at_once"),
+        "{entry}"
+    );
+}
+
 #[tokio::test]
 async fn the_cli_installs_a_wasi_http_component_under_its_files_name() {
     let data = tempfile::tempdir().unwrap();

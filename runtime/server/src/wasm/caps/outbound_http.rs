@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
+use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
@@ -30,6 +31,24 @@ pub struct Grant {
     /// nothing while the variable is unset (a server only the operator can name).
     #[serde(default)]
     outbound_env: BTreeMap<String, String>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Standard `wasi:http` requests one call may have in flight at once (the contract's
+    /// `send` waits for each, so it has one at most).
+    pub http_requests_at_once: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            http_requests_at_once: 8,
+        }
+    }
 }
 
 impl Grant {
@@ -61,6 +80,7 @@ impl Grant {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Granted {
     pub origins: BTreeSet<Origin>,
+    pub limits: Limits,
 }
 
 pub struct OutboundHttp;
@@ -69,7 +89,10 @@ impl Capability for OutboundHttp {
     const INTERFACE: &'static str = "outbound-http";
     const STANDARD: &'static [&'static str] = &["wasi:http/outgoing-handler"];
     const KEYS: &'static [&'static str] = &["outbound_hosts", "outbound_env"];
-    const LIMIT_KEYS: &'static [LimitKey] = &[];
+    const LIMIT_KEYS: &'static [LimitKey] = &[LimitKey {
+        name: "http_requests_at_once",
+        max: 64,
+    }];
     type Grant = Grant;
     type Granted = Granted;
     type State = Outbound;
@@ -83,8 +106,12 @@ impl Capability for OutboundHttp {
         for variable in grant.outbound_env.keys() {
             granted.extend(grant.env_origin(variable, env)?);
         }
+        let limits = grant.limits;
         if !request.imports.contains(Self::INTERFACE) {
-            return Ok(Granted::default());
+            return Ok(Granted {
+                limits,
+                ..Granted::default()
+            });
         }
         // A 0.1 component lists its origins, or `*` to leave them to the operator.
         let origins = match &request.listed {
@@ -96,7 +123,7 @@ impl Capability for OutboundHttp {
             }
             _ => granted,
         };
-        Ok(Granted { origins })
+        Ok(Granted { origins, limits })
     }
 
     fn granted_anything(granted: &Granted) -> bool {
@@ -194,6 +221,8 @@ async fn send(caller: &Caller, request: outbound::Request) -> Result<outbound::R
 /// Redirects come back to the guest (as `wasi:http` specifies); its next request is checked.
 pub struct WasiHttpHooks {
     caller: Arc<Caller>,
+    /// The requests this call has in flight (`limits.http_requests_at_once`).
+    in_flight: Arc<Semaphore>,
 }
 
 type Sent = wasmtime_wasi_http::Result<(
@@ -203,7 +232,11 @@ type Sent = wasmtime_wasi_http::Result<(
 
 impl WasiHttpHooks {
     pub fn new(caller: Arc<Caller>) -> Self {
-        Self { caller }
+        let most = caller.granted.outbound_http.limits.http_requests_at_once;
+        Self {
+            caller,
+            in_flight: Arc::new(Semaphore::new(most as usize)),
+        }
     }
 }
 
@@ -229,9 +262,26 @@ impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
         options: Option<RequestOptions>,
         _: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<dyn Future<Output = Sent> + Send> {
+        let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            let most = self
+                .caller
+                .granted
+                .outbound_http
+                .limits
+                .http_requests_at_once;
+            self.caller.over_quota(&format!(
+                "a wasi:http request while {most} of the call's were in flight \
+                 (limits.http_requests_at_once)"
+            ));
+            return Box::new(async { Err(wasmtime_wasi_http::Error::ConnectionLimitReached) });
+        };
         let caller = Arc::clone(&self.caller);
         let host = caller.services.host.clone();
-        Box::new(async move { lanes::on_host(&host, send_wasi(caller, request, options)).await })
+        Box::new(async move {
+            let sent = lanes::on_host(&host, send_wasi(caller, request, options)).await;
+            drop(permit);
+            sent
+        })
     }
 }
 
