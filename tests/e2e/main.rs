@@ -13,6 +13,11 @@ mod email;
 mod fakes;
 mod guards;
 mod guests;
+// The adapter's own tests use more of the fake than these do.
+#[allow(dead_code, unused_imports)]
+#[path = "../../builtin-adapters/guildchat/tests/platform/mod.rs"]
+mod guild_platform;
+mod guildchat_approvals;
 mod hygiene;
 mod integrations;
 mod isolation;

@@ -9,6 +9,8 @@ pub const CATEGORY: &str = "SERVICE_GUILDCHAT_CATEGORY";
 pub const AGENT_PROFILE: &str = "SERVICE_GUILDCHAT_AGENT_PROFILE";
 /// Where REST calls go instead of the platform's own API: a proxy, or a fake in tests.
 pub const API_BASE: &str = "SERVICE_GUILDCHAT_API_BASE";
+/// User ids who may approve tool calls besides the person who asked.
+pub const APPROVERS: &str = "SERVICE_GUILDCHAT_APPROVERS";
 
 const DEFAULT_CATEGORY: &str = "service";
 const DEFAULT_PROFILE: &str = "default";
@@ -22,6 +24,9 @@ pub struct Config {
     pub profile: String,
     /// The control bot's settings, or why it is offline.
     pub control: Result<Control, String>,
+    /// Who may approve any tool call asked about here, besides the person who asked (ids that
+    /// are not numbers are left out).
+    pub approvers: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +51,11 @@ impl Config {
             // Exact match: profile names are not trimmed or case-folded.
             profile: get(AGENT_PROFILE).unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
             control: control(&get),
+            approvers: get(APPROVERS)
+                .unwrap_or_default()
+                .split([',', ' '])
+                .filter_map(|id| id.trim().parse().ok())
+                .collect(),
         })
     }
 }

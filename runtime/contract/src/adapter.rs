@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::agent::AgentRunner;
+use crate::approvals::Approvals;
 use crate::error::AdapterError;
 use crate::records::{FeedbackStore, TaskTracker};
 use crate::registry::AdapterRegistry;
@@ -66,6 +67,8 @@ pub struct AdapterContext {
     /// The master tool registry, when one is wired in.
     pub tool_registry: Option<Arc<ToolRegistry>>,
     pub agents: Arc<dyn AgentRunner>,
+    /// Deciding approvals of its runs, and hearing where they went on.
+    pub approvals: Arc<dyn Approvals>,
     pub secrets: Arc<dyn Secrets>,
     pub tasks: Arc<dyn TaskTracker>,
     pub feedback: Arc<dyn FeedbackStore>,

@@ -171,8 +171,8 @@ pub struct RunFailure {
     pub message: String,
     /// The error trace of the failed run, when one was written.
     pub trace_id: Option<String>,
-    /// What a paused run (`Paused`) waits for.
-    pub waiting: Option<Waiting>,
+    /// What a paused run (`Paused`) waits for (boxed: failures travel in `Result`s).
+    pub waiting: Option<Box<Waiting>>,
 }
 
 /// The tool call a paused run waits for a person to approve.

@@ -7,6 +7,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod approvals;
 pub mod error;
 pub mod records;
 pub mod registry;
@@ -16,8 +17,9 @@ pub mod tools;
 pub use adapter::{Adapter, AdapterContext, ContextConfig, Hook, Secrets};
 pub use agent::{
     AgentRunner, Budget, Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
-    Turn, TurnRole,
+    Turn, TurnRole, Waiting,
 };
+pub use approvals::{Approvals, DecideError, NoApprovals, WentOnJob};
 pub use error::{AdapterError, FailureKind};
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus, ErrorObserver};

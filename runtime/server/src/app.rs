@@ -12,7 +12,7 @@ use service_contract::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::{DbFeedback, DbTasks, Supervisor};
+use crate::adapters::{DbApprovals, DbFeedback, DbTasks, Supervisor};
 use crate::agents::profiles;
 use crate::bus::Bus;
 use crate::config::FileConfig;
@@ -194,6 +194,12 @@ impl App {
         registry.observe_errors(ErrorObserver(Box::new(|adapter, kind| {
             metrics().limit_hit(adapter, kind);
         })));
+        let approvals_decided = Arc::new(Notify::new());
+        let adapter_approvals = DbApprovals {
+            db: db.clone(),
+            replica: replica.clone(),
+            decided: Arc::clone(&approvals_decided),
+        };
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
                 database_path: data_dir.join(db::FILE_NAME),
@@ -204,6 +210,7 @@ impl App {
             registry: Arc::clone(&registry),
             tool_registry: Some(Arc::clone(engine.tools())),
             agents: Arc::clone(&agents),
+            approvals: Arc::new(adapter_approvals.clone()),
             secrets: Arc::clone(&env) as Arc<dyn Secrets>,
             tasks: Arc::new(DbTasks {
                 db: db.clone(),
@@ -235,16 +242,19 @@ impl App {
             );
         }
 
-        let approvals_decided = Arc::new(Notify::new());
         let services = Arc::new(Services {
-            db: side_db,
+            db: side_db.clone(),
             env: Arc::clone(&env),
             registry,
             agents,
             agent_tasks,
             tools: Arc::clone(engine.tools()),
             bus: Arc::clone(&bus),
-            approvals_decided: Arc::clone(&approvals_decided),
+            // Components decide on their own connection, like the rest of what they write.
+            approvals: DbApprovals {
+                db: side_db.clone(),
+                ..adapter_approvals
+            },
             host: tokio::runtime::Handle::try_current()
                 .context("the app is opened inside a tokio runtime")?,
         });

@@ -113,6 +113,7 @@ pub const CATALOG: &[Integration] = &[
             "SERVICE_TEAMCHAT_SIGNING_SECRET",
             "SERVICE_TEAMCHAT_AGENT_PROFILE",
             "SERVICE_TEAMCHAT_API_BASE",
+            "SERVICE_TEAMCHAT_APPROVERS",
         ],
         configured_by: Needs::All(&[
             "SERVICE_TEAMCHAT_BOT_TOKEN",
@@ -143,6 +144,7 @@ pub const CATALOG: &[Integration] = &[
             "SERVICE_GUILDCHAT_CATEGORY",
             "SERVICE_GUILDCHAT_AGENT_PROFILE",
             "SERVICE_GUILDCHAT_API_BASE",
+            "SERVICE_GUILDCHAT_APPROVERS",
         ],
         configured_by: Needs::All(&["SERVICE_GUILDCHAT_TOKEN"]),
         probe: Some(Probe {

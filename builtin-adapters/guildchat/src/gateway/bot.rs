@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use serenity::all::{ChannelId, Http, Message, UserId};
+use serenity::all::{ChannelId, CreateMessage, Http, Message, UserId};
 use service_contract::{
     AdapterContext, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest,
 };
@@ -12,6 +12,7 @@ use crate::NAME;
 use crate::config::{Config, Control};
 use crate::layout::Layout;
 
+use super::approval::Later;
 use super::poster::Poster;
 
 /// Metadata keys on the registry entry for suppressed send failures (spec 7): how many there
@@ -84,7 +85,18 @@ impl Bot {
         channel: ChannelId,
         text: &str,
     ) -> serenity::Result<Message> {
-        self.poster.say(http, channel, text).await
+        self.send(http, channel, CreateMessage::new().content(text))
+            .await
+    }
+
+    /// Posts `message` in `channel`, as [`Bot::say`] does.
+    pub async fn send(
+        &self,
+        http: &Http,
+        channel: ChannelId,
+        message: CreateMessage,
+    ) -> serenity::Result<Message> {
+        self.poster.send(http, channel, message).await
     }
 
     /// Records activity on the registry entry.
@@ -106,17 +118,27 @@ impl Bot {
 
     /// Runs the configured profile (or the server defaults when it does not exist) as the next
     /// turn of the conversation of `channel` (a channel, a thread or a direct conversation: the
-    /// runtime keeps its messages). A failure is logged here, since the channel only gets a
-    /// notice.
-    pub async fn ask(&self, prompt: String, channel: ChannelId) -> Result<RunReply, RunFailure> {
+    /// runtime keeps its messages). With `asker`, the run may wait for a person to approve a
+    /// tool call (it ends `Paused`; the rest of the answer comes later, see `approval`). A
+    /// failure is logged here, since the channel only gets a notice.
+    pub async fn ask(
+        &self,
+        prompt: String,
+        channel: ChannelId,
+        asker: Option<UserId>,
+    ) -> Result<RunReply, RunFailure> {
         let profile = ProfileChoice::Preferred(self.config.profile.clone());
         let request = RunRequest {
             conversation: Some(channel.to_string()),
+            then: asker.map(|asker| Later { channel, asker }.to_bytes()),
             ..RunRequest::new(prompt, profile, NAME)
         };
         let outcome = self.ctx.agents.run(request, self.runs.child_token()).await;
         if let Err(failure) = &outcome
-            && failure.kind != RunFailureKind::Cancelled
+            && !matches!(
+                failure.kind,
+                RunFailureKind::Cancelled | RunFailureKind::Paused
+            )
         {
             tracing::warn!(adapter = NAME, trace = ?failure.trace_id, "a run failed: {failure}");
         }

@@ -9,7 +9,7 @@ use serenity::all::{
 };
 
 use super::bot::Bot;
-use super::{control, feedback, invite_url, reply, tasks};
+use super::{approval, control, feedback, invite_url, reply, tasks};
 use crate::NAME;
 use crate::prompt::without_mention;
 use crate::route::{Incoming, Route, route};
@@ -72,10 +72,12 @@ impl EventHandler for Handler {
     }
 
     async fn interaction_create(&self, ctx: Context, interaction: Interaction) {
-        if let Interaction::Command(command) = interaction
-            && command.data.name == control::SETUP_COMMAND
-        {
-            control::setup(&self.bot, &ctx.http, &command).await;
+        match interaction {
+            Interaction::Command(command) if command.data.name == control::SETUP_COMMAND => {
+                control::setup(&self.bot, &ctx.http, &command).await;
+            }
+            Interaction::Component(click) => approval::clicked(&self.bot, &ctx.http, &click).await,
+            _ => {}
         }
     }
 

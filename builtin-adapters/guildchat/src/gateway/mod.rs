@@ -4,6 +4,7 @@
 //! churn (a reconnect request, an invalidated session, a dropped connection) never gets here:
 //! serenity resumes or identifies again by itself, so the entry stays as it is.
 
+mod approval;
 mod bot;
 mod control;
 mod feedback;
@@ -153,6 +154,13 @@ async fn connect(ctx: &Arc<AdapterContext>, config: &Config, stop: &Cancellation
             );
         }
     };
+    // Runs of this adapter that waited for a person and went on: answered while this session
+    // is up (another replica's session takes them when this one is gone).
+    let delivering = tokio::spawn(approval::deliver(
+        Arc::clone(&bot),
+        Arc::clone(&client.http),
+        stop.child_token(),
+    ));
     let shards = Arc::clone(&client.shard_manager);
     let ended = tokio::select! {
         result = client.start() => result.map_or_else(|error| gateway_failed(&error), |()| Ended::Stopped),
@@ -162,6 +170,7 @@ async fn connect(ctx: &Arc<AdapterContext>, config: &Config, stop: &Cancellation
         }
     };
     bot.cancel_runs();
+    delivering.abort();
     ended
 }
 

@@ -33,17 +33,17 @@ impl Poster {
         }
     }
 
-    /// Posts `text` in `channel` as `ChannelId::say` does, waiting out any 429 on the way.
-    pub async fn say(
+    /// Posts `message` in `channel` as `ChannelId::send_message` does, waiting out any 429 on
+    /// the way.
+    pub async fn send(
         &self,
         http: &Http,
         channel: ChannelId,
-        text: &str,
+        mut message: CreateMessage,
     ) -> serenity::Result<Message> {
         let Self::Proxied { client, base } = self else {
-            return channel.say(http, text).await;
+            return channel.send_message(http, message).await;
         };
-        let mut message = CreateMessage::new().content(text);
         if let Some(mentions) = &http.default_allowed_mentions {
             message = message.allowed_mentions(mentions.clone());
         }

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use serenity::all::{ChannelId, Http, HttpError, Message};
-use service_contract::RunFailureKind;
+use serenity::all::{ChannelId, Http, HttpError, Message, UserId};
+use service_contract::{RunFailure, RunFailureKind, RunReply};
 
+use super::approval;
 use super::bot::Bot;
 use crate::NAME;
 use crate::chunk::{MAX_POST_CHARS, split_reply};
@@ -16,14 +17,33 @@ use crate::notice::{failure_notice, or_empty_notice};
 pub(super) async fn answer(bot: &Bot, http: &Arc<Http>, message: &Message, prompt: String) {
     bot.touch();
     let typing = message.channel_id.start_typing(http);
-    let text = match bot.ask(prompt, message.channel_id).await {
+    let outcome = bot
+        .ask(prompt, message.channel_id, Some(message.author.id))
+        .await;
+    drop(typing); // stops the typing indicator before the reply appears
+    post_outcome(bot, http, message.channel_id, message.author.id, outcome).await;
+}
+
+/// Posts where a run got to: its answer, a question for a person with its buttons, or a
+/// notice of its failure.
+pub(super) async fn post_outcome(
+    bot: &Bot,
+    http: &Http,
+    channel: ChannelId,
+    asker: UserId,
+    outcome: Result<RunReply, RunFailure>,
+) {
+    let text = match outcome {
         Ok(reply) => reply.text,
         Err(failure) if failure.kind == RunFailureKind::Cancelled => return,
+        Err(RunFailure {
+            waiting: Some(waiting),
+            ..
+        }) => return approval::ask(bot, http, channel, asker, &waiting).await,
         Err(failure) => failure_notice(&failure),
     };
-    drop(typing); // stops the typing indicator before the reply appears
     // A blank answer would split into no posts at all, and the asker would wait for nothing.
-    post_in_parts(bot, http, message.channel_id, or_empty_notice(&text)).await;
+    post_in_parts(bot, http, channel, or_empty_notice(&text)).await;
 }
 
 /// Posts `text` as consecutive messages within the platform's length limit. After a failure

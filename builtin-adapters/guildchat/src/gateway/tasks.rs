@@ -39,7 +39,7 @@ pub(super) async fn dispatch(bot: &Bot, http: &Http, message: &Message, prompt: 
     };
     let progress = Progress::start(bot, http, &title, thread.id).await;
     progress.moved(TaskState::Running, None).await;
-    let (state, result, trace_id) = match bot.ask(prompt, thread.id).await {
+    let (state, result, trace_id) = match bot.ask(prompt, thread.id, None).await {
         Ok(reply) => (TaskState::Completed, reply.text, Some(reply.trace_id)),
         Err(failure) => {
             let state = if failure.kind == RunFailureKind::Cancelled {

@@ -152,6 +152,7 @@ impl Harness {
             registry,
             tool_registry: None,
             agents: agents.clone(),
+            approvals: Arc::new(service_contract::NoApprovals),
             secrets: Arc::new(MapSecrets(secrets)),
             tasks: tasks.clone(),
             feedback: votes.clone(),

@@ -2,6 +2,7 @@
 //! [`Supervisor`]: it owns their entries, lifecycle, toggles and request dispatch over the
 //! small [`Managed`] trait, which native adapters and component generations implement.
 
+mod approvals;
 mod managed;
 mod native;
 mod records;
@@ -10,6 +11,7 @@ mod singletons;
 mod supervisor;
 mod toggles;
 
+pub use approvals::DbApprovals;
 pub use managed::{CallError, Managed, json_error, no_route};
 pub use records::{DbFeedback, DbTasks};
 pub use singletons::{Singletons, TAKEOVER};

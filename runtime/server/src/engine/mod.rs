@@ -132,11 +132,11 @@ impl RunError {
             Self::Failed { .. } | Self::Internal(_) => RunFailureKind::Failed,
         };
         let waiting = match &self {
-            Self::Paused { paused, .. } => Some(Waiting {
+            Self::Paused { paused, .. } => Some(Box::new(Waiting {
                 approval_id: paused.approval_id.clone(),
                 tool: paused.tool.clone(),
                 input: paused.input.to_string(),
-            }),
+            })),
             _ => None,
         };
         RunFailure {

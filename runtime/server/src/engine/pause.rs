@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use service_contract::agent::Budget;
+use service_contract::agent::{Budget, RunFailure, RunFailureKind, RunReply, Waiting};
 use tokio_util::sync::CancellationToken;
 
 use super::provider::{ChatRequest, Message, ToolCall, Usage};
@@ -97,6 +97,52 @@ pub enum WentOn {
 }
 
 impl WentOn {
+    /// Where the run got to, as the contract's native side says it.
+    pub fn into_outcome(self) -> Result<RunReply, RunFailure> {
+        match self {
+            Self::Answered { text, trace_id } => Ok(RunReply { trace_id, text }),
+            Self::Waiting {
+                approval_id,
+                tool,
+                input,
+                trace_id,
+            } => Err(RunFailure {
+                kind: RunFailureKind::Paused,
+                message: format!("waiting for a person to approve {tool} (approval {approval_id})"),
+                trace_id: Some(trace_id),
+                waiting: Some(Box::new(Waiting {
+                    approval_id,
+                    tool,
+                    input,
+                })),
+            }),
+            Self::Failed {
+                cancelled,
+                message,
+                trace_id,
+            } => Err(RunFailure {
+                kind: if cancelled {
+                    RunFailureKind::Cancelled
+                } else {
+                    RunFailureKind::Failed
+                },
+                message,
+                trace_id,
+                waiting: None,
+            }),
+        }
+    }
+
+    /// A job no approval queued (it cannot say where a run got to).
+    pub fn unknown(job: &str) -> RunFailure {
+        RunFailure {
+            kind: RunFailureKind::Failed,
+            message: format!("no run that went on queued job {job}"),
+            trace_id: None,
+            waiting: None,
+        }
+    }
+
     fn of(result: &Result<RunOutput, RunError>) -> Self {
         match result {
             Ok(output) => Self::Answered {

@@ -20,6 +20,7 @@ use super::lanes::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
 use super::sandbox::background_share;
 use super::wasmtime_config;
+use crate::adapters::DbApprovals;
 use crate::bus::Bus;
 use crate::db::Db;
 use crate::environment::Environment;
@@ -36,8 +37,8 @@ pub struct Services {
     pub tools: Arc<ToolRegistry>,
     /// Tells this replica's job worker and the others' that a job is enqueued.
     pub bus: Arc<Bus>,
-    /// Wakes this replica's resumer when an adapter decides an approval.
-    pub approvals_decided: Arc<tokio::sync::Notify>,
+    /// Decides approvals of the component's runs.
+    pub approvals: DbApprovals,
     /// The host's executor, where host work a guest asks for runs (see `lanes`).
     pub host: Handle,
 }

@@ -17,7 +17,7 @@ use super::super::state::HostState;
 use super::{Capability, link_versions, on_host, over_quota};
 use crate::agents::profiles::DEFAULT_PROFILE;
 use crate::allowances;
-use crate::approvals::{self, Decision};
+use crate::approvals;
 use crate::engine::pause::WentOn;
 use crate::task_runs::NewRun;
 use crate::traces;
@@ -302,7 +302,7 @@ impl HostState {
                 waiting: Some(waiting),
                 trace_id: Some(trace_id),
                 ..
-            }) => Ok(RunOutcome::Waiting(wit_waiting(waiting, trace_id))),
+            }) => Ok(RunOutcome::Waiting(wit_waiting(*waiting, trace_id))),
             Err(failure) => Err(RunError {
                 kind: match failure.kind {
                     RunFailureKind::Invalid => FailureKind::Invalid,
@@ -458,35 +458,17 @@ impl Host for HostState {
             return Ok(Err(DecideError::Denied));
         }
         let note: Option<String> = note.map(|n| n.chars().take(NOTE_CHARS).collect());
-        let decision = if approve {
-            Decision::Approve
-        } else {
-            Decision::Deny
-        };
         let decided = on_host(self, async move {
-            let adapter = caller.adapter.clone();
-            let decided = caller
-                .services
-                .db
-                .call(move |conn| {
-                    approvals::decide_for(conn, &approval_id, &adapter, decision, note.as_deref())
-                })
-                .await;
-            if matches!(decided, Ok(approvals::Decided::Now(_))) {
-                caller.services.approvals_decided.notify_one();
-            }
-            decided
+            let approvals = &caller.services.approvals;
+            approvals
+                .decide_for(&caller.adapter, &approval_id, approve, note)
+                .await
         })
         .await;
-        Ok(match decided {
-            Ok(approvals::Decided::Now(_)) => Ok(true),
-            Ok(approvals::Decided::Before(_)) => Ok(false),
-            Ok(approvals::Decided::Unknown) => Err(DecideError::Unknown),
-            Err(e) => {
-                tracing::warn!(adapter = %self.caller.adapter, "cannot record an adapter's decision: {e}");
-                Err(DecideError::Failed)
-            }
-        })
+        Ok(decided.map_err(|e| match e {
+            service_contract::DecideError::Unknown => DecideError::Unknown,
+            service_contract::DecideError::Failed => DecideError::Failed,
+        }))
     }
 
     async fn annotate(
