@@ -98,7 +98,8 @@ impl Bus {
     }
 
     /// Tells the other replicas only, for what this process has done itself already (an
-    /// interrupted turn it stopped): hearing it back later would stop the turn that came next.
+    /// interrupted turn it stopped, an operator's toggle): hearing it back later would undo
+    /// what came next (stop the next turn, disable what was enabled since).
     pub fn tell_others(&self, event: Event) {
         if self.db.backend() != Backend::Postgres {
             return;

@@ -22,7 +22,9 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
     let entry = app.adapters.toggle(name, enable).await;
     if entry.is_ok() {
         // The other replicas follow the choice (and the one that runs a native applies it).
-        app.bus.publish(Event::AdapterToggled {
+        // Only the others: this one applied it, and hearing it back after a later toggle
+        // would undo that one.
+        app.bus.tell_others(Event::AdapterToggled {
             name: name.to_owned(),
             enabled: enable,
         });

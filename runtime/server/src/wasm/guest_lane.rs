@@ -1,0 +1,308 @@
+//! Where guest code runs, so that a guest that computes (or spins) never holds a thread the
+//! API needs.
+//!
+//! A call starts on the caller's executor: nearly every call finishes within microseconds, and
+//! a hop to another thread would cost more than the call. The store's epoch callback watches how
+//! long the current poll of the call has been running; once the guest has computed for longer
+//! than [`SLICE`] without waiting on the host, the call moves, at its next yield, to the guest
+//! lane: a runtime of its own whose threads Linux runs only when no ordinary thread wants the
+//! CPU (`SCHED_IDLE`). There a computing guest yields every slice, so guests on the lane take
+//! turns, and the API's threads preempt them the moment they have work.
+//!
+//! The calls of an adapter whose calls needed the lane recently ([`HEAVY_FOR`]) start there,
+//! and a host call handed a large byte list ([`Slice::to_lane`]) moves there before it works on
+//! it: host work done for a guest (copying its memory, hashing it) is the guest's time, not
+//! the API's. (Well-behaved jobs stay off the lane: on a busy machine its threads may wait
+//! long for a core, and a job's steps, a post and the record that it was posted, say, should
+//! follow each other closely.)
+//!
+//! Host work a guest asks for (database, agent runs, outbound HTTP) runs on the host's own
+//! executor through [`on_host`], never on the lane: a database lock or a pooled connection
+//! must not depend on a thread the scheduler runs last.
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::{Handle, Runtime};
+use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument;
+
+/// How long a guest may compute in one go: on the caller's executor before it moves to the
+/// lane, and on the lane before it lets the next guest run.
+pub const SLICE: Duration = Duration::from_millis(2);
+
+/// How long an adapter whose call needed the lane has its requests start there.
+pub const HEAVY_FOR: Duration = Duration::from_secs(10);
+
+/// Host work on this many bytes of a guest's or more goes to the lane first.
+pub const HEAVY_BYTES: usize = 64 << 10;
+
+static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+thread_local! {
+    static ON_LANE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn micros(at: Instant) -> u64 {
+    at.saturating_duration_since(*START).as_micros() as u64
+}
+
+/// One call's clock, shared with its store's epoch callback.
+#[derive(Default)]
+pub struct Slice {
+    /// When the current poll of the call began (µs since [`START`]).
+    poll_started: AtomicU64,
+    /// Set by the epoch callback: the call should leave the caller's executor.
+    wants_lane: AtomicBool,
+}
+
+impl Slice {
+    /// Whether the guest has computed a whole slice in the current poll; if so, it is asked
+    /// to move to the lane (a no-op once there).
+    pub fn spent(&self, now: Instant) -> bool {
+        let started = self.poll_started.load(Ordering::Relaxed);
+        let spent = micros(now).saturating_sub(started) >= SLICE.as_micros() as u64;
+        if spent {
+            self.wants_lane.store(true, Ordering::Relaxed);
+        }
+        spent
+    }
+
+    fn begin_poll(&self) {
+        self.poll_started
+            .store(micros(Instant::now()), Ordering::Relaxed);
+    }
+
+    /// Moves the call to the lane, for host work of its own (a no-op there already).
+    pub async fn to_lane(&self) {
+        if ON_LANE.with(|on| on.get()) {
+            return;
+        }
+        self.wants_lane.store(true, Ordering::Relaxed);
+        tokio::task::yield_now().await;
+    }
+
+    /// Whether the call went to the lane on its way.
+    pub fn went_to_lane(&self) -> bool {
+        self.wants_lane.load(Ordering::Relaxed)
+    }
+}
+
+/// When an adapter's calls last needed the lane (µs since [`START`], 0: never).
+#[derive(Debug, Default)]
+pub struct Heavy(AtomicU64);
+
+impl Heavy {
+    pub fn mark(&self) {
+        self.0
+            .store(micros(Instant::now()).max(1), Ordering::Relaxed);
+    }
+
+    /// Where its next call starts: on the lane within [`HEAVY_FOR`] of the last mark.
+    pub fn start(&self) -> Start {
+        let marked = self.0.load(Ordering::Relaxed);
+        let recent = marked != 0
+            && micros(Instant::now()).saturating_sub(marked) < HEAVY_FOR.as_micros() as u64;
+        if recent { Start::OnLane } else { Start::Here }
+    }
+}
+
+/// Polls a call, noting when each poll begins.
+struct Clocked<F> {
+    slice: Arc<Slice>,
+    call: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Clocked<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.slice.begin_poll();
+        self.call.as_mut().poll(cx)
+    }
+}
+
+/// Where a call starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// On the caller's executor, for the microseconds most calls take.
+    Here,
+    OnLane,
+}
+
+/// The guest lane, started the first time a guest needs it.
+#[derive(Default)]
+pub struct GuestLane {
+    runtime: OnceLock<Runtime>,
+    /// Held while the runtime is built, so only one is (dropping a spare one on an executor
+    /// thread would panic).
+    building: Mutex<()>,
+}
+
+impl GuestLane {
+    fn handle(&self) -> std::io::Result<&Handle> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime.handle());
+        }
+        let _building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime.handle());
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
+            .thread_name("wasm-guest")
+            .on_thread_start(|| {
+                ON_LANE.with(|on| on.set(true));
+                lower_priority();
+            })
+            .enable_all()
+            .build()?;
+        Ok(self.runtime.get_or_init(|| runtime).handle())
+    }
+
+    /// Runs a guest call here until it has computed a whole slice, then on the lane; or on
+    /// the lane from the start when `start` says so.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        slice: Arc<Slice>,
+        start: Start,
+        call: impl Future<Output = wasmtime::Result<T>> + Send + 'static,
+    ) -> wasmtime::Result<T> {
+        let mut call = Clocked {
+            slice: Arc::clone(&slice),
+            call: Box::pin(call),
+        };
+        if start == Start::Here {
+            let finished_here = poll_fn(|cx| match Pin::new(&mut call).poll(cx) {
+                Poll::Ready(output) => Poll::Ready(Some(output)),
+                Poll::Pending if slice.wants_lane.load(Ordering::Relaxed) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            })
+            .await;
+            if let Some(output) = finished_here {
+                return output;
+            }
+        } else {
+            slice.wants_lane.store(true, Ordering::Relaxed);
+        }
+        let lane = self.handle().map_err(wasmtime::Error::msg)?;
+        match AbortOnDropHandle::new(lane.spawn(call)).await {
+            Ok(output) => output,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(wasmtime::Error::msg("the guest lane shut down")),
+        }
+    }
+}
+
+impl Drop for GuestLane {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed on an executor thread.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Runs host work a guest asked for on the host's executor (`host`), awaited from wherever the
+/// guest runs. On the host's executor already, it runs in place.
+pub async fn on_host<T: Send + 'static>(
+    host: &Handle,
+    work: impl Future<Output = T> + Send + 'static,
+) -> T {
+    if !ON_LANE.with(|on| on.get()) {
+        return work.await;
+    }
+    // The guest call's span goes on as the host work's parent (when traces are exported).
+    match AbortOnDropHandle::new(host.spawn(work.in_current_span())).await {
+        Ok(output) => output,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The host's runtime is shutting down; the guest's call ends with it.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Lane threads run only when no ordinary thread wants the CPU.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: plain syscall on the calling thread with a valid parameter block.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+            tracing::warn!(
+                "cannot lower the guest lane's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slice_is_spent_after_slice_time_in_one_poll() {
+        let slice = Slice::default();
+        slice.begin_poll();
+        let now = Instant::now();
+        assert!(!slice.spent(now));
+        assert!(!slice.wants_lane.load(Ordering::Relaxed));
+        assert!(slice.spent(now + SLICE));
+        assert!(slice.wants_lane.load(Ordering::Relaxed));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_call_that_asks_for_the_lane_finishes_there_and_host_work_comes_back() {
+        let lane = GuestLane::default();
+        let host = Handle::current();
+        let slice = Arc::new(Slice::default());
+        let asked = Arc::clone(&slice);
+        let (on_lane, host_side) = lane
+            .run(slice, Start::Here, async move {
+                asked.wants_lane.store(true, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+                let on_lane = ON_LANE.with(|on| on.get());
+                let host_side = on_host(&host, async { ON_LANE.with(|on| on.get()) }).await;
+                Ok((on_lane, host_side))
+            })
+            .await
+            .unwrap();
+        assert!(on_lane, "the call moved to the lane");
+        assert!(!host_side, "host work ran on the host's executor");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn background_calls_start_on_the_lane_and_host_work_can_ask_for_it() {
+        let lane = GuestLane::default();
+        let slice = Arc::new(Slice::default());
+        let started_on_lane = lane
+            .run(Arc::clone(&slice), Start::OnLane, async {
+                Ok(ON_LANE.with(|on| on.get()))
+            })
+            .await
+            .unwrap();
+        assert!(started_on_lane);
+        assert!(slice.went_to_lane());
+
+        let slice = Arc::new(Slice::default());
+        let asking = Arc::clone(&slice);
+        let moved = lane
+            .run(Arc::clone(&slice), Start::Here, async move {
+                let before = ON_LANE.with(|on| on.get());
+                asking.to_lane().await;
+                Ok((before, ON_LANE.with(|on| on.get())))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            moved,
+            (false, true),
+            "host work asked for the lane and got it"
+        );
+        assert!(slice.went_to_lane());
+    }
+}
