@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::elements::Element;
 use fantoccini::key::Key;
@@ -25,7 +25,7 @@ use service_runtime::tasks::{self, TaskStatus};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, cli, eventually, openai_env, tool_available};
+use crate::support::{Server, cli, eventually, openai_env, tool_available, wait};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -124,11 +124,13 @@ impl Browser {
         .spawn()
         .expect("start chromedriver");
         let driver_url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while reqwest::get(format!("{driver_url}/status")).await.is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let status = format!("{driver_url}/status");
+        wait::eventually(
+            "chromedriver to start",
+            Duration::from_secs(20),
+            async || reqwest::get(&status).await.ok(),
+        )
+        .await;
         let user_data = profile.path().join("chromium");
         let capabilities = json!({
             "browserName": "chrome",
@@ -217,21 +219,19 @@ impl Browser {
 
     /// Runs `script` (a function body) until it returns something truthy, for up to 15 s.
     async fn wait_for_with(&self, what: &str, script: &str, args: Vec<Value>) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
+        let every = Duration::from_millis(100);
+        let found = wait::until(Duration::from_secs(15), every, async || {
             let value = self.js(script, args.clone()).await;
             let truthy = !matches!(&value, Value::Null | Value::Bool(false))
                 && value != json!("")
                 && value != json!(0);
-            if truthy {
-                return value;
-            }
-            if Instant::now() > deadline {
-                self.failure_screenshot().await;
-                panic!("timed out waiting for {what}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            truthy.then_some(value)
+        })
+        .await;
+        if found.is_none() {
+            self.failure_screenshot().await;
         }
+        found.unwrap_or_else(|| panic!("timed out waiting for {what}"))
     }
 
     async fn wait_for(&self, what: &str, script: &str) -> Value {

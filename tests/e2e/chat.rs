@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, assert_error, command, openai_env, stream_frames};
+use crate::support::{Server, assert_error, command, eventually, openai_env, stream_frames};
 
 fn types(frames: &[Value]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
@@ -504,20 +504,15 @@ async fn a_client_that_disconnects_mid_stream_cancels_the_run() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    while fake.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10, async || (!fake.requests().is_empty()).then_some(())).await;
     drop(response);
 
-    let mut trace = Value::Null;
-    for _ in 0..100 {
+    let trace = eventually(5, async || {
         let (_, list) = server.get("/api/traces").await;
-        trace = list["traces"][0].clone();
-        if trace["status"] != "running" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let trace = list["traces"][0].clone();
+        (trace["status"] != "running").then_some(trace)
+    })
+    .await;
     assert_eq!(trace["status"], "error", "{trace}");
     assert!(
         trace["error_message"]

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::guest;
-use crate::support::{Server, eventually, openai_env, spawn_fake};
+use crate::support::{Server, eventually, openai_env, spawn_fake, wait};
 use crate::wasm::{ECHO_GRANT, drop_in, loaded};
 
 /// A span as the collector received it.
@@ -105,14 +105,16 @@ impl Received {
 
     /// The span named `name`, once it has arrived.
     async fn span(&self, name: &str) -> Span {
-        for _ in 0..200 {
-            if let Some(span) = self.spans().into_iter().find(|s| s.name == name) {
-                return span;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        let names: Vec<String> = self.spans().into_iter().map(|s| s.name).collect();
-        panic!("no span {name:?} within 20 s; received {names:?}");
+        let found = wait::until(
+            std::time::Duration::from_secs(20),
+            wait::EVERY,
+            async || self.spans().into_iter().find(|s| s.name == name),
+        )
+        .await;
+        found.unwrap_or_else(|| {
+            let names: Vec<String> = self.spans().into_iter().map(|s| s.name).collect();
+            panic!("no span {name:?} within 20 s; received {names:?}")
+        })
     }
 }
 

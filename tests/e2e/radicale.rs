@@ -5,12 +5,12 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use tempfile::TempDir;
 
-use crate::support::tool_available;
+use crate::support::{tool_available, wait};
 
 pub const USER: &str = "ana";
 pub const PASSWORD: &str = "radicale-app-password-7";
@@ -72,15 +72,14 @@ impl Radicale {
             dir,
             url: format!("http://127.0.0.1:{port}"),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "radicale did not listen within 30 s: {}",
-                radicale.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let listening = wait::until_blocking(Duration::from_secs(30), wait::EVERY, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        assert!(
+            listening.is_some(),
+            "radicale did not listen within 30 s: {}",
+            radicale.log()
+        );
         radicale
     }
 

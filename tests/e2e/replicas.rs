@@ -426,8 +426,16 @@ async fn a_replica_killed_mid_burst_leaves_every_acked_event_answered_once() {
         (posted.len() >= EVENTS).then_some(posted)
     })
     .await;
-    // A moment more for a reply that would come twice.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A reply that would come twice would come from a job still waiting or running.
+    eventually(60, async || {
+        let unfinished = sql(
+            &cluster,
+            "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+             WHERE t.status IN ('pending', 'running')",
+        );
+        (unfinished == "0").then_some(())
+    })
+    .await;
     let mut channels: Vec<String> = api
         .posted()
         .iter()

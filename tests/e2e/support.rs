@@ -15,6 +15,10 @@ pub use tool_available::tool_available;
 // Shared with the benches that drive the binary.
 #[path = "../shared/serve.rs"]
 mod serve;
+// The one way tests and benches wait (the tests use a part of it).
+#[allow(dead_code)]
+#[path = "../shared/wait.rs"]
+pub mod wait;
 // Shared with the storage layer's tests and the benches (which alone ask for durable commits).
 #[allow(dead_code)]
 #[path = "../shared/postgres.rs"]
@@ -292,17 +296,9 @@ pub fn cli(data_dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, for at most `seconds`.
-pub async fn eventually<T>(seconds: u64, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "condition not met within {seconds} s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+/// [`wait::eventually`] for the common case: `check` until it gives a value, for at most
+/// `seconds`.
+pub async fn eventually<T>(seconds: u64, check: impl AsyncFnMut() -> Option<T>) -> T {
+    let within = std::time::Duration::from_secs(seconds);
+    wait::eventually("the condition", within, check).await
 }

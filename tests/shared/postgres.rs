@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The one way tests and benches wait: every includer has it beside this module.
+use super::wait;
 
 /// A running test server.
 pub struct PostgresServer {
@@ -112,14 +115,11 @@ impl PostgresServer {
     }
 
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self.psql("SELECT 1") {
-                Ok(_) => return,
-                Err(e) if Instant::now() > deadline => panic!("PostgreSQL did not start: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
+        let mut last = String::new();
+        let ready = wait::until_blocking(Duration::from_secs(30), wait::EVERY, || {
+            self.psql("SELECT 1").map_err(|e| last = e).ok()
+        });
+        assert!(ready.is_some(), "PostgreSQL did not start: {last}");
     }
 }
 

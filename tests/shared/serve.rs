@@ -4,7 +4,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The one way tests and benches wait: every includer has it beside this module.
+use super::wait;
 
 /// A command for `bin` with a clean environment: nothing leaks in from the developer's shell
 /// (real keys, a real data directory).
@@ -42,21 +45,18 @@ pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<Stri
 /// `/api/health` that its adapters have started and its components are loaded.
 pub fn wait_until_ready(url: &str, within: Duration) {
     let addr = url.trim_start_matches("http://");
-    let deadline = Instant::now() + within;
-    loop {
-        let mut answer = String::new();
+    let mut answer = String::new();
+    let ready = wait::until_blocking(within, Duration::from_millis(20), || {
+        answer.clear();
         if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
             let request = format!("GET /api/health HTTP/1.0\r\nHost: {addr}\r\n\r\n");
             let _ = stream.write_all(request.as_bytes());
             let _ = stream.read_to_string(&mut answer);
         }
-        if answer.contains(r#""adapters":"ready""#) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the adapters did not finish starting within {within:?}: {answer}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        answer.contains(r#""adapters":"ready""#).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "the adapters did not finish starting within {within:?}: {answer}"
+    );
 }

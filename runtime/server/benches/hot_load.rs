@@ -27,6 +27,10 @@ mod guests;
 // The tests' way of starting the binary.
 #[path = "../../../tests/shared/serve.rs"]
 mod serve;
+// The one way tests and benches wait (each bench uses a part of it).
+#[allow(dead_code)]
+#[path = "../../../tests/shared/wait.rs"]
+mod wait;
 
 const ROUNDS: usize = 5;
 /// What the fixture needs to start (its grant stays in the folder throughout).
@@ -62,12 +66,11 @@ impl Server {
         }
     }
 
+    /// Waits for `done`, looking every 0.5 ms: the wait is what is measured.
     async fn until(&self, mut done: impl AsyncFnMut() -> bool) {
-        let deadline = Instant::now() + GIVE_UP;
-        while !done().await {
-            assert!(Instant::now() < deadline, "gave up after {GIVE_UP:?}");
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
+        let every = Duration::from_micros(500);
+        let done = wait::until(GIVE_UP, every, async || done().await.then_some(())).await;
+        assert!(done.is_some(), "gave up after {GIVE_UP:?}");
     }
 
     async fn status(&self, client: &reqwest::Client, path: &str) -> Option<StatusCode> {

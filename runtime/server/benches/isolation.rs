@@ -23,6 +23,10 @@ mod guests;
 // The tests' way of starting the binary.
 #[path = "../../../tests/shared/serve.rs"]
 mod serve;
+// The one way tests and benches wait (each bench uses a part of it).
+#[allow(dead_code)]
+#[path = "../../../tests/shared/wait.rs"]
+mod wait;
 
 const SAMPLES: usize = 1_000;
 const ROUNDS: usize = 5;
@@ -72,16 +76,11 @@ fn start(data_dir: &Path) -> Server {
 }
 
 async fn wait_for(client: &reqwest::Client, url: &str, what: impl Fn(&str) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Ok(response) = client.get(url).send().await
-            && what(&response.text().await.unwrap_or_default())
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting for {url}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::eventually(url, Duration::from_secs(120), async || {
+        let response = client.get(url).send().await.ok()?;
+        what(&response.text().await.unwrap_or_default()).then_some(())
+    })
+    .await;
 }
 
 struct Figures {

@@ -40,6 +40,7 @@ mod postgres;
 use stats::{ms, verdict};
 use teamchat_load::{
     ACK_TARGET, Acks, Fakes, Server, burst, data_dir, quantile, resend_unacknowledged, targets,
+    wait,
 };
 
 const MODEL_CALLS_AT_ONCE: usize = 64;
@@ -77,10 +78,8 @@ fn duplicates(fakes: &Fakes) -> usize {
 
 /// Waits until `count` mentions have a reply (or `limit` passes); how many do.
 async fn replied(fakes: &Fakes, count: usize, limit: Duration) -> usize {
-    let started = Instant::now();
-    while fakes.replies.counts().len() < count && started.elapsed() < limit {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let all = async || (fakes.replies.counts().len() >= count).then_some(());
+    wait::until(limit, wait::EVERY, all).await;
     fakes.replies.counts().len()
 }
 

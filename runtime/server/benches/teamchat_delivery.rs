@@ -31,7 +31,9 @@ mod stats;
 mod teamchat_load;
 
 use stats::{ms, verdict};
-use teamchat_load::{ACK_TARGET, Fakes, Server, burst, data_dir, resend_unacknowledged, targets};
+use teamchat_load::{
+    ACK_TARGET, Fakes, Server, burst, data_dir, resend_unacknowledged, targets, wait,
+};
 
 const MODEL_TIME: Duration = Duration::from_secs(10);
 const MODEL_CALLS_AT_ONCE: usize = 64;
@@ -103,16 +105,14 @@ async fn mid_burst(stop: Stop) {
     let server = stopper.await.unwrap();
     resend_unacknowledged(&client, &server.url, &mut acks).await;
     let acknowledged = acks.acked.iter().filter(|a| **a).count();
-    let started = Instant::now();
-    while setup.fakes.replies.counts().len() < MENTIONS
-        && started.elapsed() < Duration::from_secs(300)
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let every = Duration::from_millis(200);
+    let all = async || (setup.fakes.replies.counts().len() >= MENTIONS).then_some(());
+    wait::until(Duration::from_secs(300), every, all).await;
     // Everything the jobs will ever post is out once none waits or runs.
-    while server.unfinished_jobs(&client).await > 0 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait::eventually("the jobs to finish", Duration::from_secs(300), async || {
+        (server.unfinished_jobs(&client).await == 0).then_some(())
+    })
+    .await;
     let counts = setup.fakes.replies.counts();
     let once = counts.values().filter(|c| **c == 1).count();
     let duplicates: usize = counts.values().map(|c| c.saturating_sub(1)).sum();
@@ -141,11 +141,8 @@ async fn throughput() {
     let mut acks = burst(&client, &url, MENTIONS, 100).await;
     let first_try = acks.latencies.len();
     resend_unacknowledged(&client, &server.url, &mut acks).await;
-    while setup.fakes.replies.counts().len() < MENTIONS
-        && started.elapsed() < Duration::from_secs(900)
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let all = async || (setup.fakes.replies.counts().len() >= MENTIONS).then_some(());
+    wait::until(Duration::from_secs(900), Duration::from_millis(200), all).await;
     let replied = setup.fakes.replies.counts().len();
     let last = setup.fakes.replies.last_at().unwrap_or(started) - started;
     let ideal = MODEL_TIME.as_secs_f64() * MENTIONS as f64 / MODEL_CALLS_AT_ONCE as f64;

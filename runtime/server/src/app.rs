@@ -21,10 +21,10 @@ use crate::engine::pause::ApprovalRules;
 use crate::engine::settings::ProviderSettings;
 use crate::engine::tools::{self, BuiltinConfig};
 use crate::engine::{DEFAULT_LLM_CALL_BUDGET, DEFAULT_MAX_ITERATIONS, Engine, EngineParts};
-use crate::environment::Environment;
 use crate::mcp::{self, McpServers};
 use crate::replica;
 use crate::scheduler::{self, Dispatcher, Scheduler};
+use crate::settings_store::SettingsStore;
 use crate::task_runs::AgentTasks;
 use crate::tasks::RunningTasks;
 use crate::telemetry::metrics::metrics;
@@ -40,7 +40,7 @@ pub const NATIVE_NAMES: [&str; 3] = [
 pub struct App {
     pub data_dir: PathBuf,
     pub config: FileConfig,
-    pub env: Arc<Environment>,
+    pub env: Arc<SettingsStore>,
     pub db: Db,
     /// This process among the replicas sharing the database.
     pub replica: String,
@@ -81,7 +81,7 @@ pub enum Role {
 /// `.env`), else the directory's SQLite file. Commands that need no engine stop here.
 pub async fn open_db(
     data_dir: &Path,
-    env: &Environment,
+    env: &SettingsStore,
     config: &FileConfig,
 ) -> anyhow::Result<Db> {
     std::fs::create_dir_all(data_dir)
@@ -99,7 +99,7 @@ impl App {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let config = FileConfig::load(data_dir)?;
-        let mut env = Environment::load(data_dir)?;
+        let mut env = SettingsStore::load(data_dir)?;
         let replica = match role {
             Role::Server => replica::server_id(data_dir, &env)?,
             Role::Command => replica::command_id(),

@@ -1,5 +1,5 @@
 //! Where the service keeps its state and what `config.toml` may say. Secrets never come from
-//! here: see [`crate::environment`].
+//! here: see [`crate::settings_store`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

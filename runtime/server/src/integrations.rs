@@ -8,9 +8,9 @@ use reqwest::Method;
 use serde::Serialize;
 
 use crate::db::{self, Conn};
-use crate::environment::Environment;
 use crate::error::Result;
 use crate::params;
+use crate::settings_store::SettingsStore;
 
 pub struct Integration {
     pub id: &'static str,
@@ -283,7 +283,7 @@ pub struct Verification {
 }
 
 impl Integration {
-    pub fn is_configured(&self, env: &Environment) -> bool {
+    pub fn is_configured(&self, env: &SettingsStore) -> bool {
         match self.configured_by {
             Needs::All(vars) => vars.iter().all(|v| env.is_set(v)),
             Needs::Any(vars) => vars.iter().any(|v| env.is_set(v)),
@@ -296,7 +296,7 @@ impl Integration {
 
     /// Runs the live probe. Failures name the HTTP status or the transport problem, never the
     /// response body, which some services use to echo part of a rejected key.
-    pub async fn probe(&self, env: &Environment, client: &reqwest::Client) -> Verification {
+    pub async fn probe(&self, env: &SettingsStore, client: &reqwest::Client) -> Verification {
         let Some(probe) = &self.probe else {
             return Verification::failed("no probe");
         };
@@ -356,7 +356,7 @@ impl Verification {
 }
 
 /// Every integration with its state.
-pub fn statuses(conn: &Conn, env: &Environment) -> Result<Vec<Status>> {
+pub fn statuses(conn: &Conn, env: &SettingsStore) -> Result<Vec<Status>> {
     CATALOG
         .iter()
         .map(|i| {

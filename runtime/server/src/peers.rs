@@ -12,7 +12,7 @@ use crate::adapters::Supervisor;
 use crate::app::App;
 use crate::bus::Event;
 use crate::db::{Backend, Db};
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 use crate::tasks::RunningTasks;
 use crate::wasm;
 
@@ -21,7 +21,7 @@ pub struct Peers {
     running: Arc<RunningTasks>,
     supervisor: Arc<Supervisor>,
     db: Db,
-    env: Arc<Environment>,
+    env: Arc<SettingsStore>,
     data_dir: PathBuf,
     adapters_dir: PathBuf,
 }

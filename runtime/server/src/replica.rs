@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Conn, Db};
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 use crate::{job_queue, leases, tasks, traces};
 
 /// Names this replica instead of the id kept in the data directory.
@@ -25,7 +25,7 @@ const ID_FILE: &str = "replica-id";
 
 /// The server's id: `SERVICE_REPLICA_ID`, else the one kept in `<data_dir>/replica-id`
 /// (made on first start from the host name), so a replica that restarts knows its own.
-pub fn server_id(data_dir: &Path, env: &Environment) -> anyhow::Result<String> {
+pub fn server_id(data_dir: &Path, env: &SettingsStore) -> anyhow::Result<String> {
     if let Some(id) = env.get(ID_VARIABLE) {
         return validate(&id).map(|()| id);
     }
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn ids_are_kept_and_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let env = Environment::load(dir.path()).unwrap();
+        let env = SettingsStore::load(dir.path()).unwrap();
         let first = server_id(dir.path(), &env).unwrap();
         assert_eq!(server_id(dir.path(), &env).unwrap(), first, "kept");
         assert!(validate(&first).is_ok());

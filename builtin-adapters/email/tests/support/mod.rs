@@ -1,6 +1,11 @@
 //! Test doubles for the host side (agents, tasks, secrets), a harness that runs the adapter
 //! with them, and the real servers it talks to.
 
+// The one way tests and benches wait (these tests use a part of it).
+#[allow(dead_code)]
+#[path = "../../../../tests/shared/wait.rs"]
+mod wait;
+
 pub mod dovecot;
 pub mod smtp_sink;
 
@@ -270,19 +275,9 @@ impl Harness {
     }
 }
 
-/// Polls `check` until it gives a value, for at most twenty seconds.
+/// Polls `check` until it gives a value, for at most 20 seconds.
 pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait::eventually(what, Duration::from_secs(20), async || check()).await
 }
 
 /// A message as a mail client would write it, with CRLF line ends. `headers` go after the

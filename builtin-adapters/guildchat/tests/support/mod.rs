@@ -16,6 +16,11 @@ use service_contract::{
 use service_guildchat::GuildchatAdapter;
 use tokio_util::sync::CancellationToken;
 
+// The one way tests and benches wait (these tests use a part of it).
+#[allow(dead_code)]
+#[path = "../../../../tests/shared/wait.rs"]
+mod wait;
+
 pub const TOKEN: &str = "good-token";
 
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -200,17 +205,7 @@ impl Harness {
     }
 }
 
-/// Polls `check` until it gives a value, for at most ten seconds.
+/// Polls `check` until it gives a value, for at most 10 seconds.
 pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait::eventually(what, Duration::from_secs(10), async || check()).await
 }

@@ -22,8 +22,12 @@ use sha2::Sha256;
 use tokio::sync::Semaphore;
 
 // The tests' way of starting the binary.
+// The one way tests and benches wait (each bench uses a part of it).
 #[path = "../../../../tests/shared/serve.rs"]
 mod serve;
+#[allow(dead_code)]
+#[path = "../../../../tests/shared/wait.rs"]
+pub mod wait;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 pub const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";

@@ -6,9 +6,9 @@
 use crate::db::Conn;
 use serde::Serialize;
 
-use crate::environment::Environment;
 use crate::error::Result;
 use crate::scheduler::store as schedules;
+use crate::settings_store::SettingsStore;
 
 const VARIABLE_PREFIX: &str = "SERVICE_";
 const VARIABLE_SUFFIX: &str = "_AGENT_PROFILE";
@@ -33,7 +33,7 @@ impl References {
     }
 }
 
-pub fn find(conn: &Conn, env: &Environment, profile: &str) -> Result<References> {
+pub fn find(conn: &Conn, env: &SettingsStore, profile: &str) -> Result<References> {
     let adapters = env
         .matching(VARIABLE_PREFIX, VARIABLE_SUFFIX)
         .into_iter()

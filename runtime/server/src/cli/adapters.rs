@@ -8,7 +8,7 @@ use clap::Subcommand;
 use service_runtime::app::{App, Role};
 use service_runtime::bus::Event;
 use service_runtime::db::{self, Backend};
-use service_runtime::environment::Environment;
+use service_runtime::settings_store::SettingsStore;
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::inventory::{Kind, Listed, inventory};
 use service_runtime::wasm::shared::{self, write_atomically};
@@ -184,7 +184,9 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
 
 /// Whether the data directory's replicas share PostgreSQL (components then live there).
 fn shared_database(data_dir: &Path) -> anyhow::Result<bool> {
-    Ok(Environment::load(data_dir)?.get(db::URL_VARIABLE).is_some())
+    Ok(SettingsStore::load(data_dir)?
+        .get(db::URL_VARIABLE)
+        .is_some())
 }
 
 /// The table `adapters list` prints: name, kind, where it comes from, its grant, and below a

@@ -12,13 +12,13 @@ use service_runtime::agents::profiles;
 use service_runtime::app::{self, App, Role};
 use service_runtime::config::FileConfig;
 use service_runtime::db::Db;
-use service_runtime::environment::Environment;
 use service_runtime::replica;
 use service_runtime::scheduler;
 use service_runtime::scheduler::cron::{self, CronExpr};
 use service_runtime::scheduler::plan::{self, CatchUp};
 use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
 use service_runtime::scheduler::tick::Due;
+use service_runtime::settings_store::SettingsStore;
 use service_runtime::tasks;
 
 #[derive(Subcommand)]
@@ -73,7 +73,7 @@ pub enum ScheduleCommand {
 }
 
 async fn open(data_dir: &Path) -> anyhow::Result<(Db, Tz)> {
-    let env = Environment::load(data_dir)?;
+    let env = SettingsStore::load(data_dir)?;
     let config = FileConfig::load(data_dir)?;
     let db = app::open_db(data_dir, &env, &config).await?;
     let tz = cron::zone(env.get("SERVICE_TZ").as_deref()).map_err(anyhow::Error::msg)?;

@@ -9,6 +9,10 @@ use super::Db;
 #[allow(dead_code)]
 #[path = "../../../../tests/shared/postgres.rs"]
 mod postgres_server;
+// The one way tests and benches wait, which the server module uses (a part of it).
+#[allow(dead_code)]
+#[path = "../../../../tests/shared/wait.rs"]
+mod wait;
 
 /// Which backends a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

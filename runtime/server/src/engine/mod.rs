@@ -4,6 +4,8 @@
 mod keyed;
 pub mod pause;
 pub mod provider;
+mod run_error;
+mod runner;
 pub mod settings;
 pub mod tools;
 mod turns;
@@ -13,13 +15,10 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 pub use self::keyed::keep_exchange;
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
+pub use self::run_error::RunError;
 use serde::Serialize;
 use serde_json::Value;
-use service_contract::agent::{
-    AgentRunner, Budget, RunFailure, RunFailureKind, RunReply, TurnRole, Waiting,
-};
+use service_contract::agent::{Budget, TurnRole};
 pub use service_contract::agent::{Parent, ProfileChoice, RunRequest};
 use service_contract::tools::ToolRegistry;
 use tokio::sync::mpsc;
@@ -27,12 +26,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use self::pause::{ApprovalRules, Landing, Paused, PausedTurn, Then};
-use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
+use self::provider::{ChatRequest, Message, Provider, Usage};
 use self::settings::ProviderSettings;
 use crate::agents::profiles::{self, Profile};
 use crate::conversations;
 use crate::db::{Conn, Db};
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 use crate::telemetry::genai;
 use crate::telemetry::metrics::metrics;
 use crate::traces;
@@ -86,68 +85,6 @@ pub struct RunOutput {
     pub latency_ms: i64,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("prompt must not be empty")]
-    EmptyPrompt,
-    #[error("no agent named {name:?}")]
-    UnknownAgent { name: String, trace_id: String },
-    #[error("{error}")]
-    NotConfigured {
-        error: ProviderError,
-        trace_id: String,
-    },
-    #[error("{message}")]
-    Failed { message: String, trace_id: String },
-    #[error("the run was cancelled")]
-    Cancelled { trace_id: String },
-    /// Waits for a person to approve a tool call; it goes on once decided.
-    #[error("waiting for a person to approve {} (approval {})", paused.tool, paused.approval_id)]
-    Paused { paused: Paused, trace_id: String },
-    #[error(transparent)]
-    Internal(#[from] crate::error::Error),
-}
-
-impl RunError {
-    /// The trace that records the failed run, when one was written.
-    pub fn trace_id(&self) -> Option<&str> {
-        match self {
-            Self::UnknownAgent { trace_id, .. }
-            | Self::NotConfigured { trace_id, .. }
-            | Self::Failed { trace_id, .. }
-            | Self::Cancelled { trace_id }
-            | Self::Paused { trace_id, .. } => Some(trace_id),
-            Self::EmptyPrompt | Self::Internal(_) => None,
-        }
-    }
-
-    /// How the run ended, as adapters and other callers of the contract see it.
-    pub fn into_failure(self) -> RunFailure {
-        let kind = match &self {
-            Self::EmptyPrompt => RunFailureKind::Invalid,
-            Self::UnknownAgent { .. } => RunFailureKind::UnknownAgent,
-            Self::NotConfigured { .. } => RunFailureKind::NotConfigured,
-            Self::Cancelled { .. } => RunFailureKind::Cancelled,
-            Self::Paused { .. } => RunFailureKind::Paused,
-            Self::Failed { .. } | Self::Internal(_) => RunFailureKind::Failed,
-        };
-        let waiting = match &self {
-            Self::Paused { paused, .. } => Some(Box::new(Waiting {
-                approval_id: paused.approval_id.clone(),
-                tool: paused.tool.clone(),
-                input: paused.input.to_string(),
-            })),
-            _ => None,
-        };
-        RunFailure {
-            kind,
-            message: self.to_string(),
-            trace_id: self.trace_id().map(str::to_owned),
-            waiting,
-        }
-    }
-}
-
 /// Nested delegations stop here, so two agents cannot delegate to each other forever.
 pub const MAX_DELEGATION_DEPTH: u32 = 3;
 
@@ -155,7 +92,7 @@ pub struct Engine {
     /// Itself, for handing to tools as their `AgentRunner`.
     this: Weak<Engine>,
     db: Db,
-    env: Arc<Environment>,
+    env: Arc<SettingsStore>,
     http: reqwest::Client,
     settings: ProviderSettings,
     max_iterations: u32,
@@ -200,7 +137,7 @@ struct StartTrace {
 
 pub struct EngineParts {
     pub db: Db,
-    pub env: Arc<Environment>,
+    pub env: Arc<SettingsStore>,
     pub http: reqwest::Client,
     pub settings: ProviderSettings,
     pub max_iterations: u32,
@@ -576,51 +513,3 @@ struct Run<'a> {
 }
 
 type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (Stop, Usage)>;
-
-/// Adapters, the scheduler and delegating tools run agents through this. The caller's token
-/// cancels the run; dropping the returned future does not abandon it half-recorded.
-impl AgentRunner for Engine {
-    fn run(
-        &self,
-        request: RunRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<RunReply, RunFailure>> {
-        let this = self.this.upgrade();
-        async move {
-            let engine = this.ok_or_else(|| RunFailure {
-                kind: RunFailureKind::Failed,
-                message: "the engine is shutting down".into(),
-                trace_id: None,
-                waiting: None,
-            })?;
-            // On a task of its own: a caller that gives up (a component call that timed out)
-            // cancels the token, and the run still records how it ended in its trace.
-            let run = tokio::spawn(
-                async move {
-                    match request.conversation.clone() {
-                        Some(key) => engine.run_keyed(request, key, &cancel).await,
-                        None => engine.run(request, None, &cancel).await,
-                    }
-                }
-                .in_current_span(),
-            );
-            run.await
-                .map_err(|e| RunFailure {
-                    kind: RunFailureKind::Failed,
-                    message: format!("the run task failed: {e}"),
-                    trace_id: None,
-                    waiting: None,
-                })?
-                .map(|output| RunReply {
-                    trace_id: output.trace_id,
-                    text: output.text,
-                })
-                .map_err(RunError::into_failure)
-        }
-        .boxed()
-    }
-
-    fn provider_name(&self) -> String {
-        self.settings.kind.as_str().to_owned()
-    }
-}

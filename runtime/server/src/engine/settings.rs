@@ -11,7 +11,7 @@ use super::provider::offline::{self, Offline};
 use super::provider::openai::OpenAi;
 use super::provider::{Provider, ProviderError};
 use crate::config::ProviderSection;
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
@@ -67,7 +67,7 @@ pub struct ProviderSettings {
 }
 
 impl ProviderSettings {
-    pub fn load(env: &Environment, file: &ProviderSection) -> anyhow::Result<Self> {
+    pub fn load(env: &SettingsStore, file: &ProviderSection) -> anyhow::Result<Self> {
         let kind = match env.get("SERVICE_PROVIDER").or_else(|| file.default.clone()) {
             Some(name) => name.parse().map_err(anyhow::Error::msg)?,
             None => ProviderKind::Offline,
@@ -84,7 +84,7 @@ impl ProviderSettings {
     /// Builds the provider with the credentials set right now.
     pub fn provider(
         &self,
-        env: &Environment,
+        env: &SettingsStore,
         http: &reqwest::Client,
     ) -> Result<Arc<dyn Provider>, ProviderError> {
         let http = http.clone();

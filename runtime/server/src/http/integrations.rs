@@ -11,9 +11,9 @@ use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::bus::Event;
-use crate::environment::{Environment, MAX_VALUE_BYTES};
 use crate::error::Error;
 use crate::integrations::{self, Integration};
+use crate::settings_store::{MAX_VALUE_BYTES, SettingsStore};
 
 fn find(id: &str) -> Result<&'static Integration, Error> {
     integrations::find(id).ok_or_else(|| Error::not_found(format!("no integration {id:?}")))
@@ -90,7 +90,7 @@ pub async fn write_key(
         "configured": integration.is_configured(&app.env),
         "stored_in": stored,
         // The process environment wins over keys written here.
-        "overridden_by_environment": Environment::in_process(&name),
+        "overridden_by_environment": SettingsStore::in_process(&name),
     })))
 }
 

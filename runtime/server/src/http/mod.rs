@@ -40,8 +40,8 @@ use crate::app::App;
 use crate::bus::Bus;
 use crate::db::Db;
 use crate::engine::Engine;
-use crate::environment::Environment;
 use crate::mcp::{Agents, McpServers};
+use crate::settings_store::SettingsStore;
 use crate::tasks::RunningTasks;
 use crate::wasm::Components;
 
@@ -49,7 +49,7 @@ use crate::wasm::Components;
 #[derive(Clone)]
 pub struct AppState {
     pub db: Db,
-    pub env: Arc<Environment>,
+    pub env: Arc<SettingsStore>,
     pub engine: Arc<Engine>,
     pub adapters: Arc<Supervisor>,
     pub running: Arc<RunningTasks>,

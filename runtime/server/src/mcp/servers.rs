@@ -19,7 +19,7 @@ use super::connection::Connection;
 use super::settings::{McpSection, Server};
 use super::tools;
 use crate::db;
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 use crate::telemetry::propagation;
 
 /// Pauses between restarts double from the first to the last; a server that stayed up for
@@ -67,7 +67,7 @@ struct Slot {
 pub struct McpServers {
     slots: Vec<Arc<Slot>>,
     registry: Arc<ToolRegistry>,
-    env: Arc<Environment>,
+    env: Arc<SettingsStore>,
     connect_timeout: Duration,
     running: Mutex<Vec<JoinHandle<()>>>,
     stop: CancellationToken,
@@ -79,7 +79,7 @@ impl McpServers {
     pub fn new(
         section: &McpSection,
         registry: Arc<ToolRegistry>,
-        env: Arc<Environment>,
+        env: Arc<SettingsStore>,
     ) -> anyhow::Result<Arc<Self>> {
         let slots = section
             .servers()?

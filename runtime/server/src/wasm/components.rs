@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::cache;
+use super::folder::{self, Files};
 use super::generation::Generation;
 use super::grants::Grant;
 use super::loader::{Loader, Named};
+use super::loading;
 use super::sandbox::AdapterPlace;
 use super::tool_bridge::ToolBridge;
-use super::watcher::{self, Files};
 use crate::adapters::Supervisor;
 
 /// The components a start found to load.
@@ -81,7 +82,7 @@ impl Components {
     /// The components to load: bundled ones and every `*.wasm` in the adapters folder. Each
     /// shows as loading from now on, so its routes answer 503 (not 404) until it is ready.
     pub fn announce(&self) -> Found {
-        let files = watcher::scan(self.loader.adapters_dir());
+        let files = folder::scan(self.loader.adapters_dir());
         let names: BTreeSet<String> = files
             .iter()
             .filter(|(_, f)| f.wasm.is_some())
@@ -89,7 +90,7 @@ impl Components {
             .chain(self.loader.bundled_names().map(str::to_owned))
             .collect();
         for name in &names {
-            self.supervisor.loading(name);
+            loading::loading(&self.supervisor, name);
         }
         Found { files, names }
     }
@@ -99,7 +100,7 @@ impl Components {
     pub async fn discover(&self, Found { files, names }: Found) {
         for name in &names {
             if let Err(e) = self.reload(name, files.get(name)).await {
-                self.supervisor.load_failed(name, &format!("{e:#}"));
+                loading::load_failed(&self.supervisor, name, &format!("{e:#}"));
             }
         }
         *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = files;
@@ -162,7 +163,7 @@ impl Components {
                         // The file is gone and nothing replaces it.
                         self.unload(name).await;
                     }
-                    self.supervisor.load_failed(name, &format!("{e:#}"));
+                    loading::load_failed(&self.supervisor, name, &format!("{e:#}"));
                 }
             } else if had_wasm {
                 self.unload(name).await;
@@ -179,7 +180,7 @@ impl Components {
     fn announce_new(&self, files: &BTreeMap<String, Files>) {
         for (name, _) in files.iter().filter(|(_, f)| f.wasm.is_some()) {
             if self.supervisor.registry().get(name).is_none() {
-                self.supervisor.loading(name);
+                loading::loading(&self.supervisor, name);
                 tracing::info!(adapter = %name, "component found in the adapters folder; loading");
             }
         }

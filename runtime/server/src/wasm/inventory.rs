@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use super::folder;
 use super::loader::{GrantSource, Loader, check_name};
-use super::watcher;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -43,7 +43,7 @@ pub struct Listed {
 
 /// Components (bundled or files) by name, then native adapters, in the order of their names.
 pub fn inventory(loader: &Loader) -> Vec<Listed> {
-    let files = watcher::scan(loader.adapters_dir());
+    let files = folder::scan(loader.adapters_dir());
     let mut components: BTreeMap<String, Listed> = BTreeMap::new();
     for bundled in loader.bundled_names() {
         let problem = loader.bundled_bytes(bundled).err().map(|e| e.to_string());

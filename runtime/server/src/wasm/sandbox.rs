@@ -1,7 +1,7 @@
 //! The sandboxed call. Each call gets a fresh store with the adapter's memory limit, a
 //! deadline (epochs while the guest runs, plus a timer around the whole call for a guest
 //! waiting in a host call), a place among the server's instances and the adapter's own, and
-//! the lanes (`lanes`) that keep a computing guest off the API's threads. A failure is named
+//! the guest lane (`guest_lane`) that keeps a computing guest off the API's threads. A failure is named
 //! from what went wrong; the caller records it.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::exports::{Call, Exports};
-use super::lanes::{Lanes, Slice, Start};
+use super::guest_lane::{GuestLane, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use super::wasmtime_config::{self, MemoryInit};
@@ -134,7 +134,7 @@ impl Flavor {
 pub struct Sandbox {
     small: Flavor,
     large: Flavor,
-    lanes: Lanes,
+    lane: GuestLane,
     /// Instances of all adapters together, a share of them kept for each.
     instances: Arc<Pool>,
     /// The part of them background calls may hold.
@@ -146,7 +146,7 @@ impl Sandbox {
         Ok(Self {
             small: Flavor::new(pooling, MemoryInit::Copy)?,
             large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
-            lanes: Lanes::default(),
+            lane: GuestLane::default(),
             instances: Pool::new(wasmtime_config::MAX_INSTANCES),
             background: Arc::new(Semaphore::new(background_share(
                 wasmtime_config::MAX_INSTANCES,
@@ -272,7 +272,7 @@ impl Sandbox {
         .instrument(span.clone());
         let outcome = tokio::time::timeout(
             limit + Duration::from_millis(250),
-            self.lanes.run(Arc::clone(&slice), start, run),
+            self.lane.run(Arc::clone(&slice), start, run),
         )
         .await;
         if start == Start::Here && slice.went_to_lane() {

@@ -16,21 +16,21 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::caps::{Granted, RunContext, States, WasiHttpHooks};
-use super::lanes::{HEAVY_BYTES, Heavy, Slice};
+use super::guest_lane::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
 use super::sandbox::background_share;
 use super::wasmtime_config;
 use crate::adapters::DbApprovals;
 use crate::bus::Bus;
 use crate::db::Db;
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 use crate::task_runs::AgentTasks;
 
 /// What the host capabilities reach, shared by every adapter.
 pub struct Services {
     /// The components' own connection: a guest's writes never hold the API's.
     pub db: Db,
-    pub env: Arc<Environment>,
+    pub env: Arc<SettingsStore>,
     pub registry: Arc<AdapterRegistry>,
     pub agents: Arc<dyn AgentRunner>,
     pub agent_tasks: AgentTasks,
@@ -39,7 +39,7 @@ pub struct Services {
     pub bus: Arc<Bus>,
     /// Decides approvals of the component's runs.
     pub approvals: DbApprovals,
-    /// The host's executor, where host work a guest asks for runs (see `lanes`).
+    /// The host's executor, where host work a guest asks for runs (see `guest_lane`).
     pub host: Handle,
 }
 

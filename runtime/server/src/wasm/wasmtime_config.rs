@@ -9,7 +9,7 @@ use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// One epoch tick: how often a running guest's clock is looked at (its deadline, and whether
-/// it has computed a whole slice, see `lanes`).
+/// it has computed a whole slice, see `guest_lane`).
 pub const TICK: Duration = Duration::from_millis(1);
 
 /// Concurrent component instances; requests beyond this get 503.

@@ -1,4 +1,5 @@
-//! The adapters folder: what is in it, and a loop that hot-reloads what changes. File-system
+//! The loop that hot-reloads what changes in the adapters folder (`folder` says what is in
+//! it). File-system
 //! notifications wake the loop the moment a file is complete (closed after writing, or renamed
 //! into place); a slow poll is the safety net for a missed one. Where notifications are not
 //! available (or `SERVICE_WATCH_POLL=true`, for network file systems that never send them),
@@ -8,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -16,6 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::components::Components;
+use super::folder::{Files, Stamp, adapter_of, scan};
 
 /// How often the folder is scanned without notifications, and while a file is being written.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -27,46 +29,6 @@ pub const SETTLE: Duration = Duration::from_millis(100);
 /// Notifications: a file written to and not closed is taken as complete after this long
 /// without a change (a writer that never closes it, a hard link).
 pub const QUIET_LIMIT: Duration = Duration::from_secs(2);
-
-/// An adapter's files in the adapters folder, as (length, modified) stamps: a changed stamp
-/// is a changed file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Files {
-    pub wasm: Option<(PathBuf, Stamp)>,
-    pub grant: Option<Stamp>,
-}
-
-pub type Stamp = (u64, SystemTime);
-
-/// The adapter a file of the folder belongs to: `<name>.wasm` or `<name>.toml`.
-fn adapter_of(path: &Path) -> Option<(String, &str)> {
-    let name = path.file_stem()?.to_str()?.to_owned();
-    match path.extension()?.to_str()? {
-        extension @ ("wasm" | "toml") => Some((name, extension)),
-        _ => None,
-    }
-}
-
-/// The adapters folder by adapter name: its component and its grant file.
-pub fn scan(dir: &Path) -> BTreeMap<String, Files> {
-    let mut found: BTreeMap<String, Files> = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let (Some((name, extension)), Ok(meta)) = (adapter_of(&path), entry.metadata()) else {
-            continue;
-        };
-        let stamp = (
-            meta.len(),
-            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        );
-        let files = found.entry(name).or_default();
-        match extension {
-            "wasm" => files.wasm = Some((path, stamp)),
-            _ => files.grant = Some(stamp),
-        }
-    }
-    found
-}
 
 /// Reloads what changes in the adapters folder until `stop`.
 pub async fn watch(components: Arc<Components>, stop: CancellationToken) {

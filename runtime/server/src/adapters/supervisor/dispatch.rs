@@ -3,7 +3,7 @@
 
 use service_contract::{AdapterError, AdapterStatus, FailureKind, HttpRequest, HttpResponse};
 
-use super::{LOADING, Supervisor, read};
+use super::{Supervisor, read};
 use crate::adapters::managed::{CallError, Managed};
 use crate::adapters::response;
 
@@ -54,23 +54,14 @@ impl Supervisor {
         name: &str,
         request: HttpRequest,
     ) -> Result<HttpResponse, Refusal> {
-        let slot = read(&self.slots).get(name).map(|s| s.runner.clone());
-        let Some(runner) =
-            slot.ok_or_else(|| Refusal::new(404, format!("no adapter named {name:?}")))?
-        else {
-            let loading = self
-                .registry()
-                .get(name)
-                .is_some_and(|e| e.note.as_deref() == Some(LOADING));
-            return Err(Refusal::new(
-                503,
-                match loading {
-                    true => format!("the {name} adapter is loading; try again shortly"),
-                    false => format!(
-                        "the {name} adapter is not installed; its entry in /api/adapters says why"
-                    ),
-                },
-            ));
+        let slot = read(&self.slots)
+            .get(name)
+            .map(|s| (s.runner.clone(), s.vacancy.clone()));
+        let (runner, vacancy) =
+            slot.ok_or_else(|| Refusal::new(404, format!("no adapter named {name:?}")))?;
+        let Some(runner) = runner else {
+            let refusal = vacancy.unwrap_or_else(|| format!("the {name} adapter is not serving"));
+            return Err(Refusal::new(503, refusal));
         };
         if let Some(reason) = self.off(name) {
             return Err(Refusal::new(

@@ -1,62 +1,34 @@
-//! What the registry says of a component while it loads, when it cannot be loaded, and when
-//! it is installed or looked at again.
+//! What the registry says of a runner when it is installed or looked at again, and the place
+//! kept for an adapter that has no runner yet.
 
 use service_contract::{AdapterEntry, AdapterKind, AdapterStatus, FailureKind};
 
-use super::{LOADING, Slot, Supervisor, read, write};
+use super::{Slot, Supervisor, read, write};
 use crate::adapters::managed::Managed;
 
 impl Supervisor {
-    /// A component being compiled: its entry says so, and its routes answer 503 until it is
-    /// installed (a generation already serving keeps serving).
-    pub fn loading(&self, name: &str) {
+    /// Keeps `name`'s place while no runner serves under it (one being loaded, or refused):
+    /// its requests get 503 with `refusal`, not 404. False, changing nothing, when a runner
+    /// serves under the name.
+    pub fn keep_place(&self, name: &str, refusal: String) -> bool {
         let mut slots = write(&self.slots);
-        if slots.get(name).is_some_and(|s| s.runner.is_some()) {
-            return;
+        match slots.get_mut(name) {
+            Some(slot) if slot.runner.is_some() => false,
+            Some(slot) => {
+                slot.vacancy = Some(refusal);
+                true
+            }
+            None => {
+                let slot = Slot {
+                    runner: None,
+                    native: false,
+                    started: None,
+                    vacancy: Some(refusal),
+                };
+                slots.insert(name.to_owned(), slot);
+                true
+            }
         }
-        slots.insert(
-            name.to_owned(),
-            Slot {
-                runner: None,
-                native: false,
-                started: None,
-            },
-        );
-        drop(slots);
-        let mut entry = self
-            .registry()
-            .get(name)
-            .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
-        entry.status = AdapterStatus::Stopped;
-        entry.note = Some(LOADING.to_owned());
-        self.registry().insert(entry);
-    }
-
-    /// A component that could not be loaded: the entry records why; a generation already
-    /// serving keeps serving.
-    pub fn load_failed(&self, name: &str, message: &str) {
-        tracing::warn!(adapter = %name, "cannot load component: {message}");
-        if self.is_native(name) {
-            // The native adapter keeps running; its entry says what was refused.
-            self.registry()
-                .note_error(name, FailureKind::LoadError, message);
-            return;
-        }
-        write(&self.slots).entry(name.to_owned()).or_insert(Slot {
-            runner: None,
-            native: false,
-            started: None,
-        });
-        let mut entry = self
-            .registry()
-            .get(name)
-            .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
-        if entry.note.as_deref() == Some(LOADING) {
-            entry.note = None;
-        }
-        self.registry().insert(entry);
-        self.registry()
-            .mark_error(name, FailureKind::LoadError, message);
     }
 
     /// The entry of an adapter whose runner did not change, back to what is true now (a load

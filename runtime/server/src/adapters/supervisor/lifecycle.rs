@@ -42,6 +42,7 @@ impl Supervisor {
                 runner,
                 native: true,
                 started: None,
+                vacancy: None,
             },
         );
     }
@@ -78,6 +79,7 @@ impl Supervisor {
                 runner: Some(Arc::clone(&runner)),
                 native: false,
                 started: None,
+                vacancy: None,
             },
         );
         self.publish(runner.as_ref());

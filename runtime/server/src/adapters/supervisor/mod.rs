@@ -1,7 +1,8 @@
 //! One owner of every adapter's lifecycle, native or component, split by job: `lifecycle`
 //! (install, start and stop in order under one lock, with deadlines; a hook that fails, panics
 //! or hangs is recorded on that adapter's entry and never stops the others), `entries` (what
-//! the registry says of components being loaded or refreshed), `choices` (the operator's
+//! the registry says of a runner installed or looked at again, and the place kept for an
+//! adapter that has none yet), `choices` (the operator's
 //! enable/disable, kept across restarts; settings that hold one back; another replica running
 //! it) and `dispatch` (requests). Behaviour comes from what a [`Managed`] says of itself; the
 //! one difference of kind kept here is that a native adapter is never removed or replaced by a
@@ -30,7 +31,6 @@ pub const START_LIMIT: Duration = Duration::from_secs(10);
 pub const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 const DISABLED: &str = "disabled from the dashboard";
-const LOADING: &str = "loading";
 
 struct Slot {
     /// `None` while it loads, or when it could not be loaded.
@@ -38,6 +38,8 @@ struct Slot {
     native: bool,
     /// While it runs: when it was started (a sequence number, for the stop order).
     started: Option<u64>,
+    /// Without a runner: what its requests are told (503).
+    vacancy: Option<String>,
 }
 
 pub struct Supervisor {

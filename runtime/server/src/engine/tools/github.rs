@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
-use crate::environment::Environment;
 use crate::net::{self, GuardedClient};
+use crate::settings_store::SettingsStore;
 
 const DEFAULT_BASE: &str = "https://api.github.com";
 const MAX_RESPONSE: usize = 2 * 1024 * 1024;
@@ -83,7 +83,7 @@ fn summarise(value: &Value) -> Result<Value, String> {
     }
 }
 
-async fn read(read: Read, env: &Environment) -> Result<String, String> {
+async fn read(read: Read, env: &SettingsStore) -> Result<String, String> {
     check(&read)?;
     let configured = env.get("SERVICE_GITHUB_API_BASE");
     let base = configured
@@ -127,7 +127,7 @@ async fn read(read: Read, env: &Environment) -> Result<String, String> {
     Ok(summarise(&value)?.to_string())
 }
 
-pub fn register(registry: &ToolRegistry, env: Arc<Environment>) -> Result<(), RegistryError> {
+pub fn register(registry: &ToolRegistry, env: Arc<SettingsStore>) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "github_read",

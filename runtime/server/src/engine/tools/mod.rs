@@ -16,14 +16,14 @@ use service_contract::tools::{RegistryError, ToolRegistry};
 
 use crate::config::WebSearchSection;
 use crate::db::Db;
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 
 pub use shell::GATE as SHELL_GATE;
 
 /// What the built-in tools need.
 pub struct BuiltinConfig {
     pub db: Db,
-    pub env: Arc<Environment>,
+    pub env: Arc<SettingsStore>,
     pub data_dir: PathBuf,
     pub web_search: Option<WebSearchSection>,
 }

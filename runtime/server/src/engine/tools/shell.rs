@@ -13,7 +13,7 @@ use tokio::process::Command;
 
 use service_contract::tools::{RegistryError, Tool, ToolContext, ToolRegistry, args};
 
-use crate::environment::Environment;
+use crate::settings_store::SettingsStore;
 
 pub const GATE: &str = "SERVICE_SHELL_ENABLED";
 const DEFAULT_TIMEOUT: u64 = 10;
@@ -50,7 +50,7 @@ async fn read_capped(mut pipe: impl tokio::io::AsyncRead + Unpin) -> String {
 
 async fn exec(
     exec: Exec,
-    env: &Environment,
+    env: &SettingsStore,
     dir: PathBuf,
     ctx: ToolContext,
 ) -> Result<String, String> {
@@ -104,7 +104,7 @@ async fn exec(
 /// `dir` is `<data_dir>/shell`, the working directory of every command.
 pub fn register(
     registry: &ToolRegistry,
-    env: Arc<Environment>,
+    env: Arc<SettingsStore>,
     dir: PathBuf,
 ) -> Result<(), RegistryError> {
     let mut tool = Tool::new(

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::WebSearchSection;
-use crate::environment::Environment;
 use crate::net::{self, GuardedClient};
+use crate::settings_store::SettingsStore;
 use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
 const BRAVE_BASE: &str = "https://api.search.brave.com";
@@ -44,7 +44,7 @@ fn results(value: &Value, count: usize) -> Vec<Value> {
 async fn search(
     config: &WebSearchSection,
     search: Search,
-    env: &Environment,
+    env: &SettingsStore,
 ) -> Result<String, String> {
     let count = search.count.unwrap_or(5).clamp(1, 10);
     let (base, trusted) = match config {
@@ -87,7 +87,7 @@ async fn search(
 pub fn register(
     registry: &ToolRegistry,
     config: WebSearchSection,
-    env: Arc<Environment>,
+    env: Arc<SettingsStore>,
 ) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(

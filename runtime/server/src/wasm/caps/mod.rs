@@ -223,14 +223,14 @@ impl Grant {
 impl v0_1::service::adapter::types::Host for HostState {}
 impl latest::service::adapter::types::Host for HostState {}
 
-/// Runs host work a guest asked for on the host's executor (see `lanes`). The future holds no
+/// Runs host work a guest asked for on the host's executor (see `guest_lane`). The future holds no
 /// borrow of the store's state.
 fn on_host<T: Send + 'static>(
     state: &HostState,
     work: impl Future<Output = T> + Send + 'static,
 ) -> impl Future<Output = T> + Send + 'static {
     let host = state.caller.services.host.clone();
-    async move { super::lanes::on_host(&host, work).await }
+    async move { super::guest_lane::on_host(&host, work).await }
 }
 
 /// Records a use of something not granted on the adapter's entry, and says so to the guest.

@@ -13,7 +13,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Origin, Request};
-use super::super::lanes;
+use super::super::guest_lane;
 use super::super::outbound::{self, Failure, Outbound};
 use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions, on_host, secrets};
@@ -278,7 +278,7 @@ impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
         let caller = Arc::clone(&self.caller);
         let host = caller.services.host.clone();
         Box::new(async move {
-            let sent = lanes::on_host(&host, send_wasi(caller, request, options)).await;
+            let sent = guest_lane::on_host(&host, send_wasi(caller, request, options)).await;
             drop(permit);
             sent
         })

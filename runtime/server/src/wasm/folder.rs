@@ -1,0 +1,47 @@
+//! What the adapters folder holds: for each adapter name, its component (`<name>.wasm`) and
+//! its grant file (`<name>.toml`), stamped so a change shows. Read by the watcher, by the
+//! components' first load and by the inventory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// An adapter's files in the adapters folder, as (length, modified) stamps: a changed stamp
+/// is a changed file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    pub wasm: Option<(PathBuf, Stamp)>,
+    pub grant: Option<Stamp>,
+}
+
+pub type Stamp = (u64, SystemTime);
+
+/// The adapter a file of the folder belongs to: `<name>.wasm` or `<name>.toml`.
+pub fn adapter_of(path: &Path) -> Option<(String, &str)> {
+    let name = path.file_stem()?.to_str()?.to_owned();
+    match path.extension()?.to_str()? {
+        extension @ ("wasm" | "toml") => Some((name, extension)),
+        _ => None,
+    }
+}
+
+/// The adapters folder by adapter name: its component and its grant file.
+pub fn scan(dir: &Path) -> BTreeMap<String, Files> {
+    let mut found: BTreeMap<String, Files> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let (Some((name, extension)), Ok(meta)) = (adapter_of(&path), entry.metadata()) else {
+            continue;
+        };
+        let stamp = (
+            meta.len(),
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        );
+        let files = found.entry(name).or_default();
+        match extension {
+            "wasm" => files.wasm = Some((path, stamp)),
+            _ => files.grant = Some(stamp),
+        }
+    }
+    found
+}
