@@ -12,15 +12,16 @@ use crate::support::{Server, assert_error, command, eventually, openai_env, stre
 
 const NEEDS_APPROVAL: &str = "[tools.create_note]\napproval = true\n";
 
-async fn note_script() -> FakeLlm {
+/// A model that calls `create_note` for a note titled `title`, then answers `answer`.
+pub(crate) async fn note_script(title: &str, answer: &'static str) -> FakeLlm {
     llm::openai(vec![
-        Reply::Tools(vec![("c1", "create_note", json!({"title": "Plan"}))]),
-        Reply::Text("Done."),
+        Reply::Tools(vec![("c1", "create_note", json!({"title": title}))]),
+        Reply::Text(answer),
     ])
     .await
 }
 
-fn notes_titled(server: &Server, title: &'static str) -> usize {
+pub(crate) fn notes_titled(server: &Server, title: &'static str) -> usize {
     server
         .db()
         .blocking(move |conn| notes::search(conn, title, 10))
@@ -40,7 +41,7 @@ async fn answered(server: &Server, conversation: &str) -> Vec<Value> {
 }
 
 /// What the model was told about call `c1` when the run went on.
-fn tool_message(fake: &FakeLlm) -> String {
+pub(crate) fn tool_message(fake: &FakeLlm) -> String {
     let requests = fake.requests();
     let messages = requests.last().unwrap().body["messages"]
         .as_array()
@@ -53,7 +54,7 @@ fn tool_message(fake: &FakeLlm) -> String {
 
 #[tokio::test]
 async fn an_approved_call_runs_once_and_the_answer_lands_in_the_conversation() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let server = Server::start_with_config(NEEDS_APPROVAL, &openai_env(&fake.url));
 
     let (status, paused) = server
@@ -141,7 +142,7 @@ async fn an_approved_call_runs_once_and_the_answer_lands_in_the_conversation() {
 
 #[tokio::test]
 async fn a_denied_call_is_not_run_and_the_model_is_told_why() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let server = Server::start_with_config(NEEDS_APPROVAL, &openai_env(&fake.url));
     let (_, paused) = server
         .post("/api/chat", json!({"prompt": "Save a plan"}))
@@ -194,7 +195,7 @@ async fn a_denied_call_is_not_run_and_the_model_is_told_why() {
 
 #[tokio::test]
 async fn a_pause_survives_kill_9_and_a_streamed_run_names_it() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let server = Server::start_with_config(NEEDS_APPROVAL, &openai_env(&fake.url));
     let frames = stream_frames(&server, json!({"prompt": "Save a plan"})).await;
     let last = frames.last().unwrap();
@@ -229,7 +230,7 @@ async fn a_pause_survives_kill_9_and_a_streamed_run_names_it() {
 
 #[tokio::test]
 async fn no_decision_in_time_is_a_denial() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let config = format!("{NEEDS_APPROVAL}[approvals]\ntimeout_secs = 1\n");
     let server = Server::start_with_config(&config, &openai_env(&fake.url));
     let (_, paused) = server
@@ -255,7 +256,7 @@ async fn no_decision_in_time_is_a_denial() {
 
 #[tokio::test]
 async fn a_run_that_cannot_wait_is_refused_the_call_and_nothing_runs() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("config.toml"), NEEDS_APPROVAL).unwrap();
     let out = tokio::process::Command::from(command(tmp.path()))
@@ -307,7 +308,7 @@ async fn scheduled_pause(fake: &FakeLlm) -> (Server, Value) {
 
 #[tokio::test]
 async fn a_scheduled_run_leaves_its_task_pending_until_a_person_decides() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let (server, approval) = scheduled_pause(&fake).await;
     assert_eq!(approval["conversation_id"], Value::Null);
     let task_id = approval["task_id"].as_str().unwrap().to_owned();
@@ -340,7 +341,7 @@ async fn a_scheduled_run_leaves_its_task_pending_until_a_person_decides() {
 
 #[tokio::test]
 async fn cancelling_a_waiting_task_declines_its_call() {
-    let fake = note_script().await;
+    let fake = note_script("Plan", "Done.").await;
     let (server, approval) = scheduled_pause(&fake).await;
     let task_id = approval["task_id"].as_str().unwrap();
     let (status, removed) = server.delete(&format!("/api/tasks/{task_id}")).await;

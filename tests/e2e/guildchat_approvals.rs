@@ -5,9 +5,9 @@
 //! the channel, once.
 
 use serde_json::{Value, json};
-use service_runtime::notes;
 
-use crate::fakes::llm::{self, FakeLlm, Reply};
+use crate::approvals::{note_script, notes_titled, tool_message};
+use crate::fakes::llm::FakeLlm;
 use crate::guild_platform::{
     ADMIN_ROLE_ID, BOT_ID, FakePlatform, GUILD_ID, USER_ID, bot_user, human, member, message_json,
 };
@@ -110,21 +110,9 @@ async fn approval(server: &Server, source: &str) -> Value {
         .unwrap()
 }
 
-fn notes_titled(server: &Server, title: &'static str) -> usize {
-    server
-        .db()
-        .blocking(move |conn| notes::search(conn, title, 10))
-        .unwrap()
-        .len()
-}
-
 #[tokio::test]
 async fn a_mention_waits_for_a_click_and_the_rest_of_the_answer_follows_once() {
-    let llm = llm::openai(vec![
-        Reply::Tools(vec![("c1", "create_note", json!({"title": "Roadmap"}))]),
-        Reply::Text("Saved the roadmap."),
-    ])
-    .await;
+    let llm = note_script("Roadmap", "Saved the roadmap.").await;
     let (server, platform) = start(&llm).await;
     platform.dispatch("MESSAGE_CREATE", mention(11, "save the roadmap"));
 
@@ -216,11 +204,7 @@ async fn a_mention_waits_for_a_click_and_the_rest_of_the_answer_follows_once() {
 
 #[tokio::test]
 async fn an_approver_denies_and_the_model_hears_that_a_person_declined() {
-    let llm = llm::openai(vec![
-        Reply::Tools(vec![("c1", "create_note", json!({"title": "Secret"}))]),
-        Reply::Text("Understood, not saved."),
-    ])
-    .await;
+    let llm = note_script("Secret", "Understood, not saved.").await;
     let (server, platform) = start(&llm).await;
     platform.dispatch("MESSAGE_CREATE", mention(31, "save a secret"));
     let posted = posts(&platform, 1).await;
@@ -244,7 +228,6 @@ async fn an_approver_denies_and_the_model_hears_that_a_person_declined() {
         0,
         "a declined call never runs"
     );
-    let requests = llm.requests();
-    let told = requests.last().unwrap().body["messages"].to_string();
+    let told = tool_message(&llm);
     assert!(told.contains("a person declined this tool call"), "{told}");
 }

@@ -5,9 +5,9 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use service_runtime::notes;
 
-use crate::fakes::llm::{self, FakeLlm, Reply};
+use crate::approvals::{note_script, notes_titled, tool_message};
+use crate::fakes::llm::FakeLlm;
 use crate::fakes::teamchat::FakePlatform;
 use crate::support::{Server, eventually, openai_env};
 use crate::teamchat::{
@@ -61,14 +61,6 @@ async fn told(api: &FakePlatform, user: &str) -> String {
     .await
 }
 
-fn notes_titled(server: &Server, title: &'static str) -> usize {
-    server
-        .db()
-        .blocking(move |conn| notes::search(conn, title, 10))
-        .unwrap()
-        .len()
-}
-
 async fn approval(server: &Server, id: &str) -> Value {
     let (_, listed) = server.get("/api/approvals").await;
     listed["approvals"]
@@ -94,11 +86,7 @@ fn question_of(posted: &Value) -> String {
 
 #[tokio::test]
 async fn a_tool_call_waits_for_the_askers_click_and_the_answer_follows_in_the_thread() {
-    let llm = llm::openai(vec![
-        Reply::Tools(vec![("c1", "create_note", json!({"title": "Plan"}))]),
-        Reply::Text("Saved the plan."),
-    ])
-    .await;
+    let llm = note_script("Plan", "Saved the plan.").await;
     let (server, api) = start(&llm).await;
     let mention = mention_at(
         "C5",
@@ -235,11 +223,7 @@ async fn a_tool_call_waits_for_the_askers_click_and_the_answer_follows_in_the_th
 
 #[tokio::test]
 async fn an_approver_denies_and_the_model_hears_that_a_person_declined() {
-    let llm = llm::openai(vec![
-        Reply::Tools(vec![("c1", "create_note", json!({"title": "Secret"}))]),
-        Reply::Text("Understood, I did not save it."),
-    ])
-    .await;
+    let llm = note_script("Secret", "Understood, I did not save it.").await;
     let (server, api) = start(&llm).await;
     let direct = json!({
         "type": "message", "channel_type": "im", "user": "U1", "text": "save a secret",
@@ -281,7 +265,6 @@ async fn an_approver_denies_and_the_model_hears_that_a_person_declined() {
         0,
         "a declined call never runs"
     );
-    let requests = llm.requests();
-    let told = requests.last().unwrap().body["messages"].to_string();
+    let told = tool_message(&llm);
     assert!(told.contains("a person declined this tool call"), "{told}");
 }
