@@ -1164,9 +1164,10 @@ async fn adapters_tab_shows_an_error_with_its_full_text_on_hover() {
         )
         .await;
     assert_eq!(cut, true, "the long message is cut to one line");
+    // Failing is not off: it can be turned off, not enabled.
     assert_eq!(
         browser.text(&format!("{row} .toggle-button")).await,
-        "Enable"
+        "Disable"
     );
     browser.screenshot("adapters-error").await;
     browser.finish(&[]).await;
@@ -2146,7 +2147,25 @@ async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapter
         format!("ungranted: {ungranted}")
     );
 
-    // A capability chip shows its whole name on one line.
+    // Capabilities are behind their count, collapsed until opened.
+    let teamchat = server.adapter("teamchat").await.unwrap();
+    let granted = teamchat["capabilities"].as_array().unwrap().len();
+    let caps = browser
+        .js(
+            "const d = document.querySelector('.adapter-card[data-adapter=\"teamchat\"] details.capabilities');
+             return {open: d.open, count: d.querySelector('[data-count=\"capabilities\"]').textContent,
+                     shown: d.querySelector('.chip').checkVisibility()}",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        caps,
+        json!({"open": false, "count": granted.to_string(), "shown": false})
+    );
+    browser
+        .click(".adapter-card[data-adapter=\"teamchat\"] details.capabilities summary")
+        .await;
+    // Opened, a capability chip shows its whole name on one line.
     let chip = browser
         .js(
             "const chip = [...document.querySelectorAll('.adapter-card[data-adapter=\"teamchat\"] .chip')]

@@ -27,7 +27,8 @@ async function toggle(adapter, enable, button, reload) {
 }
 
 function actionCell(adapter, reload) {
-  const running = adapter.status === 'running';
+  // Enable is for an adapter that is off; one running or failing can be turned off.
+  const running = adapter.status !== 'stopped';
   const label = running ? 'Disable' : 'Enable';
   if (!adapter.supports_toggle) {
     const id = `no-toggle-${adapter.name.replace(/[^A-Za-z0-9_-]/g, '_')}`;
@@ -79,6 +80,22 @@ function errorCell(adapter) {
     adapter.error_at ? [timeEl(adapter.error_at), ': '] : null, adapter.error_message);
 }
 
+/** The adapters whose capabilities someone opened, kept open across live refreshes. */
+const openCapabilities = new Set();
+
+/** Capabilities behind their count (names like origin:https://slack.com:443 are long). */
+function capabilities(adapter, cell) {
+  const list = adapter.capabilities || [];
+  const details = h('details', { class: 'capabilities', open: openCapabilities.has(adapter.name) || null },
+    h('summary', { class: 'caps-label' }, 'Capabilities ', h('span', { class: 'count', dataset: { count: 'capabilities' } }, String(list.length))),
+    cell('capabilities', 'div', null, chips(list, 'none')));
+  details.addEventListener('toggle', () => {
+    if (details.open) openCapabilities.add(adapter.name);
+    else openCapabilities.delete(adapter.name);
+  });
+  return details;
+}
+
 /** One adapter. Its parts carry `data-cell` in a fixed order (name, kind, status, activity,
  * errors, error, capabilities, action), whatever the layout. */
 function adapterCard(a, reload) {
@@ -97,9 +114,7 @@ function adapterCard(a, reload) {
       row('Last activity', 'activity', timeEl(a.last_activity_at, 'never')),
       row('Errors', 'errors', h('span', { class: a.error_count > 0 ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
       row('Last error', 'error', errorCell(a))),
-    // Full width: capability names are long (origin:https://slack.com:443).
-    h('div', { class: 'capabilities' }, h('span', { class: 'caps-label' }, 'Capabilities'),
-      cell('capabilities', 'div', null, chips(a.capabilities, 'none'))),
+    capabilities(a, cell),
     cell('action', 'div', { class: 'card-actions' }, actionCell(a, reload)));
 }
 
