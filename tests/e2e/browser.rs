@@ -1360,8 +1360,9 @@ async fn tasks_tab_follows_status_changes_and_guards_delete() {
 }
 
 #[tokio::test]
-async fn schedules_tab_lists_schedules_read_only() {
-    let server = Server::start();
+async fn schedules_tab_creates_edits_toggles_runs_and_deletes_schedules() {
+    let fake = llm::openai(vec![Reply::Text("Your day is planned.")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
     let output = cli(
         &server.data_dir,
         &[
@@ -1382,21 +1383,127 @@ async fn schedules_tab_lists_schedules_read_only() {
     };
     browser.open("schedules").await;
     let cells = texts(&browser, "tr[data-schedule=\"morning\"] td").await;
-    assert_eq!(cells[0], "morning", "{cells:?}");
-    assert_eq!(cells[1], "0 7 * * *", "{cells:?}");
+    assert_eq!(cells[..3], ["morning", "0 7 * * *", "default"], "{cells:?}");
     assert!(cells[3].starts_with("in "), "{cells:?}");
-    assert_eq!(cells[4], "coalesce", "{cells:?}");
-    assert_eq!(cells[5], "enabled", "{cells:?}");
-    assert_eq!(cells[6], "never", "{cells:?}");
-    assert!(
-        browser
-            .text("#schedule-note")
-            .await
-            .contains("managed with the CLI"),
-        "the read-only note"
+    assert_eq!(cells[4..7], ["coalesce", "enabled", "never"], "{cells:?}");
+
+    // A bad cron is refused and marked on its field; nothing is created.
+    browser.type_into("#schedule-name", "digest").await;
+    browser.type_into("#schedule-cron", "every tuesday").await;
+    browser
+        .type_into("#schedule-prompt", "Summarise the week")
+        .await;
+    browser.click("#schedule-submit").await;
+    let error = browser
+        .wait_for(
+            "the cron's error",
+            "return document.querySelector('[data-error-for=\"cron\"]').textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().contains("every tuesday"), "{error}");
+    let (_, listed) = server.get("/api/schedules").await;
+    assert_eq!(listed["schedules"].as_array().unwrap().len(), 1);
+    browser
+        .js(
+            "document.querySelector('#schedule-cron').value = '@weekly'",
+            vec![],
+        )
+        .await;
+    browser.click("#schedule-submit").await;
+    browser
+        .wait_for(
+            "the new row",
+            "return document.querySelector('tr[data-schedule=\"digest\"]')",
+        )
+        .await;
+    assert_eq!(
+        texts(&browser, "tr[data-schedule=\"digest\"] td").await[1],
+        "0 0 * * 0"
     );
+
+    // Edited: the form takes the row, the name stays.
+    browser
+        .click("tr[data-schedule=\"digest\"] [data-action=\"edit\"]")
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelector('#schedule-name').readOnly",
+                vec![]
+            )
+            .await,
+        true
+    );
+    browser
+        .js(
+            "document.querySelector('#schedule-cron').value = '30 6 * * 1-5'",
+            vec![],
+        )
+        .await;
+    browser.click("#schedule-submit").await;
+    browser
+        .wait_for(
+            "the edited cron",
+            "return document.querySelector('tr[data-schedule=\"digest\"] td:nth-child(2)')?.textContent === '30 6 * * 1-5'",
+        )
+        .await;
+
+    // Disabled and enabled again.
+    browser
+        .click("tr[data-schedule=\"digest\"] [data-action=\"disable\"]")
+        .await;
+    browser
+        .wait_for("disabled", "return document.querySelector('tr[data-schedule=\"digest\"] [data-action=\"enable\"]')")
+        .await;
+    assert_eq!(
+        texts(&browser, "tr[data-schedule=\"digest\"] td").await[5],
+        "disabled"
+    );
+    browser
+        .click("tr[data-schedule=\"digest\"] [data-action=\"enable\"]")
+        .await;
+    browser
+        .wait_for("enabled", "return document.querySelector('tr[data-schedule=\"digest\"] [data-action=\"disable\"]')")
+        .await;
+
+    // Run now: a task of the schedule, answered by the model.
+    browser
+        .click("tr[data-schedule=\"morning\"] [data-action=\"run\"]")
+        .await;
+    let task = eventually(20, async || {
+        let (_, tasks) = server.get("/api/tasks").await;
+        let task = tasks["tasks"]
+            .as_array()?
+            .iter()
+            .find(|t| t["schedule_name"] == "morning")?
+            .clone();
+        (task["status"] == "completed").then_some(task)
+    })
+    .await;
+    assert_eq!(task["title"], "Scheduled run: morning");
+    assert_eq!(fake.requests().len(), 1);
     browser.screenshot("schedules").await;
-    browser.finish(&[]).await;
+
+    // Deleted, after a confirmation.
+    browser
+        .click("tr[data-schedule=\"digest\"] [data-action=\"delete\"]")
+        .await;
+    browser.click("#confirm-ok").await;
+    browser
+        .wait_for(
+            "the row gone",
+            "return !document.querySelector('tr[data-schedule=\"digest\"]')",
+        )
+        .await;
+    let (_, listed) = server.get("/api/schedules").await;
+    let names: Vec<&str> = listed["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["morning"]);
+    browser.finish(&[400]).await;
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
@@ -710,4 +710,150 @@ async fn a_manual_run_and_a_scheduled_one_never_overlap() {
         (runs_of(&server, "manual").await.len() == 2).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn schedules_are_created_changed_run_and_deleted_through_the_api() {
+    let (first, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![first, Reply::Text("second")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let create = |body: Value| server.post("/api/schedules", body);
+    let patch = |path: &'static str, body: Value| server.send(Method::PATCH, path, Some(body));
+
+    // Bad input names its field and writes nothing.
+    let draft =
+        json!({"name": "digest", "cron": "@weekly", "agent": "default", "prompt": "Sum up"});
+    let with = |key: &str, value: Value| {
+        let mut body = draft.clone();
+        body[key] = value;
+        body
+    };
+    let refused = create(with("cron", json!("every tuesday"))).await;
+    assert_error(&refused, StatusCode::BAD_REQUEST, "every tuesday");
+    assert_eq!(refused.1["field"], "cron");
+    let refused = create(with("catch_up", json!("sometimes"))).await;
+    assert_eq!(
+        (refused.0, refused.1["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("catch_up"))
+    );
+    assert_eq!(
+        create(with("extra", json!(1))).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let (_, listed) = server.get("/api/schedules").await;
+    assert_eq!(listed["schedules"], json!([]));
+
+    let (status, created) = create(draft.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        (
+            created["cron_expression"].as_str(),
+            created["enabled"].as_bool()
+        ),
+        (Some("0 0 * * 0"), Some(true))
+    );
+    assert!(created["warning"].is_null(), "{created}");
+    assert_error(
+        &create(draft.clone()).await,
+        StatusCode::CONFLICT,
+        "already exists",
+    );
+    let (_, ghost) = create(json!({"name": "ghostly", "cron": "@daily", "agent": "Nobody", "prompt": "x", "enabled": false})).await;
+    assert!(
+        ghost["warning"]
+            .as_str()
+            .unwrap()
+            .contains("no agent named \"Nobody\""),
+        "{ghost}"
+    );
+    assert_eq!(ghost["enabled"], false);
+
+    // Changes: a new cron moves the next run; enabling and disabling; nothing, or unknown.
+    let (status, changed) = patch(
+        "/api/schedules/digest",
+        json!({"cron": "30 6 * * 1-5", "prompt": "Sum up the day"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["cron_expression"], "30 6 * * 1-5");
+    assert_ne!(changed["next_run_at"], created["next_run_at"]);
+    let (_, off) = patch("/api/schedules/digest", json!({"enabled": false})).await;
+    assert_eq!(
+        (off["enabled"].as_bool(), off["next_run_human"].as_str()),
+        (Some(false), None)
+    );
+    let (_, on) = patch("/api/schedules/digest", json!({"enabled": true})).await;
+    assert!(
+        on["next_run_human"].as_str().unwrap().starts_with("in "),
+        "{on}"
+    );
+    assert_error(
+        &patch("/api/schedules/digest", json!({})).await,
+        StatusCode::BAD_REQUEST,
+        "nothing to change",
+    );
+    let refused = patch(
+        "/api/schedules/digest",
+        json!({"cron": "61 * * * *", "enabled": false}),
+    )
+    .await;
+    assert_eq!(refused.1["field"], "cron");
+    assert_eq!(
+        schedule(&server, "digest").await["enabled"],
+        true,
+        "a refused change changes nothing"
+    );
+    assert_eq!(
+        patch("/api/schedules/nope", json!({"enabled": true}))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Run now: a task of the schedule; a second while it runs is refused.
+    let (status, started) = server.post("/api/schedules/digest/run", Value::Null).await;
+    assert_eq!(
+        (status, started["status"].as_str()),
+        (StatusCode::ACCEPTED, Some("started"))
+    );
+    eventually(20, async || (!fake.requests().is_empty()).then_some(())).await;
+    assert_error(
+        &server.post("/api/schedules/digest/run", Value::Null).await,
+        StatusCode::CONFLICT,
+        "still in progress",
+    );
+    pieces.send("first").unwrap();
+    drop(pieces);
+    let task = eventually(20, async || {
+        let (_, tasks) = server.get("/api/tasks").await;
+        let task = tasks["tasks"]
+            .as_array()?
+            .iter()
+            .find(|t| t["schedule_name"] == "digest")?
+            .clone();
+        (task["status"] == "completed").then_some(task)
+    })
+    .await;
+    assert!(task["trace_id"].is_string(), "{task}");
+    assert_eq!(
+        server.post("/api/schedules/nope/run", Value::Null).await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Deleted once.
+    let (status, deleted) = server.delete("/api/schedules/digest").await;
+    assert_eq!(
+        (status, deleted["deleted"].as_str()),
+        (StatusCode::OK, Some("digest"))
+    );
+    assert_eq!(
+        server.delete("/api/schedules/digest").await.0,
+        StatusCode::NOT_FOUND
+    );
+    let (_, listed) = server.get("/api/schedules").await;
+    assert_eq!(
+        listed["schedules"].as_array().unwrap().len(),
+        1,
+        "ghostly stays"
+    );
 }

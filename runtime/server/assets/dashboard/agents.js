@@ -3,7 +3,7 @@
 // field; tools the agent lists but cannot use now are marked, with the reason.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, dot, enc, h, report, toast, toolChips,
+  ApiError, api, confirmDialog, dataChanged, dot, enc, formErrors, formField, h, report, toast, toolChips,
 } from './lib.js';
 
 const DEFAULT_AGENT = 'default';
@@ -91,17 +91,7 @@ async function deleteAgent(agent, reload) {
   await reload();
 }
 
-function field(name, label, control, hint) {
-  const errorId = `agent-${name}-error`;
-  control.id = `agent-${name}`;
-  control.name = name;
-  control.setAttribute('aria-describedby', hint ? `${errorId} agent-${name}-hint` : errorId);
-  return h('div', { class: 'field', dataset: { field: name } },
-    h('label', { for: control.id }, label),
-    control,
-    hint ? h('p', { class: 'hint', id: `agent-${name}-hint` }, hint) : null,
-    h('p', { class: 'field-error', id: errorId, dataset: { errorFor: name } }));
-}
+const field = (name, label, control, hint) => formField('agent', name, label, control, hint);
 
 /** The create/edit form. `onSaved(profile)` runs after a successful save. */
 function agentForm(tools, onSaved) {
@@ -132,27 +122,10 @@ function agentForm(tools, onSaved) {
   const submit = h('button', { type: 'submit', class: 'primary', id: 'agent-submit' }, 'Create agent');
   const cancel = h('button', { type: 'button', class: 'ghost', id: 'agent-cancel', hidden: true, onclick: () => startCreate() }, 'Cancel');
 
-  function clearErrors() {
-    general.textContent = '';
-    for (const el of form.querySelectorAll('.field-error')) el.textContent = '';
-    for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
-  }
-
-  function showError(fieldName, message) {
-    const target = fieldName && form.querySelector(`[data-error-for="${fieldName}"]`);
-    if (!target) {
-      general.textContent = message;
-      return;
-    }
-    target.textContent = message;
-    inputs[fieldName].setAttribute('aria-invalid', 'true');
-    inputs[fieldName].focus();
-  }
-
   function startCreate() {
     editing = null;
     form.reset();
-    clearErrors();
+    errors.clear();
     inputs.color.value = DEFAULT_COLOR;
     inputs.name.readOnly = false;
     nameHint.textContent = '';
@@ -183,7 +156,7 @@ function agentForm(tools, onSaved) {
 
   async function save(event) {
     event.preventDefault();
-    clearErrors();
+    errors.clear();
     const body = {
       system_prompt: inputs.system_prompt.value,
       description: inputs.description.value,
@@ -210,7 +183,7 @@ function agentForm(tools, onSaved) {
       await onSaved(saved);
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
-      showError(e.field || (e.status === 409 && !editing ? 'name' : null), e.message);
+      errors.show(e.field || (e.status === 409 && !editing ? 'name' : null), e.message);
     } finally {
       submit.disabled = false;
     }
@@ -236,6 +209,7 @@ function agentForm(tools, onSaved) {
     toolButtons),
   general,
   h('div', { class: 'form-actions' }, cancel, submit));
+  const errors = formErrors(form, inputs, general);
   form.edit = startEdit;
   return form;
 }

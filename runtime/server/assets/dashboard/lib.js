@@ -249,6 +249,42 @@ export function pretty(value) {
 
 // --- page furniture ---
 
+/** A form's error display: `clear()` empties every message; `show(field, message)` puts it under
+ * that field's control (marked invalid, focused), or in `general` when no field is named. */
+export function formErrors(form, inputs, general) {
+  return {
+    clear() {
+      general.textContent = '';
+      for (const el of form.querySelectorAll('.field-error')) el.textContent = '';
+      for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+    },
+    show(name, message) {
+      const target = name && form.querySelector(`[data-error-for="${name}"]`);
+      if (!target) {
+        general.textContent = message;
+        return;
+      }
+      target.textContent = message;
+      inputs[name].setAttribute('aria-invalid', 'true');
+      inputs[name].focus();
+    },
+  };
+}
+
+/** A labelled form control with its hint and a place for its error (`data-error-for`), ids
+ * prefixed by the form's `prefix`. */
+export function formField(prefix, name, label, control, hint) {
+  const errorId = `${prefix}-${name}-error`;
+  control.id = `${prefix}-${name}`;
+  control.name = name;
+  control.setAttribute('aria-describedby', hint ? `${errorId} ${prefix}-${name}-hint` : errorId);
+  return h('div', { class: 'field', dataset: { field: name } },
+    h('label', { for: control.id }, label),
+    control,
+    hint ? h('p', { class: 'hint', id: `${prefix}-${name}-hint` }, hint) : null,
+    h('p', { class: 'field-error', id: errorId, dataset: { errorFor: name } }));
+}
+
 /** The box shown when loading failed, or when the server lacks the endpoint. */
 export function problem(error) {
   if (error instanceof ApiError && error.unavailable) {

@@ -14,9 +14,10 @@ use service_runtime::config::FileConfig;
 use service_runtime::db::Db;
 use service_runtime::replica;
 use service_runtime::scheduler;
-use service_runtime::scheduler::cron::{self, CronExpr};
-use service_runtime::scheduler::plan::{self, CatchUp};
-use service_runtime::scheduler::store::{self, Edit, NewSchedule, Schedule};
+use service_runtime::scheduler::cron;
+use service_runtime::scheduler::manage::{self, Changes, Draft};
+use service_runtime::scheduler::plan;
+use service_runtime::scheduler::store::{self, Schedule};
 use service_runtime::scheduler::tick::Due;
 use service_runtime::settings_store::SettingsStore;
 use service_runtime::tasks;
@@ -80,14 +81,6 @@ async fn open(data_dir: &Path) -> anyhow::Result<(Db, Tz)> {
     Ok((db, tz))
 }
 
-fn parse_cron(input: &str) -> anyhow::Result<CronExpr> {
-    cron::parse(input).map_err(anyhow::Error::msg)
-}
-
-fn parse_policy(input: &str) -> anyhow::Result<CatchUp> {
-    input.parse().map_err(anyhow::Error::msg)
-}
-
 /// A missing profile is allowed (it may be created later) but worth saying.
 fn warn_unknown_profile(db: &Db, agent: &str) -> anyhow::Result<()> {
     if db.blocking(|conn| profiles::get(conn, agent))?.is_none() {
@@ -139,20 +132,19 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             catch_up,
             disabled,
         } => {
-            let cron = parse_cron(&cron)?;
-            let catch_up = parse_policy(&catch_up)?;
-            let (db, tz) = open(data_dir).await?;
-            warn_unknown_profile(&db, &agent)?;
-            let new = NewSchedule {
+            let draft = Draft {
                 name: &name,
                 cron: &cron,
                 agent: &agent,
                 prompt: &prompt,
-                catch_up,
+                catch_up: Some(&catch_up),
                 enabled: !disabled,
-                next_run_at: plan::first_run(&cron, Utc::now(), &tz),
             };
-            let schedule = db.blocking(|conn| store::create(conn, &new))?;
+            // Checked before anything is opened: a typo needs no database.
+            cron::parse(draft.cron).map_err(anyhow::Error::msg)?;
+            let (db, tz) = open(data_dir).await?;
+            warn_unknown_profile(&db, &agent)?;
+            let schedule = db.blocking(|conn| manage::create(conn, &draft, &tz, Utc::now()))?;
             println!(
                 "created schedule {:?} ({}); next run: {}",
                 schedule.name,
@@ -195,34 +187,27 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             prompt,
             catch_up,
         } => {
-            let cron = cron.as_deref().map(parse_cron).transpose()?;
-            let catch_up = catch_up.as_deref().map(parse_policy).transpose()?;
-            if cron.is_none() && agent.is_none() && prompt.is_none() && catch_up.is_none() {
+            let changes = Changes {
+                cron: cron.as_deref(),
+                agent: agent.as_deref(),
+                prompt: prompt.as_deref(),
+                catch_up: catch_up.as_deref(),
+            };
+            if changes.is_empty() {
                 anyhow::bail!("nothing to change: give --cron, --agent, --prompt or --catch-up");
             }
             let (db, tz) = open(data_dir).await?;
             if let Some(agent) = &agent {
                 warn_unknown_profile(&db, agent)?;
             }
-            let edit = Edit {
-                cron: cron
-                    .as_ref()
-                    .map(|c| (c, plan::first_run(c, Utc::now(), &tz))),
-                agent: agent.as_deref(),
-                prompt: prompt.as_deref(),
-                catch_up,
-            };
-            let schedule = db.blocking(|conn| store::edit(conn, &name, &edit))?;
+            let schedule =
+                db.blocking(|conn| manage::edit(conn, &name, &changes, &tz, Utc::now()))?;
             print_details(&schedule);
         }
         ScheduleCommand::Enable { name } => {
             let (db, tz) = open(data_dir).await?;
-            let schedule = db.blocking(|conn| {
-                let current = store::require(conn, &name)?;
-                let cron = cron::parse(&current.cron_expression)
-                    .map_err(service_runtime::error::Error::invalid)?;
-                store::set_enabled(conn, &name, true, plan::first_run(&cron, Utc::now(), &tz))
-            })?;
+            let schedule =
+                db.blocking(|conn| manage::set_enabled(conn, &name, true, &tz, Utc::now()))?;
             println!(
                 "enabled {:?}; next run: {}",
                 schedule.name,
@@ -230,8 +215,8 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             );
         }
         ScheduleCommand::Disable { name } => {
-            let (db, _) = open(data_dir).await?;
-            db.blocking(|conn| store::set_enabled(conn, &name, false, None))?;
+            let (db, tz) = open(data_dir).await?;
+            db.blocking(|conn| manage::set_enabled(conn, &name, false, &tz, Utc::now()))?;
             println!("disabled {name:?}");
         }
         ScheduleCommand::Delete { name } => {

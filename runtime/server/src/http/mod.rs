@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{any, delete, get, post};
+use axum::routing::{any, delete, get, patch, post};
 
 use tokio_util::sync::CancellationToken;
 
@@ -73,6 +73,8 @@ pub struct AppState {
     pub double_texting: crate::conversations::DoubleTexting,
     /// Wakes the resumer when an approval is decided here.
     pub approvals_decided: Arc<tokio::sync::Notify>,
+    /// Runs schedules (the scheduler adapter, `schedule run` and the API share it).
+    pub dispatcher: Arc<crate::scheduler::Dispatcher>,
 }
 
 impl AppState {
@@ -92,6 +94,7 @@ impl AppState {
             conversation_budget: app.config.conversations.budget(),
             double_texting: app.config.conversations.double_texting,
             approvals_decided: Arc::clone(&app.approvals_decided),
+            dispatcher: Arc::clone(&app.dispatcher),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
@@ -107,7 +110,12 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/adapters/{name}/disable", post(adapters::disable))
         .route("/adapters/{name}/", any(components::dispatch_root))
         .route("/adapters/{name}/{*rest}", any(components::dispatch))
-        .route("/schedules", get(schedules::list))
+        .route("/schedules", get(schedules::list).post(schedules::create))
+        .route(
+            "/schedules/{name}",
+            patch(schedules::update).delete(schedules::remove),
+        )
+        .route("/schedules/{name}/run", post(schedules::run))
         .route("/agents", get(agents::list).post(agents::create))
         .route(
             "/agents/{name}",

@@ -1,30 +1,198 @@
-//! `GET /api/schedules`: schedules, read-only (they are managed with the CLI).
+//! `/api/schedules`: schedules listed, created, changed (and enabled or disabled), run once now
+//! and deleted, as `service-runtime schedule` does. A schedule naming an agent that does not
+//! exist (yet) is kept, with a warning in the answer: its runs fail until the agent exists.
+
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use chrono::Utc;
+use chrono_tz::Tz;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
-use crate::scheduler::{plan, store};
+use super::guards::LoopbackPeer;
+use crate::agents::profiles;
+use crate::error::Error;
+use crate::scheduler::manage::{self, Changes, Draft};
+use crate::scheduler::store::{self, Schedule};
+use crate::scheduler::tick::Due;
+use crate::scheduler::{self, cron, plan};
+
+/// A schedule as the API answers it: its fields and when it runs next, in words.
+fn view(schedule: &Schedule) -> Value {
+    let human = schedule
+        .next_run_at
+        .as_deref()
+        .and_then(store::parse_timestamp)
+        .filter(|_| schedule.enabled)
+        .map(|next| plan::describe_next(next, Utc::now()));
+    let mut value = json!(schedule);
+    value["next_run_human"] = json!(human);
+    value
+}
+
+/// The server's zone, in which cron expressions are read.
+fn zone(app: &AppState) -> Result<Tz, Error> {
+    cron::zone(app.env.get("SERVICE_TZ").as_deref()).map_err(Error::invalid)
+}
+
+/// `schedule` with a warning when its agent does not exist.
+async fn answer(app: &AppState, schedule: Schedule) -> ApiResult<Json<Value>> {
+    let agent = schedule.agent_profile_name.clone();
+    let known = app
+        .db
+        .call(move |conn| profiles::get(conn, &agent))
+        .await?
+        .is_some();
+    let mut value = view(&schedule);
+    if !known {
+        value["warning"] = json!(format!(
+            "there is no agent named {:?} yet; runs fail until it exists",
+            schedule.agent_profile_name
+        ));
+    }
+    Ok(Json(value))
+}
 
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let schedules = app.db.call(|conn| store::list(conn)).await?;
-    let now = Utc::now();
-    let schedules: Vec<Value> = schedules
-        .into_iter()
-        .map(|schedule| {
-            let human = schedule
-                .next_run_at
-                .as_deref()
-                .and_then(store::parse_timestamp)
-                .filter(|_| schedule.enabled)
-                .map(|next| plan::describe_next(next, now));
-            let mut value = json!(schedule);
-            value["next_run_human"] = json!(human);
-            value
-        })
-        .collect();
+    let schedules: Vec<Value> = schedules.iter().map(view).collect();
     Ok(Json(json!({ "schedules": schedules })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewBody {
+    name: String,
+    cron: String,
+    agent: String,
+    prompt: String,
+    catch_up: Option<String>,
+    #[serde(default = "enabled_by_default")]
+    enabled: bool,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+pub async fn create(
+    State(app): State<AppState>,
+    JsonBody(body): JsonBody<NewBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let tz = zone(&app)?;
+    let created = app
+        .db
+        .call(move |conn| {
+            let draft = Draft {
+                name: &body.name,
+                cron: &body.cron,
+                agent: &body.agent,
+                prompt: &body.prompt,
+                catch_up: body.catch_up.as_deref(),
+                enabled: body.enabled,
+            };
+            manage::create(conn, &draft, &tz, Utc::now())
+        })
+        .await?;
+    Ok((StatusCode::CREATED, answer(&app, created).await?))
+}
+
+/// Changes: any of the fields, and `enabled` (enabling starts from the next slot).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesBody {
+    cron: Option<String>,
+    agent: Option<String>,
+    prompt: Option<String>,
+    catch_up: Option<String>,
+    enabled: Option<bool>,
+}
+
+pub async fn update(
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+    JsonBody(body): JsonBody<ChangesBody>,
+) -> ApiResult<Json<Value>> {
+    let tz = zone(&app)?;
+    let changed = app
+        .db
+        .call(move |conn| {
+            let changes = Changes {
+                cron: body.cron.as_deref(),
+                agent: body.agent.as_deref(),
+                prompt: body.prompt.as_deref(),
+                catch_up: body.catch_up.as_deref(),
+            };
+            if changes.is_empty() && body.enabled.is_none() {
+                return Err(Error::invalid(
+                    "nothing to change: give cron, agent, prompt, catch_up or enabled",
+                ));
+            }
+            // One transaction: a change refused halfway leaves the schedule as it was.
+            conn.transaction(|tx| {
+                let mut schedule = store::require(tx, &name)?;
+                if !changes.is_empty() {
+                    schedule = manage::edit(tx, &name, &changes, &tz, Utc::now())?;
+                }
+                match body.enabled {
+                    Some(enabled) => manage::set_enabled(tx, &name, enabled, &tz, Utc::now()),
+                    None => Ok(schedule),
+                }
+            })
+        })
+        .await?;
+    answer(&app, changed).await
+}
+
+/// Loopback peers only. Its runs so far stay, as tasks and traces.
+pub async fn remove(
+    _: LoopbackPeer,
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let deleted = name.clone();
+    app.db
+        .call(move |conn| store::delete(conn, &deleted))
+        .await?;
+    Ok(Json(json!({ "deleted": name })))
+}
+
+/// Runs the schedule once now, outside its cron (its next run is unchanged), as a task; 409
+/// while a run of it is in progress (a schedule never overlaps itself).
+pub async fn run(
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let wanted = name.clone();
+    let (schedule, running) = app
+        .db
+        .call(move |conn| {
+            let schedule = store::require(conn, &wanted)?;
+            Ok((schedule, scheduler::runs_in_progress(conn)?.remove(&wanted)))
+        })
+        .await?;
+    if let Some(task) = running {
+        return Err(Error::conflict(format!(
+            "a run of {name:?} is still in progress (task {task}); a schedule never overlaps itself"
+        ))
+        .into());
+    }
+    let due = Due {
+        name: schedule.name,
+        agent: schedule.agent_profile_name,
+        prompt: schedule.prompt,
+    };
+    let dispatcher = Arc::clone(&app.dispatcher);
+    tokio::spawn(async move {
+        if let Err(e) = dispatcher.run(due).await {
+            tracing::warn!(schedule = %name, "a run started from the API failed to start: {e}");
+        }
+    });
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "started" }))))
 }

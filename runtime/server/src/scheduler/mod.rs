@@ -4,6 +4,7 @@
 
 pub mod cron;
 mod dispatch;
+pub mod manage;
 pub mod plan;
 pub mod store;
 pub mod tick;
