@@ -1511,6 +1511,11 @@ async fn narrow_window_keeps_every_tab_in_reach() {
     let server = Server::start();
     server.post("/api/store/atlas/install", Value::Null).await;
     server.create_task("Weekly report", "Atlas", TaskStatus::Pending);
+    // Two runs, so the Traces tab draws its latency chart.
+    for prompt in ["first", "second"] {
+        let (status, _) = server.post("/api/chat", json!({ "prompt": prompt })).await;
+        assert_eq!(status, StatusCode::OK);
+    }
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
@@ -1550,6 +1555,18 @@ async fn narrow_window_keeps_every_tab_in_reach() {
         );
         browser.screenshot(&format!("narrow-{tab}")).await;
     }
+    // The latency chart's labels stay readable at this width.
+    browser.tab("traces").await;
+    let label = browser
+        .wait_for(
+            "the chart's axis labels",
+            "const t = document.querySelector('#latency-chart .axis'); return t && t.getBoundingClientRect().height",
+        )
+        .await;
+    assert!(
+        label.as_f64().unwrap() >= 9.0,
+        "axis labels {label} px high"
+    );
     // Tables turn into labelled cards.
     browser.tab("tasks").await;
     let label = browser

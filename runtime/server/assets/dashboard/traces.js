@@ -9,7 +9,7 @@ import {
 const PAGE = 25;
 /** Runs the chart shows. */
 const CHART_RUNS = 100;
-const CHART = { width: 720, height: 180, left: 56, right: 12, top: 12, bottom: 28 };
+const CHART = { width: 720, narrowWidth: 360, height: 180, left: 56, right: 12, top: 12, bottom: 28 };
 
 /** A latency-over-time chart (plain SVG) of `traces`; each point links to its trace. */
 function latencyChart(traces) {
@@ -18,7 +18,9 @@ function latencyChart(traces) {
     .map((t) => ({ ...t, at: parseTime(t.created_at) }))
     .sort((a, b) => a.at - b.at);
   if (runs.length < 2) return null;
-  const { width, height, left, right, top, bottom } = CHART;
+  const { height, left, right, top, bottom } = CHART;
+  // Drawn about as wide as it is shown, so its labels keep their size on a phone.
+  const width = window.matchMedia('(max-width: 760px)').matches ? CHART.narrowWidth : CHART.width;
   const first = runs[0].at;
   const span = Math.max(1, runs[runs.length - 1].at - first);
   const slowest = Math.max(...runs.map((r) => r.latency_ms));
@@ -27,9 +29,10 @@ function latencyChart(traces) {
   const y = (latency) => top + (1 - latency / ceiling) * (height - top - bottom);
   const sorted = runs.map((r) => r.latency_ms).sort((a, b) => a - b);
   const median = sorted[Math.floor(sorted.length / 2)];
+  // Below 10 ms the middle line reads in tenths (0.5 ms), not rounded onto its neighbour.
   const grid = [0, ceiling / 2, ceiling].map((value) => [
     svg('line', { class: 'grid', x1: left, x2: width - right, y1: y(value), y2: y(value) }),
-    svg('text', { class: 'axis', x: left - 6, y: y(value) + 4, 'text-anchor': 'end' }, ms(Math.round(value))),
+    svg('text', { class: 'axis', x: left - 6, y: y(value) + 4, 'text-anchor': 'end' }, ms(value < 10 ? Number(value.toFixed(1)) : Math.round(value))),
   ]);
   const line = svg('polyline', {
     class: 'latency-line',
