@@ -465,14 +465,21 @@ async fn writes_are_offered_and_done_only_while_allowed() {
     let llm = llm::openai(calls("create_calendar_event", create).to_vec()).await;
     let mut env = openai_env(&llm.url);
     env.extend(google.env(google_calendar::REFRESH_TOKEN));
-    env.push(("SERVICE_CALENDAR_WRITE_ALLOWED", "true".into()));
     let server = Server::start_with_owned(&env);
+    let (status, body) = server
+        .post(
+            "/api/integrations/calendar/keys",
+            json!({"env_var": "SERVICE_CALENDAR_WRITE_ALLOWED", "value": "true"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
         tool_names(&server)
             .await
             .contains(&"create_calendar_event".to_owned())
     );
-    // Turned off while the tool is registered: the next call is refused.
+    // Turned off through the API: the adapter starts anew at once and no longer offers the
+    // tool; a model that still calls it is refused.
     let (status, body) = server
         .post(
             "/api/integrations/calendar/keys",
@@ -480,14 +487,15 @@ async fn writes_are_offered_and_done_only_while_allowed() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let refused = tool_call(&server, "default").await;
+    assert_eq!(body["applied_to"], json!(["calendar"]), "{body}");
+    let names = tool_names(&server).await;
+    assert!(names.contains(&"list_calendar_events_today".to_owned()));
     assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("SERVICE_CALENDAR_WRITE_ALLOWED=true"),
-        "{refused}"
+        !names.contains(&"create_calendar_event".to_owned()),
+        "{names:?}"
     );
+    let refused = tool_call(&server, "default").await;
+    assert!(refused["error"].is_string(), "{refused}");
     assert!(google.inserted().is_empty());
     drop(server);
 
@@ -516,6 +524,29 @@ async fn writes_are_offered_and_done_only_while_allowed() {
             .await
             .iter()
             .any(|t| t.contains("calendar"))
+    );
+
+    // Its keys written through the API: it starts anew, reaches the origins they name and
+    // offers its tools, with no restart.
+    for (name, value) in google.env(google_calendar::REFRESH_TOKEN) {
+        let (status, body) = bare
+            .post(
+                "/api/integrations/calendar/keys",
+                json!({"env_var": name, "value": value}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let entry = bare.adapter("calendar").await.unwrap();
+    assert_eq!(
+        (&entry["status"], &entry["error_message"]),
+        (&json!("running"), &json!(null)),
+        "the configuration error is gone once resolved: {entry}"
+    );
+    assert!(
+        tool_names(&bare)
+            .await
+            .contains(&"list_calendar_events_today".to_owned())
     );
 }
 

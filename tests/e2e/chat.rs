@@ -539,6 +539,10 @@ async fn cli_run_streams_the_answer_and_prints_the_trace_id() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no server runs for"),
+        "it says it runs in this process"
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let (answer, trace) = stdout.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(answer, "Hello from the fake model.");
@@ -562,6 +566,48 @@ async fn cli_run_streams_the_answer_and_prints_the_trace_id() {
         .unwrap();
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stderr).contains("no agent named \"Nobody\""));
+}
+
+#[tokio::test]
+async fn cli_run_goes_through_the_running_server_with_its_provider() {
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("t1", "search_notes", json!({"query": "time"}))]),
+        Reply::Text("The server's model answered."),
+    ])
+    .await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    // No provider in the command's own environment: in this process it would answer offline.
+    let out = tokio::process::Command::from(command(server.data_dir.parent().unwrap()))
+        .args(["run", "--data-dir"])
+        .arg(&server.data_dir)
+        .arg("what do my notes say?")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("[through the server at {}]", server.url(""))),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[tool] search_notes done"), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (answer, trace) = stdout.trim_end().rsplit_once('\n').unwrap();
+    assert_eq!(answer, "The server's model answered.");
+    let trace_id = trace.strip_prefix("trace_id: ").unwrap();
+    let (status, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{trace}");
+
+    // An agent the server does not know: its error, and a failed exit.
+    let out = tokio::process::Command::from(command(server.data_dir.parent().unwrap()))
+        .args(["run", "--agent", "Nobody", "--data-dir"])
+        .arg(&server.data_dir)
+        .arg("hi")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no agent named \"Nobody\""));
 }
 
 #[tokio::test]

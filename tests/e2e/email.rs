@@ -1,10 +1,11 @@
 //! The native email adapter through the real binary, against a real Dovecot (IMAP) and a real
 //! aiosmtpd (SMTP) started in temporary folders, and the scripted fake model: a message is
 //! answered by the agent with threading headers, becomes a task with its trace, and a restart
-//! never answers it again; missing settings put an error naming them on the registry entry.
+//! never answers it again; without its settings it is `unconfigured`, and keys written through
+//! the API apply without a restart.
 
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::mail_servers::dovecot::{self, Dovecot};
@@ -188,18 +189,91 @@ async fn a_reply_in_a_thread_continues_its_conversation() {
 }
 
 #[tokio::test]
-async fn without_its_settings_the_entry_names_every_missing_variable() {
+async fn unconfigured_until_its_keys_are_written_then_it_polls_without_a_restart() {
     let server = Server::start();
     let entry: Value = server.adapter("email").await.expect("an email entry");
-    assert_eq!(entry["status"], "error", "{entry}");
-    let error = entry["error_message"].as_str().unwrap();
-    for variable in [
+    assert_eq!(
+        (
+            &entry["status"],
+            &entry["error_count"],
+            &entry["error_message"]
+        ),
+        (&json!("unconfigured"), &json!(0), &json!(null)),
+        "waiting for settings is no error: {entry}"
+    );
+    let missing = [
         "SERVICE_EMAIL_IMAP_HOST",
         "SERVICE_EMAIL_SMTP_HOST",
         "SERVICE_EMAIL_USERNAME",
         "SERVICE_EMAIL_PASSWORD",
-    ] {
-        assert!(error.contains(&format!("{variable} is not set")), "{error}");
+    ];
+    assert_eq!(entry["missing_settings"], json!(missing));
+
+    // Disabled, it cannot be enabled before it has its settings: 409, nothing changed.
+    let (status, body) = server.post("/api/adapters/email/disable", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server.post("/api/adapters/email/enable", json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"],
+        format!(
+            "adapter \"email\" is not configured: set {}",
+            missing.join(", ")
+        )
+    );
+    let entry = server.adapter("email").await.unwrap();
+    assert_eq!(
+        (&entry["status"], &entry["note"]),
+        (&json!("stopped"), &json!("disabled from the dashboard")),
+        "{entry}"
+    );
+
+    let Some((dovecot, sink)) = servers() else {
+        return;
+    };
+    let (status, body) = server.post("/api/adapters/email/enable", json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "still unconfigured: {body}");
+    let keys = settings("http://127.0.0.1:9", &dovecot, &sink);
+    let mut applied = Vec::new();
+    for (name, value) in keys
+        .iter()
+        .filter(|(name, _)| name.starts_with("SERVICE_EMAIL_"))
+    {
+        let (status, body) = server
+            .post(
+                "/api/integrations/email/keys",
+                json!({"env_var": name, "value": value}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        applied.push(body["applied_to"].clone());
     }
-    assert!(error.starts_with("ConfigError: "), "{error}");
+    assert!(
+        applied.iter().all(|a| a == &json!([])),
+        "a disabled adapter takes its keys when it is enabled: {applied:?}"
+    );
+    let (status, body) = server.post("/api/adapters/email/enable", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "running", "{body}");
+    polls_pass(&server).await;
+
+    // A key written while it runs starts it anew with it.
+    let (_, body) = server
+        .post(
+            "/api/integrations/email/keys",
+            json!({"env_var": "SERVICE_EMAIL_POLL_SECS", "value": "2"}),
+        )
+        .await;
+    assert_eq!(body["applied_to"], json!(["email"]), "{body}");
+    polls_pass(&server).await;
+    let (_, list) = server.get("/api/integrations").await;
+    let email = list["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "email")
+        .unwrap()
+        .clone();
+    assert_eq!(email["configured"], true, "{email}");
+    assert!(!list.to_string().contains(dovecot::PASSWORD), "{list}");
 }

@@ -671,18 +671,11 @@ async fn a_cron_field_out_of_range_is_named_with_its_range() {
 #[tokio::test]
 async fn a_manual_run_and_a_scheduled_one_never_overlap() {
     let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(6), "slow one")]).await;
-    let server = Server::start_with(&[("SERVICE_SCHEDULER_TICK_SECS", "1")]);
+    let mut env = openai_env(&fake.url);
+    env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
+    let server = Server::start_with_owned(&env);
     create(&server, "manual", "@yearly", "coalesce");
-    // The CLI reads the data directory's settings (the server, started before, answers with
-    // the offline responder).
-    std::fs::write(
-        server.data_dir.join(".env"),
-        format!(
-            "SERVICE_PROVIDER=openai\nSERVICE_OPENAI_BASE_URL={}\nOPENAI_API_KEY=sk-test\n",
-            fake.url
-        ),
-    )
-    .unwrap();
+    // The CLI runs it through the server, with the server's provider.
     let first = crate::support::command(server.data_dir.parent().unwrap())
         .arg("--data-dir")
         .arg(&server.data_dir)
@@ -855,5 +848,29 @@ async fn schedules_are_created_changed_run_and_deleted_through_the_api() {
         listed["schedules"].as_array().unwrap().len(),
         1,
         "ghostly stays"
+    );
+}
+
+#[tokio::test]
+async fn a_native_adapters_last_activity_survives_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = [("SERVICE_SCHEDULER_TICK_SECS", "1".to_owned())];
+    let server = Server::start_in(tmp.path(), &env);
+    ticks_pass(&server).await;
+    // Disabled, it ticks no more: what its entry shows after the restart is what was kept.
+    let (status, body) = server
+        .post("/api/adapters/scheduler/disable", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let last = server.adapter("scheduler").await.unwrap()["last_activity_at"].clone();
+    assert!(last.is_string(), "{last}");
+    assert!(server.terminate().success());
+
+    let server = Server::start_in(tmp.path(), &env);
+    let entry = server.adapter("scheduler").await.unwrap();
+    assert_eq!(
+        (&entry["status"], &entry["last_activity_at"]),
+        (&json!("stopped"), &last),
+        "{entry}"
     );
 }

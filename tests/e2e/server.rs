@@ -69,8 +69,11 @@ fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
     let path = tmp.path().join("service.sqlite");
     {
         let conn = Connection::open(&path).unwrap();
-        conn.execute_batch("CREATE TABLE from_the_future (x); PRAGMA user_version = 20;")
-            .unwrap();
+        let future = SCHEMA_VERSION + 1;
+        conn.execute_batch(&format!(
+            "CREATE TABLE from_the_future (x); PRAGMA user_version = {future};"
+        ))
+        .unwrap();
     }
     let before = std::fs::read(&path).unwrap();
     let out = command(tmp.path())
@@ -80,7 +83,11 @@ fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("schema version 20"), "{stderr}");
+    let future = SCHEMA_VERSION + 1;
+    assert!(
+        stderr.contains(&format!("schema version {future}")),
+        "{stderr}"
+    );
     assert_eq!(
         std::fs::read(&path).unwrap(),
         before,

@@ -1026,17 +1026,98 @@ async fn slash_commands_answer_inline_when_the_agent_is_fast_and_later_when_it_i
     );
 }
 
+/// Writes one key through the integrations API; its answer.
+async fn write_key(server: &Server, name: &str, value: &str) -> Value {
+    let (status, body) = server
+        .post(
+            "/api/integrations/teamchat/keys",
+            json!({"env_var": name, "value": value}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
 #[tokio::test]
-async fn missing_secrets_are_registry_errors() {
+async fn keys_written_through_the_api_apply_at_once() {
+    let api = platform(json!({"ok": true, "ts": "1700000002.000300"})).await;
     let server = Server::start();
     let entry = server.adapter("teamchat").await.unwrap();
-    assert_eq!(entry["status"], "error");
-    let message = entry["error_message"].as_str().unwrap();
-    assert!(
-        message.contains("SERVICE_TEAMCHAT_SIGNING_SECRET is not set"),
-        "{message}"
+    assert_eq!(entry["status"], "unconfigured", "{entry}");
+
+    let mut answers = Vec::new();
+    for (name, value) in api.env(SIGNING_SECRET) {
+        answers.push(write_key(&server, name, &value).await);
+    }
+    for answer in &answers {
+        assert_eq!(answer["applied_to"], json!(["teamchat"]), "{answer}");
+        assert!(!answer.to_string().contains(BOT_TOKEN), "{answer}");
+    }
+    let entry = server.adapter("teamchat").await.unwrap();
+    assert_eq!(
+        (&entry["status"], &entry["missing_settings"]),
+        (&json!("running"), &json!([])),
+        "{entry}"
     );
-    assert!(message.contains("SERVICE_TEAMCHAT_BOT_TOKEN"), "{message}");
+    assert!(
+        entry["capabilities"]
+            .to_string()
+            .contains(&api.base.replace("http://", "")),
+        "the API base written is an origin it may reach now: {entry}"
+    );
+
+    // The reply goes to the API base just written, no restart between.
+    let event = callback("Ev900", mention("<@UBOT> are you there?", None));
+    assert_eq!(signed(&server, "events", &event).await.0, StatusCode::OK);
+    let posted = posts(&api, 1).await;
+    assert!(
+        posted[0].1["text"]
+            .as_str()
+            .unwrap()
+            .contains("are you there?")
+    );
+    let (_, verified) = server
+        .post("/api/integrations/teamchat/verify", json!(null))
+        .await;
+    assert_eq!(
+        verified,
+        json!({"id": "teamchat", "ok": true, "error": null})
+    );
+}
+
+#[tokio::test]
+async fn verify_fails_when_the_adapter_may_not_reach_what_answered() {
+    let api = platform(json!({"ok": true, "ts": "1700000002.000300"})).await;
+    // A grant without the API base's variable: the platform answers the probe, but the
+    // adapter could never send it anything.
+    let config = "[adapters.teamchat]\n\
+                  secrets = [\"SERVICE_TEAMCHAT_SIGNING_SECRET\", \"SERVICE_TEAMCHAT_BOT_TOKEN\"]\n";
+    let server = Server::start_with_config(config, &api.env(SIGNING_SECRET));
+    let (status, body) = server
+        .post("/api/integrations/teamchat/verify", json!(null))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["ok"], false, "{body}");
+    let origin = api.base.clone();
+    assert_eq!(
+        body["error"],
+        format!("the teamchat adapter may not reach {origin}: its grant does not name that origin")
+    );
+}
+
+#[tokio::test]
+async fn missing_secrets_leave_it_unconfigured() {
+    let server = Server::start();
+    let entry = server.adapter("teamchat").await.unwrap();
+    assert_eq!(entry["status"], "unconfigured", "{entry}");
+    assert_eq!(
+        entry["missing_settings"],
+        json!([
+            "SERVICE_TEAMCHAT_SIGNING_SECRET",
+            "SERVICE_TEAMCHAT_BOT_TOKEN"
+        ])
+    );
+    assert_eq!(entry["error_count"], 0, "waiting for settings is no error");
 
     let handshake = r#"{"type":"url_verification","challenge":"c"}"#;
     for route in ["events", "commands"] {
@@ -1048,24 +1129,16 @@ async fn missing_secrets_are_registry_errors() {
         );
     }
     let entry = server.adapter("teamchat").await.unwrap();
-    assert_eq!(entry["status"], "error");
-    assert!(
-        entry["error_message"]
-            .as_str()
-            .unwrap()
-            .contains("signing secret is not set")
-    );
+    assert_eq!(entry["status"], "unconfigured", "{entry}");
 
     // Only the bot token missing: requests are served, the entry names the token.
     let server = Server::start_with(&[("SERVICE_TEAMCHAT_SIGNING_SECRET", SIGNING_SECRET)]);
     let entry = server.adapter("teamchat").await.unwrap();
-    assert_eq!(entry["status"], "error");
-    let message = entry["error_message"].as_str().unwrap();
-    assert!(
-        message.contains("SERVICE_TEAMCHAT_BOT_TOKEN is not set"),
-        "{message}"
+    assert_eq!(entry["status"], "unconfigured");
+    assert_eq!(
+        entry["missing_settings"],
+        json!(["SERVICE_TEAMCHAT_BOT_TOKEN"])
     );
-    assert!(!message.contains("SIGNING_SECRET"), "{message}");
     assert_eq!(
         signed(&server, "events", handshake).await.1["challenge"],
         "c"

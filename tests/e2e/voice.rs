@@ -276,14 +276,14 @@ async fn without_its_settings_the_voice_adapter_offers_nothing_and_says_why() {
         server
             .adapter("voice")
             .await
-            .filter(|e| e["status"] == "error")
+            .filter(|e| e["status"] == "unconfigured")
     })
     .await;
     assert!(
-        entry["error_message"]
-            .as_str()
+        entry["missing_settings"]
+            .as_array()
             .unwrap()
-            .contains("SERVICE_VOICE_TWILIO_AUTH_TOKEN is not set"),
+            .contains(&json!("SERVICE_VOICE_TWILIO_AUTH_TOKEN")),
         "{entry}"
     );
     let (_, tools) = server.get("/api/tools").await;

@@ -106,13 +106,8 @@ async fn signed_requests_run_agents() {
 async fn an_unset_secret_answers_503() {
     let server = Server::start();
     let entry = server.adapter("webhook").await.unwrap();
-    assert_eq!(entry["status"], "error");
-    assert!(
-        entry["error_message"]
-            .as_str()
-            .unwrap()
-            .contains("SERVICE_WEBHOOK_SECRET is not set")
-    );
+    assert_eq!(entry["status"], "unconfigured", "{entry}");
+    assert_eq!(entry["missing_settings"], json!(["SERVICE_WEBHOOK_SECRET"]));
     let body = r#"{"prompt": "hi"}"#;
     let answer = run(&server, body, Some(sign(SECRET, body))).await;
     assert_error(

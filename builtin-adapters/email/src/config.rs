@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use service_contract::ConfigProblem;
+
 use crate::senders::AllowedSenders;
 
 pub const IMAP_HOST: &str = "SERVICE_EMAIL_IMAP_HOST";
@@ -25,7 +27,7 @@ pub const MAX_PER_POLL: &str = "SERVICE_EMAIL_MAX_PER_POLL";
 pub const MAX_PROMPT_CHARS: &str = "SERVICE_EMAIL_MAX_PROMPT_CHARS";
 pub const MAX_AGE_DAYS: &str = "SERVICE_EMAIL_MAX_AGE_DAYS";
 
-/// Every setting, for `describe`.
+/// Every setting, for `describe` and the host (which restarts the adapter when one is written).
 pub const SETTINGS: [&str; 17] = [
     IMAP_HOST,
     IMAP_PORT,
@@ -129,8 +131,8 @@ pub struct Config {
 
 impl Config {
     /// Reads the settings through `get` (unset and empty are both `None`). `Err` names every
-    /// problem found.
-    pub fn from_secrets(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    /// problem found: the missing settings alone, or every problem when one is wrong.
+    pub fn from_secrets(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigProblem> {
         let mut problems = Problems::default();
         let text = |name: &str| {
             get(name)
@@ -147,7 +149,9 @@ impl Config {
             Some(address) => problems.check(address_problem(&address), address),
             None => match &username {
                 Some(username) if address_problem(username).is_none() => Some(username.clone()),
-                _ => problems.add(format!(
+                // Already named as missing.
+                None => None,
+                Some(_) => problems.add(format!(
                     "{ADDRESS} is not set (and {USERNAME} is not an address to use instead)"
                 )),
             },
@@ -171,10 +175,10 @@ impl Config {
         let (Some(imap), Some(smtp), Some(username), Some(password), Some(address), Some(allowed)) =
             (imap, smtp, username, password, address, allowed)
         else {
-            return Err(problems.0.join("; "));
+            return Err(problems.into_problem());
         };
-        if !problems.0.is_empty() {
-            return Err(problems.0.join("; "));
+        if !problems.said.is_empty() {
+            return Err(problems.into_problem());
         }
         // The bounds above make every conversion below lossless.
         let limits = Limits {
@@ -209,14 +213,27 @@ fn address_problem(address: &str) -> Option<String> {
         .map(|_| format!("{ADDRESS} must be an email address, got {address:?}"))
 }
 
+/// Every problem found, in order, and the names of the settings among them that are only
+/// missing.
 #[derive(Default)]
-struct Problems(Vec<String>);
+struct Problems {
+    said: Vec<String>,
+    missing: Vec<String>,
+}
 
 impl Problems {
     /// Records a problem; returns `None` so a caller can use it as the missing value.
     fn add<T>(&mut self, problem: String) -> Option<T> {
-        self.0.push(problem);
+        self.said.push(problem);
         None
+    }
+
+    fn into_problem(self) -> ConfigProblem {
+        if self.said.len() == self.missing.len() {
+            ConfigProblem::Missing(self.missing)
+        } else {
+            ConfigProblem::Invalid(self.said.join("; "))
+        }
     }
 
     fn check<T>(&mut self, problem: Option<String>, value: T) -> Option<T> {
@@ -227,6 +244,9 @@ impl Problems {
     }
 
     fn required(&mut self, value: Option<String>, name: &str) -> Option<String> {
+        if value.is_none() {
+            self.missing.push(name.to_owned());
+        }
         value.or_else(|| self.add(format!("{name} is not set")))
     }
 
@@ -238,7 +258,7 @@ impl Problems {
         match value.parse::<u64>() {
             Ok(n) if (1..=max).contains(&n) => n,
             _ => {
-                self.0.push(format!(
+                self.said.push(format!(
                     "{name} must be a whole number from 1 to {max}, got {value:?}"
                 ));
                 default
@@ -306,12 +326,16 @@ mod tests {
 
     use super::*;
 
-    fn parse(vars: &[(&str, &str)]) -> Result<Config, String> {
+    fn problem(vars: &[(&str, &str)]) -> Result<Config, ConfigProblem> {
         let vars: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         Config::from_secrets(|name| vars.get(name).filter(|v| !v.is_empty()).cloned())
+    }
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Config, String> {
+        problem(vars).map_err(|p| p.to_string())
     }
 
     const MINIMAL: [(&str, &str); 4] = [
@@ -324,17 +348,28 @@ mod tests {
     #[test]
     fn every_missing_variable_is_named() {
         assert_eq!(
-            parse(&[]).unwrap_err(),
-            "SERVICE_EMAIL_IMAP_HOST is not set; SERVICE_EMAIL_SMTP_HOST is not set; \
-             SERVICE_EMAIL_USERNAME is not set; SERVICE_EMAIL_PASSWORD is not set; \
-             SERVICE_EMAIL_ADDRESS is not set (and SERVICE_EMAIL_USERNAME is not an address to \
-             use instead)"
+            problem(&[]).unwrap_err(),
+            ConfigProblem::Missing(
+                [IMAP_HOST, SMTP_HOST, USERNAME, PASSWORD]
+                    .map(str::to_owned)
+                    .to_vec()
+            )
         );
         let mut vars = MINIMAL.to_vec();
         vars.retain(|(name, _)| *name != PASSWORD);
         assert_eq!(
             parse(&vars).unwrap_err(),
             "SERVICE_EMAIL_PASSWORD is not set"
+        );
+        // A wrong value beside a missing one: every problem, as an error.
+        vars.push((POLL_SECS, "0"));
+        assert_eq!(
+            problem(&vars).unwrap_err(),
+            ConfigProblem::Invalid(
+                "SERVICE_EMAIL_PASSWORD is not set; SERVICE_EMAIL_POLL_SECS must be a whole \
+                 number from 1 to 86400, got \"0\""
+                    .to_owned()
+            )
         );
     }
 

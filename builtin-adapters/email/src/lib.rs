@@ -72,6 +72,10 @@ impl Adapter for EmailAdapter {
         })
     }
 
+    fn settings(&self) -> &[&str] {
+        &config::SETTINGS
+    }
+
     fn start<'a>(&'a self, ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {
         // Config problems are recorded on the registry, never raised (spec 3.2 rule 5).
         Some(

@@ -37,8 +37,8 @@ impl Session {
         let config = match Config::from_secrets(|name| ctx.secrets.get(name)) {
             Ok(config) => config,
             Err(problem) => {
-                tracing::warn!(adapter = NAME, "ConfigError: {problem}");
-                ctx.registry.mark_error(NAME, "ConfigError", &problem);
+                tracing::warn!(adapter = NAME, "not started: {problem}");
+                ctx.registry.report_config(NAME, &problem);
                 return;
             }
         };

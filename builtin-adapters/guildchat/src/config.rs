@@ -12,6 +12,19 @@ pub const API_BASE: &str = "SERVICE_GUILDCHAT_API_BASE";
 /// User ids who may approve tool calls besides the person who asked.
 pub const APPROVERS: &str = "SERVICE_GUILDCHAT_APPROVERS";
 
+use service_contract::ConfigProblem;
+
+/// Every setting: the host restarts the adapter when one is written.
+pub const SETTINGS: [&str; 7] = [
+    TOKEN,
+    GUILD_ID,
+    ADMIN_ROLE_ID,
+    CATEGORY,
+    AGENT_PROFILE,
+    API_BASE,
+    APPROVERS,
+];
+
 const DEFAULT_CATEGORY: &str = "service";
 const DEFAULT_PROFILE: &str = "default";
 
@@ -39,12 +52,15 @@ pub struct Control {
 impl Config {
     /// Reads the settings through `get` (unset and empty are both `None`). `Err` is a problem
     /// that keeps the whole adapter offline.
-    pub fn from_secrets(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn from_secrets(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigProblem> {
         let token = get(TOKEN)
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| format!("{TOKEN} is not set"))?;
-        let api_base = get(API_BASE).map(|base| api_base(&base)).transpose()?;
+            .ok_or_else(|| ConfigProblem::Missing(vec![TOKEN.to_owned()]))?;
+        let api_base = get(API_BASE)
+            .map(|base| api_base(&base))
+            .transpose()
+            .map_err(ConfigProblem::Invalid)?;
         Ok(Self {
             token,
             api_base,
@@ -117,7 +133,7 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Config::from_secrets(|name| vars.get(name).cloned())
+        Config::from_secrets(|name| vars.get(name).cloned()).map_err(|p| p.to_string())
     }
 
     #[test]

@@ -84,16 +84,13 @@ impl Adapter for GuildchatAdapter {
             "version": env!("CARGO_PKG_VERSION"),
             "kind": "gateway chat bot",
             "compiled_in": cfg!(feature = "guildchat"),
-            "settings": [
-                config::TOKEN,
-                config::GUILD_ID,
-                config::ADMIN_ROLE_ID,
-                config::CATEGORY,
-                config::AGENT_PROFILE,
-                config::API_BASE,
-            ],
+            "settings": config::SETTINGS,
             "invite": { "scopes": invite::SCOPES, "permissions": invite::PERMISSIONS },
         })
+    }
+
+    fn settings(&self) -> &[&str] {
+        &config::SETTINGS
     }
 
     fn start<'a>(&'a self, ctx: &'a Arc<AdapterContext>) -> Option<Hook<'a>> {

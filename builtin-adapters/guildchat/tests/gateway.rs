@@ -480,14 +480,17 @@ async fn a_result_too_long_for_the_card_follows_it_in_full() {
 }
 
 #[tokio::test]
-async fn a_missing_token_is_a_config_error() {
+async fn a_missing_token_leaves_it_unconfigured() {
     let harness = Harness::new(vec![]);
     harness.start().await;
     let entry = harness.entry();
-    assert_eq!(entry.status, AdapterStatus::Error);
     assert_eq!(
-        entry.error_message.as_deref(),
-        Some("ConfigError: SERVICE_GUILDCHAT_TOKEN is not set")
+        (entry.status, entry.missing_settings, entry.error_message),
+        (
+            AdapterStatus::Unconfigured,
+            vec!["SERVICE_GUILDCHAT_TOKEN".to_owned()],
+            None
+        )
     );
     harness.stop().await;
 }

@@ -43,6 +43,12 @@ pub trait Adapter: Send + Sync {
     fn stop(&self) -> Option<Hook<'_>> {
         None
     }
+
+    /// The settings it reads when it starts: when one is written while it runs, the host
+    /// stops and starts it again, so it takes the new value at once.
+    fn settings(&self) -> &[&str] {
+        &[]
+    }
 }
 
 /// Secrets and settings from the environment (and the data directory's `.env`).

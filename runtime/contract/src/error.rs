@@ -99,3 +99,25 @@ impl fmt::Display for AdapterError {
 }
 
 impl std::error::Error for AdapterError {}
+
+/// What keeps an adapter from working with its settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigProblem {
+    /// Settings it cannot work without are not set, and nothing else is wrong: the adapter is
+    /// `unconfigured`, not failing.
+    Missing(Vec<String>),
+    /// A setting has a value it cannot use (every problem, one line).
+    Invalid(String),
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Missing(names) => {
+                let said: Vec<String> = names.iter().map(|n| format!("{n} is not set")).collect();
+                f.write_str(&said.join("; "))
+            }
+            Self::Invalid(message) => f.write_str(message),
+        }
+    }
+}

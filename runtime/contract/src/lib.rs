@@ -20,7 +20,7 @@ pub use agent::{
     Turn, TurnRole, Waiting,
 };
 pub use approvals::{Approvals, DecideError, NoApprovals, WentOnJob};
-pub use error::{AdapterError, FailureKind};
+pub use error::{AdapterError, ConfigProblem, FailureKind};
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
 pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus, ErrorObserver};
 pub use routes::{HttpRequest, HttpResponse, Route, RouteHandler, Routes};

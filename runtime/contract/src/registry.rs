@@ -7,9 +7,12 @@ use std::sync::{OnceLock, PoisonError, RwLock};
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::error::{ConfigProblem, FailureKind};
+
 pub const ADAPTER_STATUS_RUNNING: &str = "running";
 pub const ADAPTER_STATUS_STOPPED: &str = "stopped";
 pub const ADAPTER_STATUS_ERROR: &str = "error";
+pub const ADAPTER_STATUS_UNCONFIGURED: &str = "unconfigured";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -17,6 +20,9 @@ pub enum AdapterStatus {
     Running,
     Stopped,
     Error,
+    /// Waiting for settings it cannot work without (listed in `missing_settings`): not a
+    /// failure, nothing to fix but to set them.
+    Unconfigured,
 }
 
 impl AdapterStatus {
@@ -25,6 +31,7 @@ impl AdapterStatus {
             Self::Running => ADAPTER_STATUS_RUNNING,
             Self::Stopped => ADAPTER_STATUS_STOPPED,
             Self::Error => ADAPTER_STATUS_ERROR,
+            Self::Unconfigured => ADAPTER_STATUS_UNCONFIGURED,
         }
     }
 }
@@ -59,6 +66,8 @@ pub struct AdapterEntry {
     pub metadata: BTreeMap<String, String>,
     /// Its jobs waiting to run.
     pub pending_jobs: u32,
+    /// While `unconfigured`: the settings it waits for.
+    pub missing_settings: Vec<String>,
 }
 
 impl AdapterEntry {
@@ -78,6 +87,7 @@ impl AdapterEntry {
             note: None,
             metadata: BTreeMap::new(),
             pending_jobs: 0,
+            missing_settings: Vec::new(),
         }
     }
 }
@@ -160,11 +170,43 @@ impl AdapterRegistry {
         });
     }
 
+    /// Running: the note and the settings it waited for go, and so does an error of its
+    /// settings or its hooks (running says its cause is gone; the count keeps it).
     pub fn mark_running(&self, name: &str) {
         self.update(name, |e| {
             e.status = AdapterStatus::Running;
             e.note = None;
+            e.missing_settings.clear();
+            let resolved = [FailureKind::ConfigError, FailureKind::HookError];
+            if e.error_message.as_deref().is_some_and(|m| {
+                resolved
+                    .iter()
+                    .any(|kind| m.starts_with(&format!("{kind}: ")))
+            }) {
+                e.error_message = None;
+                e.error_at = None;
+            }
         });
+    }
+
+    /// Waiting for settings: status `unconfigured`, the missing ones listed. Not counted as
+    /// an error.
+    pub fn mark_unconfigured(&self, name: &str, missing: &[String]) {
+        self.update(name, |e| {
+            e.status = AdapterStatus::Unconfigured;
+            e.missing_settings = missing.to_vec();
+        });
+    }
+
+    /// Records what keeps an adapter from working with its settings: `unconfigured` when
+    /// settings are only missing, a `ConfigError` when one is wrong.
+    pub fn report_config(&self, name: &str, problem: &ConfigProblem) {
+        match problem {
+            ConfigProblem::Missing(missing) => self.mark_unconfigured(name, missing),
+            ConfigProblem::Invalid(message) => {
+                self.mark_error(name, FailureKind::ConfigError, message);
+            }
+        }
     }
 
     pub fn mark_stopped(&self, name: &str) {
@@ -228,6 +270,19 @@ impl AdapterRegistry {
     /// Sets `last_activity_at` to now; the status is unchanged.
     pub fn touch(&self, name: &str) {
         self.update(name, |e| e.last_activity_at = Some(now()));
+    }
+
+    /// Sets `last_activity_at` to `at` (UTC ISO 8601, as [`now`] writes) unless the entry
+    /// has a later one: activity remembered from before a restart.
+    pub fn restore_activity(&self, name: &str, at: &str) {
+        self.update(name, |e| {
+            if e.last_activity_at
+                .as_deref()
+                .is_none_or(|current| current < at)
+            {
+                e.last_activity_at = Some(at.to_owned());
+            }
+        });
     }
 
     /// Whether an entry of that name exists.
@@ -304,6 +359,40 @@ mod tests {
             "AdapterError: ".len() + MAX_MESSAGE_CHARS + 1
         );
         assert!(kept.ends_with('…'));
+
+        // Waiting for settings is no error; running again clears the error of its settings,
+        // not others.
+        registry.mark_unconfigured("webhook", &["SERVICE_WEBHOOK_SECRET".to_owned()]);
+        let waiting = registry.get("webhook").unwrap();
+        assert_eq!(
+            (
+                waiting.status,
+                waiting.error_count,
+                waiting.missing_settings
+            ),
+            (
+                AdapterStatus::Unconfigured,
+                3,
+                vec!["SERVICE_WEBHOOK_SECRET".to_owned()]
+            )
+        );
+        registry.mark_running("webhook");
+        assert!(registry.get("webhook").unwrap().error_message.is_some());
+        registry.report_config("webhook", &ConfigProblem::Invalid("bad URL".into()));
+        assert_eq!(
+            registry.get("webhook").unwrap().error_message.as_deref(),
+            Some("ConfigError: bad URL")
+        );
+        registry.mark_running("webhook");
+        let resolved = registry.get("webhook").unwrap();
+        assert_eq!(
+            (
+                resolved.error_message,
+                resolved.error_at,
+                resolved.error_count
+            ),
+            (None, None, 4)
+        );
 
         // Unknown names change nothing and create nothing.
         registry.mark_error("ghost", "X", "y");

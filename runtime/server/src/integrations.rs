@@ -2,6 +2,7 @@
 //! present, and a cheap live probe for those that have one. Secret values never leave this
 //! module except as request headers to the service they belong to.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -113,6 +114,8 @@ pub const CATALOG: &[Integration] = &[
             "SERVICE_TEAMCHAT_SIGNING_SECRET",
             "SERVICE_TEAMCHAT_AGENT_PROFILE",
             "SERVICE_TEAMCHAT_API_BASE",
+            "SERVICE_TEAMCHAT_HOOKS_BASE",
+            "SERVICE_TEAMCHAT_CONTEXT_MESSAGES",
             "SERVICE_TEAMCHAT_APPROVERS",
         ],
         configured_by: Needs::All(&[
@@ -167,6 +170,18 @@ pub const CATALOG: &[Integration] = &[
         name: "Signed webhook",
         env_vars: &["SERVICE_WEBHOOK_SECRET"],
         configured_by: Needs::All(&["SERVICE_WEBHOOK_SECRET"]),
+        probe: None,
+    },
+    Integration {
+        id: "email",
+        name: "Email (IMAP and SMTP)",
+        env_vars: &service_email::config::SETTINGS,
+        configured_by: Needs::All(&[
+            service_email::config::IMAP_HOST,
+            service_email::config::SMTP_HOST,
+            service_email::config::USERNAME,
+            service_email::config::PASSWORD,
+        ]),
         probe: None,
     },
     Integration {
@@ -270,6 +285,10 @@ pub struct Status {
     pub name: &'static str,
     pub env_vars: &'static [&'static str],
     pub configured: bool,
+    /// Which of its variables are set (never their values).
+    pub set: BTreeMap<&'static str, bool>,
+    /// Whether it has a live probe (`verify`).
+    pub verifiable: bool,
     /// Outcome of the last probe; `None` when never probed since its settings last changed.
     pub verified: Option<bool>,
 }
@@ -294,6 +313,15 @@ impl Integration {
         self.probe.is_some()
     }
 
+    /// The URL the probe asks, from the settings as they are now.
+    pub fn probe_url(&self, env: &SettingsStore) -> Option<String> {
+        let probe = self.probe.as_ref()?;
+        let base = env
+            .get(probe.base_var)
+            .unwrap_or_else(|| probe.default_base.to_owned());
+        Some(format!("{}{}", base.trim_end_matches('/'), probe.path))
+    }
+
     /// Runs the live probe. Failures name the HTTP status or the transport problem, never the
     /// response body, which some services use to echo part of a rejected key.
     pub async fn probe(&self, env: &SettingsStore, client: &reqwest::Client) -> Verification {
@@ -303,10 +331,7 @@ impl Integration {
         if !self.is_configured(env) {
             return Verification::failed(format!("{} is not configured", self.name));
         }
-        let base = env
-            .get(probe.base_var)
-            .unwrap_or_else(|| probe.default_base.to_owned());
-        let url = format!("{}{}", base.trim_end_matches('/'), probe.path);
+        let url = self.probe_url(env).unwrap_or_default();
         let mut request = client
             .request(probe.method.clone(), &url)
             .timeout(Duration::from_secs(10));
@@ -347,7 +372,7 @@ impl Integration {
 }
 
 impl Verification {
-    fn failed(message: impl Into<String>) -> Self {
+    pub fn failed(message: impl Into<String>) -> Self {
         Self {
             ok: false,
             error: Some(message.into()),
@@ -365,6 +390,8 @@ pub fn statuses(conn: &Conn, env: &SettingsStore) -> Result<Vec<Status>> {
                 name: i.name,
                 env_vars: i.env_vars,
                 configured: i.is_configured(env),
+                set: i.env_vars.iter().map(|v| (*v, env.is_set(v))).collect(),
+                verifiable: i.has_probe(),
                 verified: last_verification(conn, i.id)?,
             })
         })

@@ -26,6 +26,7 @@ pub mod peers;
 pub mod placeholders;
 pub mod replica;
 pub mod resumer;
+pub mod running_server;
 pub mod scheduler;
 pub mod sealed_settings;
 pub mod server;

@@ -51,7 +51,7 @@ enum Command {
         /// What to ask
         prompt: String,
     },
-    /// Manage cron schedules (the dashboard shows them read-only)
+    /// Manage cron schedules (as the dashboard's Schedules tab does)
     Schedule {
         #[command(subcommand)]
         command: ScheduleCommand,

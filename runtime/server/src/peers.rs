@@ -20,6 +20,7 @@ pub struct Peers {
     jobs_ready: Arc<Notify>,
     running: Arc<RunningTasks>,
     supervisor: Arc<Supervisor>,
+    components: Arc<wasm::Components>,
     db: Db,
     env: Arc<SettingsStore>,
     data_dir: PathBuf,
@@ -32,6 +33,7 @@ impl Peers {
             jobs_ready: Arc::clone(&app.jobs_ready),
             running: Arc::clone(&app.running),
             supervisor: Arc::clone(&app.supervisor),
+            components: Arc::clone(&app.components),
             db: app.db.clone(),
             env: Arc::clone(&app.env),
             data_dir: app.data_dir.clone(),
@@ -71,8 +73,8 @@ impl Peers {
     async fn reload_settings(&self) {
         let env = Arc::clone(&self.env);
         match self.db.call(move |conn| env.reload_shared(conn)).await {
-            // An adapter that reported a missing setting looks again.
-            Ok(()) => self.supervisor.recheck().await,
+            // The adapters that read a changed key take it.
+            Ok(changed) => drop(self.components.settings_changed(&changed).await),
             Err(e) => tracing::warn!("cannot re-read the keys written on other replicas: {e}"),
         }
     }

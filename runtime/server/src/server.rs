@@ -39,6 +39,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), presence_stop.clone()).await?;
     app.supervisor.load_choices().await?;
+    let activity_stop = CancellationToken::new();
+    let activity = tokio::spawn(crate::adapters::activity::keep(
+        app.db.clone(),
+        Arc::clone(app.supervisor.registry()),
+        activity_stop.clone(),
+    ));
     app.mcp.start();
     let host = options
         .host
@@ -71,6 +77,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // tests can find a port chosen by `--port 0`. Adapters start behind it: a slow `start` or
     // a component compiling never holds the server from listening.
     println!("service-runtime listening on http://{addr}");
+    // Commands (`run`, `schedule run`) go through this server while it runs.
+    let _announced = crate::running_server::announce(&app.data_dir, addr)
+        .map_err(|e| tracing::warn!("cannot write the server's URL to the data directory: {e}"))
+        .ok();
     tracing::info!(
         data_dir = %app.data_dir.display(),
         database = %app.db.backend().as_str(),
@@ -137,6 +147,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         let _ = singletons.await;
     }
     app.mcp.stop().await;
+    activity_stop.cancel();
+    let _ = activity.await;
     presence_stop.cancel();
     let _ = presence.await;
     tracing::info!("stopped");

@@ -11,7 +11,7 @@
 //! database (see `sealed_settings`) and applies on every replica; the process environment
 //! still wins, then those keys, then `.env`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -123,10 +123,11 @@ impl SettingsStore {
         }
     }
 
-    /// Re-reads the keys written through the API on any replica (with PostgreSQL).
-    pub fn reload_shared(&self, conn: &Conn) -> crate::error::Result<()> {
+    /// Re-reads the keys written through the API on any replica (with PostgreSQL). Returns
+    /// the names whose value changed.
+    pub fn reload_shared(&self, conn: &Conn) -> crate::error::Result<BTreeSet<String>> {
         let Some(shared) = &self.shared else {
-            return Ok(());
+            return Ok(BTreeSet::new());
         };
         let Some(key) = &shared.key else {
             let stored = sealed_settings::count(conn)?;
@@ -137,7 +138,7 @@ impl SettingsStore {
                      set on this replica: they do not apply here"
                 );
             }
-            return Ok(());
+            return Ok(BTreeSet::new());
         };
         let (values, unreadable) = sealed_settings::load(conn, key)?;
         if !unreadable.is_empty() {
@@ -146,8 +147,16 @@ impl SettingsStore {
                 "these keys were sealed with another {KEY_VARIABLE}: they do not apply here"
             );
         }
-        *write_lock(&shared.values) = values;
-        Ok(())
+        let mut current = write_lock(&shared.values);
+        let changed = values
+            .iter()
+            .filter(|(name, value)| current.get(*name) != Some(value))
+            .map(|(name, _)| name)
+            .chain(current.keys().filter(|name| !values.contains_key(*name)))
+            .cloned()
+            .collect();
+        *current = values;
+        Ok(changed)
     }
 
     pub fn is_set(&self, name: &str) -> bool {

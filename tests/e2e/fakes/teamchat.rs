@@ -69,6 +69,7 @@ impl FakePlatform {
             ..Platform::default()
         }));
         let router = Router::new()
+            .route("/api/auth.test", post(auth_test))
             .route("/api/chat.postMessage", post(post_message))
             .route("/api/chat.update", post(update_message))
             .route("/api/conversations.replies", get(replies))
@@ -164,6 +165,12 @@ fn authorization(headers: &HeaderMap) -> String {
 fn unauthorized(headers: &HeaderMap) -> Option<Response> {
     (authorization(headers) != format!("Bearer {BOT_TOKEN}"))
         .then(|| Json(json!({"ok": false, "error": "invalid_auth"})).into_response())
+}
+
+/// The Web API's token check: `ok` for the bot's token.
+async fn auth_test(headers: HeaderMap) -> Json<Value> {
+    let ok = authorization(&headers) == format!("Bearer {BOT_TOKEN}");
+    Json(json!({"ok": ok, "user_id": BOT_USER}))
 }
 
 async fn post_message(

@@ -67,7 +67,7 @@ impl Session {
         let config = match Config::from_secrets(|name| ctx.secrets.get(name)) {
             Ok(config) => config,
             Err(problem) => {
-                ctx.registry.mark_error(NAME, "ConfigError", &problem);
+                ctx.registry.report_config(NAME, &problem);
                 return;
             }
         };

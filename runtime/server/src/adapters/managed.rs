@@ -3,7 +3,9 @@
 use std::any::Any;
 
 use futures_util::future::BoxFuture;
-use service_contract::{AdapterEntry, AdapterError, HttpRequest, HttpResponse, Route};
+use service_contract::{
+    AdapterEntry, AdapterError, ConfigProblem, HttpRequest, HttpResponse, Route,
+};
 
 /// Why an adapter did not answer a request.
 #[derive(Debug, Clone)]
@@ -28,9 +30,11 @@ pub trait Managed: Any + Send + Sync {
     /// Answers a request to one of its routes (404 for a path it did not declare).
     fn handle_http(&self, request: HttpRequest) -> BoxFuture<'_, Result<HttpResponse, CallError>>;
     /// A problem with its settings it can tell without running (unset required secrets).
-    fn config_problem(&self) -> Option<String> {
+    fn config_problem(&self) -> Option<ConfigProblem> {
         None
     }
+    /// The settings it depends on: writing one starts it anew.
+    fn settings(&self) -> Vec<String>;
 }
 
 /// A JSON error answer, as every API error is.

@@ -2,6 +2,7 @@
 //! [`Supervisor`]: it owns their entries, lifecycle, toggles and request dispatch over the
 //! small [`Managed`] trait, which native adapters and component generations implement.
 
+pub mod activity;
 mod approvals;
 mod managed;
 mod native;

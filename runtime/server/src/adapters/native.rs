@@ -58,6 +58,14 @@ impl Managed for Native {
             .map(str::to_owned);
     }
 
+    fn settings(&self) -> Vec<String> {
+        self.adapter
+            .settings()
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    }
+
     fn toggleable(&self) -> bool {
         // Presence test: the hooks are only built, never polled, here.
         self.adapter.start(&self.ctx).is_some() && self.adapter.stop().is_some()

@@ -5,3 +5,4 @@ pub mod mcp;
 pub mod run;
 pub mod scaffold;
 pub mod schedule;
+pub mod through;

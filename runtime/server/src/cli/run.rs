@@ -8,17 +8,26 @@ use service_runtime::agents::profiles::DEFAULT_PROFILE;
 use service_runtime::app::{App, Role};
 use service_runtime::engine::{Event, ProfileChoice, RunRequest};
 use service_runtime::replica;
+
+use super::through;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Streams the answer to stdout and tool activity to stderr; the last stdout line is
-/// `trace_id: <id>`. Ctrl-C cancels the run (its trace records that).
+/// `trace_id: <id>`. Ctrl-C cancels the run (its trace records that). Through the server
+/// running for `data_dir` when there is one, in this process otherwise.
 pub async fn run(
     data_dir: &Path,
     agent: Option<String>,
     model: Option<String>,
     prompt: String,
 ) -> anyhow::Result<()> {
+    if let Some(url) = through::server(data_dir).await? {
+        return remote(&url, agent, model, prompt).await;
+    }
     let app = App::open(data_dir, Role::Command).await?;
     // The run's trace names this process, which says it is alive while it runs.
     let _presence =
@@ -41,14 +50,7 @@ pub async fn run(
     loop {
         tokio::select! {
             event = receiver.recv() => match event {
-                Some(Event::Started { .. }) => {}
-                Some(Event::Token { text }) => {
-                    stdout.write_all(text.as_bytes())?;
-                    stdout.flush()?;
-                }
-                Some(Event::ToolCall { name, input, .. }) => eprintln!("\n[tool] {name} {input}"),
-                Some(Event::ToolResult { name, error: Some(error), .. }) => eprintln!("[tool] {name} failed: {error}"),
-                Some(Event::ToolResult { name, .. }) => eprintln!("[tool] {name} done"),
+                Some(event) => show(&mut stdout, &event)?,
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => cancel.cancel(),
@@ -65,5 +67,72 @@ pub async fn run(
             Some(trace_id) => anyhow::bail!("{e} (trace {trace_id})"),
             None => anyhow::bail!("{e}"),
         },
+    }
+}
+
+/// Prints one event of a run: tokens on stdout, tool activity on stderr.
+fn show(stdout: &mut impl Write, event: &Event) -> std::io::Result<()> {
+    match event {
+        Event::Started { .. } => {}
+        Event::Token { text } => {
+            stdout.write_all(text.as_bytes())?;
+            stdout.flush()?;
+        }
+        Event::ToolCall { name, input, .. } => eprintln!("\n[tool] {name} {input}"),
+        Event::ToolResult {
+            name,
+            error: Some(error),
+            ..
+        } => eprintln!("[tool] {name} failed: {error}"),
+        Event::ToolResult { name, .. } => eprintln!("[tool] {name} done"),
+    }
+    Ok(())
+}
+
+/// The run on the server, streamed (`POST /api/chat/stream`); Ctrl-C closes the stream, which
+/// cancels it there.
+async fn remote(
+    url: &str,
+    agent: Option<String>,
+    model: Option<String>,
+    prompt: String,
+) -> anyhow::Result<()> {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/api/chat/stream"))
+        .json(&json!({ "prompt": prompt, "agent": agent, "model": model }))
+        .send()
+        .await?;
+    if !response.status().is_success() {
+        return Err(through::refused(response).await);
+    }
+    let mut frames = response.bytes_stream().eventsource();
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted: the run was cancelled"),
+        };
+        let Some(frame) = frame else {
+            anyhow::bail!("the server closed the stream before the run ended");
+        };
+        let frame: Value = serde_json::from_str(&frame?.data)?;
+        let trace = frame["trace_id"].as_str().unwrap_or("-");
+        match frame["type"].as_str() {
+            Some("done") => {
+                writeln!(stdout, "\ntrace_id: {trace}")?;
+                return Ok(());
+            }
+            Some("error") => {
+                let message = frame["message"].as_str().unwrap_or("the run failed");
+                anyhow::bail!("{message} (trace {trace})")
+            }
+            Some("approval_required") => anyhow::bail!(
+                "the run waits for a person to approve {} (approval {}); decide it in the \
+                 dashboard (trace {trace})",
+                frame["tool"].as_str().unwrap_or("a tool"),
+                frame["approval_id"].as_str().unwrap_or("-")
+            ),
+            _ => show(&mut stdout, &serde_json::from_value(frame)?)?,
+        }
     }
 }

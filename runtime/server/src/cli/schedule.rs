@@ -22,6 +22,8 @@ use service_runtime::scheduler::tick::Due;
 use service_runtime::settings_store::SettingsStore;
 use service_runtime::tasks;
 
+use super::through;
+
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
     /// Create a schedule
@@ -225,6 +227,9 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             println!("deleted {name:?}");
         }
         ScheduleCommand::Run { name } => {
+            if let Some(url) = through::server(data_dir).await? {
+                return run_on_server(&url, &name).await;
+            }
             let app = App::open(data_dir, Role::Command).await?;
             let (schedule, mut in_progress) = app.db.blocking(|conn| {
                 Ok((
@@ -261,20 +266,63 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                 }
             };
             let trace = ran.trace_id().unwrap_or("-").to_owned();
-            match ran.outcome {
-                // The answer, then the trace id last, as `run` prints them.
-                Ok(reply) => println!("{}\ntrace_id: {trace}", reply.text),
-                Err(failure) if failure.kind == RunFailureKind::UnknownAgent => anyhow::bail!(
-                    "the run of {name:?} failed: {failure}; create that agent or point the \
-                     schedule at another with `schedule edit {name} --agent NAME` \
-                     (trace_id: {trace})"
-                ),
-                Err(failure) => anyhow::bail!(
-                    "the run of {name:?} ended with status {}: {failure} (trace_id: {trace})",
-                    ran.status
-                ),
-            }
+            let outcome = ran
+                .outcome
+                .map(|reply| reply.text)
+                .map_err(|f| (f.kind == RunFailureKind::UnknownAgent, f.to_string()));
+            report(&name, &ran.status.to_string(), outcome, &trace)?;
         }
     }
     Ok(())
+}
+
+/// What a run now ended with: the answer, then the trace id last, as `run` prints them; or
+/// the error (`true` when its agent is unknown).
+fn report(
+    name: &str,
+    status: &str,
+    outcome: Result<String, (bool, String)>,
+    trace: &str,
+) -> anyhow::Result<()> {
+    match outcome {
+        Ok(text) => {
+            println!("{text}\ntrace_id: {trace}");
+            Ok(())
+        }
+        Err((true, failure)) => anyhow::bail!(
+            "the run of {name:?} failed: {failure}; create that agent or point the schedule at \
+             another with `schedule edit {name} --agent NAME` (trace_id: {trace})"
+        ),
+        Err((false, failure)) => anyhow::bail!(
+            "the run of {name:?} ended with status {status}: {failure} (trace_id: {trace})"
+        ),
+    }
+}
+
+/// `schedule run` on the server (`POST /api/schedules/{name}/run?wait=true`).
+async fn run_on_server(url: &str, name: &str) -> anyhow::Result<()> {
+    let mut url = reqwest::Url::parse(url)?;
+    url.path_segments_mut()
+        .map_err(|()| anyhow::anyhow!("the server URL cannot take a path"))?
+        .extend(["api", "schedules", name, "run"]);
+    url.set_query(Some("wait=true"));
+    let response = reqwest::Client::new().post(url).send().await?;
+    if !response.status().is_success() {
+        return Err(through::refused(response).await);
+    }
+    let ran: serde_json::Value = response.json().await?;
+    let outcome = match ran["text"].as_str() {
+        Some(text) => Ok(text.to_owned()),
+        None => Err((
+            ran["unknown_agent"] == true,
+            ran["error"].as_str().unwrap_or("the run failed").to_owned(),
+        )),
+    };
+    let status = ran["status"].as_str().unwrap_or("-");
+    report(
+        name,
+        status,
+        outcome,
+        ran["trace_id"].as_str().unwrap_or("-"),
+    )
 }

@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 19;
+pub const SCHEMA_VERSION: u32 = 20;
 
 struct Step {
     sqlite: &'static str,
@@ -110,6 +110,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             ("approvals", "then_task", "TEXT"),
         ],
         sqlite_after: "CREATE INDEX IF NOT EXISTS approvals_then_task ON approvals (then_task);",
+    },
+    Step {
+        sqlite: sql!("0020_adapter_activity.sql"),
+        postgres: Some(sql!("postgres/0020_adapter_activity.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
     },
 ];
 

@@ -41,7 +41,7 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 pub const DEFAULT_LLM_CALL_BUDGET: u32 = 100;
 
 /// What a run reports while it works.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// The run's trace exists: sent once, before anything else.

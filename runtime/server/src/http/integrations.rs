@@ -1,6 +1,8 @@
 //! `/api/integrations`: what is configured, writing keys, and live probes. No response ever
 //! carries a secret value.
 
+use std::collections::BTreeSet;
+
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
@@ -12,7 +14,7 @@ use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
 use crate::bus::Event;
 use crate::error::Error;
-use crate::integrations::{self, Integration};
+use crate::integrations::{self, Integration, Verification};
 use crate::settings_store::{MAX_VALUE_BYTES, SettingsStore};
 
 fn find(id: &str) -> Result<&'static Integration, Error> {
@@ -71,6 +73,7 @@ pub async fn write_key(
     let env = app.env.clone();
     let id = integration.id;
     let name = key.env_var.clone();
+    let before = app.env.get(&name);
     app.db
         .call(move |conn| {
             // The key last: a failure before it leaves only a verification forgotten.
@@ -83,14 +86,23 @@ pub async fn write_key(
     if stored == "database" {
         app.bus.publish(Event::SettingsChanged);
     }
-    // An adapter that reported the missing setting looks again.
-    app.adapters.recheck().await;
+    // Where the process environment wins over the key, nothing changed.
+    let changed = app.env.get(&name) != before;
+    let overridden = SettingsStore::in_process(&name);
+    let applied_to = if changed {
+        app.components
+            .settings_changed(&BTreeSet::from([name]))
+            .await
+    } else {
+        Vec::new()
+    };
     Ok(Json(json!({
         "id": id,
         "configured": integration.is_configured(&app.env),
         "stored_in": stored,
-        // The process environment wins over keys written here.
-        "overridden_by_environment": SettingsStore::in_process(&name),
+        "overridden_by_environment": overridden,
+        // Every key applies without a restart: these adapters started anew to read it.
+        "applied_to": applied_to,
     })))
 }
 
@@ -100,7 +112,15 @@ pub async fn verify(
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
     let integration = find(&id)?;
-    let outcome = integration.probe(&app.env, &app.http).await;
+    let mut outcome = integration.probe(&app.env, &app.http).await;
+    // What answered the probe must be what the adapter reaches: its grant decides that.
+    if outcome.ok
+        && let Some(url) = integration.probe_url(&app.env)
+        && let Some(generation) = app.components.generation(integration.id)
+        && let Err(refusal) = generation.may_reach(&url)
+    {
+        outcome = Verification::failed(refusal);
+    }
     if integration.has_probe() {
         let id = integration.id;
         let recorded = outcome.clone();

@@ -13,9 +13,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{JsonBody, PathParam};
+use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
+use service_contract::RunFailureKind;
+
 use crate::agents::profiles;
 use crate::error::Error;
 use crate::scheduler::manage::{self, Changes, Draft};
@@ -163,11 +165,20 @@ pub async fn remove(
     Ok(Json(json!({ "deleted": name })))
 }
 
+#[derive(Deserialize)]
+pub struct RunQuery {
+    /// Answer once the run ended, with its outcome (the CLI's `schedule run`).
+    #[serde(default)]
+    wait: bool,
+}
+
 /// Runs the schedule once now, outside its cron (its next run is unchanged), as a task; 409
-/// while a run of it is in progress (a schedule never overlaps itself).
+/// while a run of it is in progress (a schedule never overlaps itself). 202 at once, or with
+/// `?wait=true` 200 once it ended: its task status, trace and answer or error.
 pub async fn run(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
+    QueryParams(query): QueryParams<RunQuery>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let wanted = name.clone();
     let (schedule, running) = app
@@ -189,10 +200,28 @@ pub async fn run(
         prompt: schedule.prompt,
     };
     let dispatcher = Arc::clone(&app.dispatcher);
-    tokio::spawn(async move {
-        if let Err(e) = dispatcher.run(due).await {
+    // On a task of its own, as the scheduler's runs: a client that goes away cuts nothing.
+    let run = tokio::spawn(async move {
+        let ran = dispatcher.run(due).await;
+        if let Err(e) = &ran {
             tracing::warn!(schedule = %name, "a run started from the API failed to start: {e}");
         }
+        ran
     });
-    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "started" }))))
+    if !query.wait {
+        return Ok((StatusCode::ACCEPTED, Json(json!({ "status": "started" }))));
+    }
+    let ran = run
+        .await
+        .map_err(|e| Error::Internal(e.into()))?
+        .map_err(|e| Error::Internal(anyhow::anyhow!("{e}")))?;
+    let mut answer = json!({ "status": ran.status, "trace_id": ran.trace_id() });
+    match &ran.outcome {
+        Ok(reply) => answer["text"] = json!(reply.text),
+        Err(failure) => {
+            answer["error"] = json!(failure.to_string());
+            answer["unknown_agent"] = json!(failure.kind == RunFailureKind::UnknownAgent);
+        }
+    }
+    Ok((StatusCode::OK, Json(answer)))
 }

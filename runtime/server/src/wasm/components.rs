@@ -13,12 +13,21 @@ use super::loader::{Loader, Named};
 use super::loading;
 use super::sandbox::AdapterPlace;
 use super::tool_bridge::ToolBridge;
-use crate::adapters::Supervisor;
+use crate::adapters::{Managed, Supervisor};
 
 /// The components a start found to load.
 pub struct Found {
     files: BTreeMap<String, Files>,
     names: BTreeSet<String>,
+}
+
+/// Whether a reload installs a generation the same as the one serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    /// Only a changed component or grant is installed.
+    IfChanged,
+    /// Installed regardless: it starts anew (its settings changed).
+    Always,
 }
 
 pub struct Components {
@@ -99,7 +108,7 @@ impl Components {
     /// component of the same name).
     pub async fn discover(&self, Found { files, names }: Found) {
         for name in &names {
-            if let Err(e) = self.reload(name, files.get(name)).await {
+            if let Err(e) = self.reload(name, files.get(name), Fresh::IfChanged).await {
                 loading::load_failed(&self.supervisor, name, &format!("{e:#}"));
             }
         }
@@ -107,9 +116,37 @@ impl Components {
         self.prune_cache();
     }
 
+    /// Settings were written: every adapter that reads one of `changed` takes it now. Natives
+    /// start anew; components are loaded again, so their grant's origins and secrets are
+    /// resolved anew, and start anew (their tools listed again). Returns the adapters that
+    /// did.
+    pub async fn settings_changed(&self, changed: &BTreeSet<String>) -> Vec<String> {
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        let mut applied = self.supervisor.restart_natives_reading(changed).await;
+        let files = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for generation in self.supervisor.runners::<Generation>() {
+            if !generation.settings().iter().any(|s| changed.contains(s)) {
+                continue;
+            }
+            let name = &generation.name;
+            match self.reload(name, files.get(name), Fresh::Always).await {
+                Ok(()) => applied.push(name.clone()),
+                Err(e) => loading::load_failed(&self.supervisor, name, &format!("{e:#}")),
+            }
+        }
+        applied.sort();
+        applied
+    }
+
     /// Loads an adapter from its file, else its bundled component, and installs it unless
-    /// the same component under the same grant already serves.
-    async fn reload(&self, name: &str, files: Option<&Files>) -> anyhow::Result<()> {
+    /// the same component under the same grant already serves (and `fresh` allows that).
+    async fn reload(&self, name: &str, files: Option<&Files>, fresh: Fresh) -> anyhow::Result<()> {
         let bytes = match files.and_then(|f| f.wasm.as_ref()) {
             Some((path, _)) => std::fs::read(path)?,
             None => self.loader.bundled_bytes(name)?,
@@ -118,7 +155,7 @@ impl Components {
         match self.generation(name) {
             // The same component under the same grant keeps serving; only the entry no longer
             // shows a failure of the file in between.
-            Some(current) if current.same_as(&generation) => {
+            Some(current) if fresh == Fresh::IfChanged && current.same_as(&generation) => {
                 self.supervisor.refresh(name);
             }
             _ => self.install(generation).await,
@@ -158,7 +195,7 @@ impl Components {
             let had_wasm = old.is_some_and(|f| f.wasm.is_some());
             let has_wasm = new.is_some_and(|f| f.wasm.is_some());
             if has_wasm || self.loader.bundled(name).is_some() {
-                if let Err(e) = self.reload(name, new).await {
+                if let Err(e) = self.reload(name, new, Fresh::IfChanged).await {
                     if had_wasm && !has_wasm {
                         // The file is gone and nothing replaces it.
                         self.unload(name).await;

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use service_contract::{
-    AdapterEntry, AdapterError, AdapterKind, FailureKind, HttpRequest, HttpResponse, Route,
+    AdapterEntry, AdapterError, AdapterKind, ConfigProblem, FailureKind, HttpRequest, HttpResponse,
+    Route,
 };
 
 use super::caps::RunContext;
 use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
-use super::grants::Request;
+use super::grants::{Origin, Request};
 use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
 use super::state::JobContext;
 use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, no_route};
@@ -53,6 +54,28 @@ impl Generation {
     /// A grant file that would cover every import it was granted nothing of.
     pub fn suggested_grant(&self) -> String {
         self.prepared.caller.granted.suggested_grant(&self.request)
+    }
+
+    /// Whether its grant lets it send requests to `url`; the refusal says why not.
+    pub fn may_reach(&self, url: &str) -> Result<(), String> {
+        let origin = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|url| Origin::of(&url))
+            .ok_or_else(|| format!("{url:?} is not a URL"))?;
+        if self
+            .prepared
+            .caller
+            .granted
+            .outbound_http
+            .origins
+            .contains(&origin)
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "the {} adapter may not reach {origin}: its grant does not name that origin",
+            self.name
+        ))
     }
 
     /// Whether the same component under the same grant already serves as `other`.
@@ -193,14 +216,22 @@ impl Managed for Generation {
         .boxed()
     }
 
-    /// Required secrets that are unset or not granted.
-    fn config_problem(&self) -> Option<String> {
+    /// Required secrets that are unset (it waits for them), or not granted (its grant is
+    /// wrong).
+    fn config_problem(&self) -> Option<ConfigProblem> {
         let caller = &self.prepared.caller;
         let secrets = &caller.granted.secrets;
-        let problems: Vec<String> = secrets
+        let missing: Vec<String> = secrets
             .required
             .iter()
             .filter(|name| caller.services.env.get(name).is_none())
+            .cloned()
+            .collect();
+        if secrets.required_ungranted.is_empty() {
+            return (!missing.is_empty()).then_some(ConfigProblem::Missing(missing));
+        }
+        let problems: Vec<String> = missing
+            .iter()
             .map(|name| format!("{name} is not set"))
             .chain(
                 secrets
@@ -209,6 +240,18 @@ impl Managed for Generation {
                     .map(|name| format!("{name} is required but its grant does not name it")),
             )
             .collect();
-        (!problems.is_empty()).then(|| problems.join("; "))
+        Some(ConfigProblem::Invalid(problems.join("; ")))
+    }
+
+    /// Its granted secrets and the variables naming the origins it may reach.
+    fn settings(&self) -> Vec<String> {
+        let granted = &self.prepared.caller.granted;
+        granted
+            .secrets
+            .names
+            .iter()
+            .chain(&granted.outbound_http.variables)
+            .cloned()
+            .collect()
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use service_contract::{AdapterEntry, AdapterError, AdapterStatus};
 
 use super::{DISABLED, Supervisor, read, write};
-use crate::adapters::toggles;
+use crate::adapters::{activity, toggles};
 use crate::error::Error;
 
 /// Why a toggle was refused or failed.
@@ -23,6 +23,8 @@ pub enum ToggleError {
     HeldBack { name: String, reason: String },
     #[error("{0}")]
     HookFailed(AdapterError),
+    #[error("adapter {name:?} is not configured: set {}", missing.join(", "))]
+    Unconfigured { name: String, missing: Vec<String> },
     #[error(transparent)]
     Internal(#[from] Error),
 }
@@ -35,10 +37,16 @@ pub(super) enum Choice {
 }
 
 impl Supervisor {
-    /// Reads the operator's choices; call it before anything starts.
+    /// Reads the operator's choices, and the activity kept from before; call it before
+    /// anything starts.
     pub async fn load_choices(&self) -> crate::error::Result<()> {
         let disabled = toggles::disabled(&self.db).await?;
         write(&self.disabled).extend(disabled);
+        let activity = activity::load(&self.db).await?;
+        for (name, at) in &activity {
+            self.registry().restore_activity(name, at);
+        }
+        *write(&self.activity) = activity;
         Ok(())
     }
 
@@ -169,6 +177,20 @@ impl Supervisor {
                 self.start(name, runner.as_ref())
                     .await
                     .map_err(ToggleError::HookFailed)?;
+                if choice == Choice::Made
+                    && let Some(entry) = self.registry().get(name)
+                    && entry.status == AdapterStatus::Unconfigured
+                {
+                    if disabled {
+                        // Left as it was: off, its entry listing what it waits for.
+                        let _ = self.stop(name, runner.as_ref()).await;
+                        self.registry().mark_stopped_because(name, DISABLED);
+                    }
+                    return Err(ToggleError::Unconfigured {
+                        name: name.to_owned(),
+                        missing: entry.missing_settings,
+                    });
+                }
                 self.set_disabled(name, false, choice).await;
                 self.serving.notify_one();
             }

@@ -1,7 +1,7 @@
 //! What the registry says of a runner when it is installed or looked at again, and the place
 //! kept for an adapter that has no runner yet.
 
-use service_contract::{AdapterEntry, AdapterKind, AdapterStatus, FailureKind};
+use service_contract::{AdapterEntry, AdapterKind, AdapterStatus};
 
 use super::{Slot, Supervisor, read, write};
 use crate::adapters::managed::Managed;
@@ -42,13 +42,7 @@ impl Supervisor {
         };
         match self.off(name) {
             Some(reason) => self.registry().mark_stopped_because(name, &reason),
-            None if started => {
-                self.registry().mark_running(name);
-                if let Some(problem) = runner.config_problem() {
-                    self.registry()
-                        .mark_error(name, FailureKind::ConfigError, &problem);
-                }
-            }
+            None if started => self.settle(name, runner.as_ref()),
             None => {}
         }
     }
@@ -58,10 +52,11 @@ impl Supervisor {
     /// (activity, errors) kept.
     pub(super) fn publish(&self, runner: &dyn Managed) {
         let name = runner.name();
-        let mut entry = self
-            .registry()
-            .get(name)
-            .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
+        let mut entry = self.registry().get(name).unwrap_or_else(|| {
+            let mut entry = AdapterEntry::new(name, AdapterKind::Wasm);
+            entry.last_activity_at = read(&self.activity).get(name).cloned();
+            entry
+        });
         runner.describe(&mut entry);
         let off = self.off(name);
         entry.status = match off {

@@ -1,5 +1,6 @@
 //! Installing, starting and stopping adapters: one lock, deadlines, failures on the entry.
 
+use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -101,6 +102,10 @@ impl Supervisor {
     /// finds a setting missing records it and returns, spec 3.2 rule 5).
     pub(super) async fn start(&self, name: &str, runner: &dyn Managed) -> Result<(), AdapterError> {
         let errors_before = self.errors(name);
+        if self.status(name) == Some(AdapterStatus::Unconfigured) {
+            // Only what this start reports counts.
+            self.registry().mark_stopped(name);
+        }
         self.hook(name, runner.start(), self.start_limit).await?;
         if let Some(slot) = write(&self.slots).get_mut(name) {
             slot.started = Some(self.starts.fetch_add(1, Ordering::Relaxed));
@@ -110,13 +115,25 @@ impl Supervisor {
             let message = entry.and_then(|e| e.error_message).unwrap_or_default();
             return Err(AdapterError::config(message));
         }
-        self.registry().mark_running(name);
-        if let Some(problem) = runner.config_problem() {
-            self.registry()
-                .mark_error(name, FailureKind::ConfigError, &problem);
+        // A native that found settings missing said so while it started.
+        if self.status(name) != Some(AdapterStatus::Unconfigured) {
+            self.settle(name, runner);
         }
         self.serving.notify_one();
         Ok(())
+    }
+
+    /// The entry of an adapter that started: `running`, unless its runner can tell it waits
+    /// for settings or one of them is wrong.
+    pub(super) fn settle(&self, name: &str, runner: &dyn Managed) {
+        match runner.config_problem() {
+            None => self.registry().mark_running(name),
+            Some(problem) => self.registry().report_config(name, &problem),
+        }
+    }
+
+    pub(super) fn status(&self, name: &str) -> Option<AdapterStatus> {
+        self.registry().get(name).map(|e| e.status)
     }
 
     pub(super) async fn stop(&self, name: &str, runner: &dyn Managed) -> Result<(), AdapterError> {
@@ -151,50 +168,29 @@ impl Supervisor {
         Err(error)
     }
 
-    /// Settings changed: every serving adapter whose entry reports a configuration problem
-    /// looks again. A native adapter is started again (it reads its settings when it starts);
-    /// a component's required secrets are checked anew. An entry whose problem is gone is
-    /// `running` again.
-    pub async fn recheck(&self) {
+    /// Settings changed: every native adapter that reads one of `changed` is stopped and
+    /// started again (natives read their settings when they start). Components are reloaded
+    /// by `wasm::Components`. Returns the adapters started anew.
+    pub async fn restart_natives_reading(&self, changed: &BTreeSet<String>) -> Vec<String> {
         let _lifecycle = self.lifecycle.lock().await;
-        let slots: Vec<(String, Arc<dyn Managed>, bool, bool)> = read(&self.slots)
+        let natives: Vec<(String, Arc<dyn Managed>, bool)> = read(&self.slots)
             .iter()
-            .filter_map(|(name, s)| {
-                Some((
-                    name.clone(),
-                    s.runner.clone()?,
-                    s.native,
-                    s.started.is_some(),
-                ))
-            })
+            .filter(|(_, s)| s.native)
+            .filter_map(|(name, s)| Some((name.clone(), s.runner.clone()?, s.started.is_some())))
             .collect();
-        for (name, runner, native, started) in slots {
-            let config_error = self.registry().get(&name).is_some_and(|e| {
-                e.status == AdapterStatus::Error
-                    && e.error_message
-                        .is_some_and(|m| m.starts_with(FailureKind::ConfigError.as_str()))
-            });
-            if !config_error || self.off(&name).is_some() {
+        let mut restarted = Vec::new();
+        for (name, runner, started) in natives {
+            let reads = runner.settings().iter().any(|s| changed.contains(s));
+            if !reads || self.off(&name).is_some() {
                 continue;
             }
-            if native {
-                if started {
-                    let _ = self.stop(&name, runner.as_ref()).await;
-                }
-                let _ = self.start(&name, runner.as_ref()).await;
-                continue;
+            if started {
+                let _ = self.stop(&name, runner.as_ref()).await;
             }
-            match runner.config_problem() {
-                None => self.registry().mark_running(&name),
-                Some(problem) => {
-                    let current = format!("{}: {problem}", FailureKind::ConfigError);
-                    if self.registry().get(&name).and_then(|e| e.error_message) != Some(current) {
-                        self.registry()
-                            .mark_error(&name, FailureKind::ConfigError, &problem);
-                    }
-                }
-            }
+            let _ = self.start(&name, runner.as_ref()).await;
+            restarted.push(name);
         }
+        restarted
     }
 
     /// Unloads a component: its `stop`, its slot and its entry.

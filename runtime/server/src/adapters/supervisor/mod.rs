@@ -50,6 +50,8 @@ pub struct Supervisor {
     disabled: RwLock<HashSet<String>>,
     /// Kept from starting by a setting, with the reason.
     held_back: RwLock<HashMap<String, String>>,
+    /// Each adapter's last activity before this start, restored onto its entry.
+    activity: RwLock<HashMap<String, String>>,
     /// Natives another replica runs (or that wait to learn which one does), with the reason.
     standby: RwLock<HashMap<String, String>>,
     /// Taken by everything that runs `start` or `stop`, so hooks never interleave and never
@@ -82,6 +84,7 @@ impl Supervisor {
             disabled: RwLock::default(),
             held_back: RwLock::default(),
             standby: RwLock::default(),
+            activity: RwLock::default(),
             lifecycle: tokio::sync::Mutex::new(()),
             starts: AtomicU64::new(0),
             ready: std::sync::atomic::AtomicBool::new(false),

@@ -81,6 +81,8 @@ impl Grant {
 pub struct Granted {
     pub origins: BTreeSet<Origin>,
     pub limits: Limits,
+    /// The `[outbound_env]` variables its origins come from (writing one reloads it).
+    pub variables: BTreeSet<String>,
 }
 
 pub struct OutboundHttp;
@@ -107,9 +109,11 @@ impl Capability for OutboundHttp {
             granted.extend(grant.env_origin(variable, env)?);
         }
         let limits = grant.limits;
+        let variables = grant.outbound_env.keys().cloned().collect();
         if !request.imports.contains(Self::INTERFACE) {
             return Ok(Granted {
                 limits,
+                variables,
                 ..Granted::default()
             });
         }
@@ -123,7 +127,11 @@ impl Capability for OutboundHttp {
             }
             _ => granted,
         };
-        Ok(Granted { origins, limits })
+        Ok(Granted {
+            origins,
+            limits,
+            variables,
+        })
     }
 
     fn granted_anything(granted: &Granted) -> bool {

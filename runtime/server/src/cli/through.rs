@@ -1,0 +1,31 @@
+//! Whether a command runs through the server running for its data directory (its provider,
+//! agents and tools, components' included) or in this process; it says which on stderr.
+
+use std::path::Path;
+
+use service_runtime::running_server;
+use service_runtime::settings_store::SettingsStore;
+
+/// The running server's URL, or `None` to run in this process.
+pub async fn server(data_dir: &Path) -> anyhow::Result<Option<String>> {
+    let env = SettingsStore::load(data_dir)?;
+    let url = running_server::find(data_dir, &env).await;
+    match &url {
+        Some(url) => eprintln!("[through the server at {url}]"),
+        None => eprintln!(
+            "[no server runs for {}: running in this process]",
+            data_dir.display()
+        ),
+    }
+    Ok(url)
+}
+
+/// An answer that is not a success, as the error a command exits with (the API's message).
+pub async fn refused(response: reqwest::Response) -> anyhow::Error {
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    match body["error"].as_str() {
+        Some(message) => anyhow::anyhow!("{message}"),
+        None => anyhow::anyhow!("the server answered {status}"),
+    }
+}
