@@ -1537,11 +1537,19 @@ async fn narrow_window_keeps_every_tab_in_reach() {
         .await;
     assert!(layout["navHeight"].as_f64().unwrap() < 100.0, "{layout}");
     assert!(layout["pageOverflow"].as_f64().unwrap() <= 0.0, "{layout}");
-    assert_eq!(layout["links"], 7, "{layout}");
+    assert_eq!(layout["links"], 8, "{layout}");
     assert_eq!(layout["outside"], 0, "{layout}");
     browser.screenshot("narrow-agents").await;
 
-    for tab in ["chat", "store", "tasks", "adapters", "schedules", "traces"] {
+    for tab in [
+        "chat",
+        "store",
+        "tasks",
+        "adapters",
+        "schedules",
+        "traces",
+        "settings",
+    ] {
         browser.tab(tab).await;
         let overflow = browser
             .js(
@@ -1766,6 +1774,176 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
         .await;
     browser.screenshot("adapters-no-toggle").await;
     browser.finish(&[]).await;
+}
+
+#[tokio::test]
+async fn settings_tab_sets_up_an_unconfigured_adapter_without_showing_the_value() {
+    const SECRET: &str = "typed-in-the-browser-4f1c9e";
+    let server = Server::start();
+    // A fresh server: the webhook adapter waits for its secret, which is not an error.
+    let entry = server
+        .adapter("webhook")
+        .await
+        .expect("the bundled webhook");
+    assert_eq!(entry["status"], "unconfigured", "{entry}");
+    assert_eq!(entry["missing_settings"], json!(["SERVICE_WEBHOOK_SECRET"]));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("adapters").await;
+    let row = ".adapter-card[data-adapter=\"webhook\"]";
+    let card = browser
+        .js(
+            "const row = document.querySelector(arguments[0]);
+             return {status: row.dataset.status, pill: row.querySelector('[data-cell=\"status\"] .pill').className,
+                     needs: row.querySelector('.needs')?.textContent ?? null,
+                     setup: row.querySelector('[data-action=\"setup\"]')?.getAttribute('href') ?? null}",
+            vec![json!(row)],
+        )
+        .await;
+    assert_eq!(
+        card,
+        json!({"status": "unconfigured", "pill": "pill pill-unconfigured",
+               "needs": "Needs SERVICE_WEBHOOK_SECRET", "setup": "#/settings/webhook"})
+    );
+    // Waiting for settings has a filter of its own.
+    let tab = browser
+        .text("#adapter-filter [data-filter=\"unconfigured\"] .filter-count")
+        .await;
+    assert!(tab.parse::<usize>().unwrap() >= 1, "{tab}");
+    browser.screenshot("adapters-unconfigured").await;
+
+    // Set up opens the Settings tab at the webhook, its field ready for typing.
+    browser
+        .click(&format!("{row} [data-action=\"setup\"]"))
+        .await;
+    browser.ready("settings").await;
+    let integration = "[data-integration=\"webhook\"]";
+    let input = "#settings-webhook-SERVICE_WEBHOOK_SECRET";
+    let arrived = browser
+        .js(
+            "const card = document.querySelector(arguments[0]); const r = card.getBoundingClientRect();
+             return {hash: location.hash, focused: document.activeElement.id, selected: card.classList.contains('selected'),
+                     inView: r.top >= 0 && r.top < window.innerHeight, configured: card.dataset.configured,
+                     type: document.activeElement.type, placeholder: document.activeElement.placeholder,
+                     verify: card.querySelector('[data-action=\"verify\"]') !== null}",
+            vec![json!(integration)],
+        )
+        .await;
+    assert_eq!(
+        arrived,
+        json!({"hash": "#/settings/webhook", "focused": &input[1..], "selected": true, "inView": true,
+               "configured": "false", "type": "password", "placeholder": "not set", "verify": false})
+    );
+    browser.screenshot("settings").await;
+
+    // A value the server refuses is marked on its field.
+    browser.type_into(input, "   ").await;
+    browser
+        .click(&format!("{integration} [data-action=\"save\"]"))
+        .await;
+    let error = browser
+        .wait_for(
+            "the value's error",
+            "return document.querySelector('[data-error-for=\"SERVICE_WEBHOOK_SECRET\"]').textContent",
+        )
+        .await;
+    assert!(
+        error.as_str().unwrap().contains("must not be empty"),
+        "{error}"
+    );
+    assert_eq!(
+        browser
+            .find(input)
+            .await
+            .attr("aria-invalid")
+            .await
+            .unwrap(),
+        Some("true".to_owned())
+    );
+
+    browser.find(input).await.clear().await.unwrap();
+    browser.type_into(input, SECRET).await;
+    browser
+        .click(&format!("{integration} [data-action=\"save\"]"))
+        .await;
+    let toast = browser
+        .wait_for(
+            "the toast saying what the save did",
+            "return [...document.querySelectorAll('.toast')].map(t => t.textContent).find(t => t.includes('saved')) ?? ''",
+        )
+        .await;
+    let toast = toast.as_str().unwrap();
+    assert!(
+        toast.starts_with("Signed webhook: saved SERVICE_WEBHOOK_SECRET in .env; applied to "),
+        "{toast}"
+    );
+    let applied = toast.split("applied to ").nth(1).unwrap();
+    assert!(
+        applied
+            .trim_end_matches('.')
+            .split(", ")
+            .any(|a| a == "webhook"),
+        "{toast}"
+    );
+    browser
+        .wait_for(
+            "the webhook configured",
+            "const card = document.querySelector('[data-integration=\"webhook\"]');
+             return card.dataset.configured === 'true' && card.querySelector('.pill-configured') !== null
+                 && document.getElementById('settings-webhook-SERVICE_WEBHOOK_SECRET').placeholder === 'set'",
+        )
+        .await;
+    browser.screenshot("settings-saved").await;
+    // Stored, the value is nowhere on the page: not in the markup, not in a field.
+    let shown = browser
+        .js(
+            "return document.documentElement.outerHTML.includes(arguments[0])
+                 || [...document.querySelectorAll('input, textarea')].some(i => i.value.includes(arguments[0]))",
+            vec![json!(SECRET)],
+        )
+        .await;
+    assert_eq!(shown, false);
+    let (_, integrations) = server.get("/api/integrations").await;
+    assert!(!integrations.to_string().contains(SECRET));
+
+    // A probe's outcome shows on its card: here, an API with no key.
+    let openai = "[data-integration=\"openai\"]";
+    browser
+        .click(&format!("{openai} [data-action=\"verify\"]"))
+        .await;
+    let result = browser
+        .wait_for(
+            "the probe's outcome",
+            "const card = document.querySelector('[data-integration=\"openai\"]');
+             return card.dataset.verified === 'false' && card.querySelector('.verify-result[data-outcome=\"failed\"]')?.textContent",
+        )
+        .await;
+    assert!(
+        result.as_str().unwrap().starts_with("Failed: ")
+            && result.as_str().unwrap().contains("not configured"),
+        "{result}"
+    );
+    assert!(
+        texts(&browser, &format!("{openai} .integration-states .pill"))
+            .await
+            .contains(&"verify failed".to_owned())
+    );
+
+    // The adapter read its secret: it runs, and needs nothing more.
+    browser.tab("adapters").await;
+    browser
+        .wait_for(
+            "the webhook running",
+            "const row = document.querySelector('.adapter-card[data-adapter=\"webhook\"]');
+             return row?.dataset.status === 'running' && row.querySelector('[data-action=\"setup\"], .needs') === null",
+        )
+        .await;
+    assert_eq!(
+        server.adapter("webhook").await.unwrap()["status"],
+        "running"
+    );
+    browser.finish(&[400]).await;
 }
 
 #[tokio::test]
@@ -2052,6 +2230,92 @@ async fn agents_tab_edits_deletes_and_marks_unavailable_tools() {
     browser.finish(&[400]).await;
 }
 
+/// Where the newest toast is against the agent form's action row: whether they overlap.
+const TOAST_OVER_FORM_ACTIONS: &str =
+    "const toasts = [...document.querySelectorAll('.toast')]; if (!toasts.length) return null;
+    const t = toasts[toasts.length - 1].getBoundingClientRect();
+    const overlaps = (r) => t.left < r.right && r.left < t.right && t.top < r.bottom && r.top < t.bottom;
+    const row = document.querySelector('#agent-form .form-actions');
+    const buttons = [...row.querySelectorAll('button')].filter(b => b.getClientRects().length);
+    return {buttons: buttons.length, row: overlaps(row.getBoundingClientRect()),
+            button: buttons.some(b => overlaps(b.getBoundingClientRect()))}";
+
+/// Creates an agent through the form and returns where the toast saying so sits against the
+/// form's buttons, those scrolled to the bottom of the window (on a phone the form ends the
+/// page, so that is where they are; it is also where toasts used to be).
+async fn create_agent_and_locate_the_toast(browser: &Browser, name: &str) -> Value {
+    browser.type_into("#agent-name", name).await;
+    browser
+        .type_into("#agent-system_prompt", "Helps out.")
+        .await;
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for_with(
+            "the toast about the new agent",
+            "return [...document.querySelectorAll('.toast')].some(t => t.textContent === `Created agent ${arguments[0]}`)",
+            vec![json!(name)],
+        )
+        .await;
+    browser
+        .js(
+            "document.getElementById('agent-submit').scrollIntoView({block: 'end'})",
+            vec![],
+        )
+        .await;
+    browser.js(TOAST_OVER_FORM_ACTIONS, vec![]).await
+}
+
+#[tokio::test]
+async fn agents_tab_toasts_and_the_tool_picker_leave_the_form_usable() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    let clear = json!({"buttons": 1, "row": false, "button": false});
+    for (width, height, name) in [(1280, 800, "Wide"), (390, 844, "Narrow")] {
+        browser.client.set_window_size(width, height).await.unwrap();
+        browser.open("agents").await;
+        let toast = create_agent_and_locate_the_toast(&browser, name).await;
+        assert_eq!(
+            toast, clear,
+            "{width} px: the toast covers the form's buttons"
+        );
+        browser.screenshot(&format!("agents-toast-{width}")).await;
+
+        // Using the Tools field brings the whole picker into the window, nothing over it.
+        browser.click("#agent-tools").await;
+        let picker = browser
+            .js(
+                "const p = document.querySelector('.tool-picker').getBoundingClientRect();
+                 const f = document.querySelector('.agent-form-fields').getBoundingClientRect();
+                 return {inWindow: p.top >= 0 && p.bottom <= window.innerHeight && p.right <= window.innerWidth,
+                         inPane: p.top >= f.top && p.bottom <= f.bottom}",
+                vec![],
+            )
+            .await;
+        assert_eq!(
+            picker,
+            json!({"inWindow": true, "inPane": true}),
+            "{width} px"
+        );
+        assert_eq!(
+            browser.js(IN_VIEW, vec![json!(".tool-picker")]).await,
+            true,
+            "{width} px: something covers the picker"
+        );
+        if width > 760 {
+            // Wide, the form's fields scroll on their own and its buttons stay in sight.
+            assert_eq!(
+                browser.js(IN_VIEW, vec![json!("#agent-submit")]).await,
+                true,
+                "{width} px: the submit button is out of reach"
+            );
+        }
+        browser.screenshot(&format!("agents-picker-{width}")).await;
+    }
+    browser.finish(&[]).await;
+}
+
 #[tokio::test]
 async fn chat_stop_shows_only_while_a_run_streams_and_links_the_stopped_run() {
     let (reply, pieces) = llm::by_hand();
@@ -2330,6 +2594,7 @@ async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapter
             ["", total],
             ["running", count("running")],
             ["stopped", count("stopped")],
+            ["unconfigured", count("unconfigured")],
             ["error", count("error")]
         ])
     );

@@ -1,13 +1,15 @@
 // Adapters: the live adapter registry as cards, polled every 2 s so a new component or a fresh
 // error shows up without a reload; filter tabs by status; Enable/Disable for adapters that
-// have start and stop hooks. Below them, the MCP servers whose tools agents may use.
+// have start and stop hooks; for one waiting for settings (or refusing a wrong one), what it
+// needs and a link to its integration on the Settings tab. Below them, the MCP servers whose
+// tools agents may use.
 
 import {
-  ApiError, api, chips, empty, emptyState, enc, filterTabs, h, pill, refreshTimes, report, timeEl,
-  toast,
+  ApiError, api, chips, empty, emptyState, enc, filterTabs, h, needs, pill, refreshTimes, report,
+  timeEl, toast,
 } from './lib.js';
 
-const STATUSES = ['running', 'stopped', 'error'];
+const STATUSES = ['running', 'stopped', 'unconfigured', 'error'];
 
 const NO_TOGGLE = 'This adapter has no start and stop hooks, so it cannot be enabled or disabled; it runs while the server runs.';
 
@@ -27,7 +29,8 @@ async function toggle(adapter, enable, button, reload) {
 }
 
 function actionCell(adapter, reload) {
-  // Enable is for an adapter that is off; one running or failing can be turned off.
+  // Enable is for an adapter that is off; one running, failing or waiting for settings can be
+  // turned off.
   const running = adapter.status !== 'stopped';
   const label = running ? 'Disable' : 'Enable';
   if (!adapter.supports_toggle) {
@@ -96,9 +99,25 @@ function capabilities(adapter, cell) {
   return details;
 }
 
+/** Whether the adapter's settings keep it from working: missing, or one it refused. */
+function needsSettings(adapter) {
+  return adapter.status === 'unconfigured'
+    || (adapter.status === 'error' && Boolean(adapter.error_message?.startsWith('ConfigError')));
+}
+
+/** A link to the adapter's integration on the Settings tab, when settings are what it lacks. */
+function setupLink(adapter, integrations) {
+  if (!needsSettings(adapter) || !integrations.has(adapter.name)) return null;
+  return h('a', {
+    class: 'button small primary', href: `#/settings/${enc(adapter.name)}`, dataset: { action: 'setup' },
+    'aria-label': `Set up ${adapter.name}`,
+  }, 'Set up');
+}
+
 /** One adapter. Its parts carry `data-cell` in a fixed order (name, kind, status, activity,
- * errors, error, capabilities, action), whatever the layout. */
-function adapterCard(a, reload) {
+ * errors, error, capabilities, action), whatever the layout. `integrations` holds the ids of
+ * the integrations, which are also the names of the adapters they configure. */
+function adapterCard(a, reload, integrations) {
   const cell = (name, tag, props, ...content) => h(tag, { ...props, dataset: { cell: name } }, ...content);
   const row = (label, name, content) => [h('dt', null, label), cell(name, 'dd', null, content)];
   return h('li', { class: 'card adapter-card', dataset: { adapter: a.name, status: a.status } },
@@ -110,12 +129,13 @@ function adapterCard(a, reload) {
         facts(a)),
       cell('kind', 'span', { class: `kind kind-${a.kind === 'wasm' ? 'wasm' : 'native'}` }, a.kind),
       cell('status', 'span', null, pill(a.status))),
+    a.missing_settings?.length ? h('p', { class: 'setup' }, needs(a.missing_settings)) : null,
     h('dl', { class: 'meta' },
       row('Last activity', 'activity', timeEl(a.last_activity_at, 'never')),
       row('Errors', 'errors', h('span', { class: a.error_count > 0 ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
       row('Last error', 'error', errorCell(a))),
     capabilities(a, cell),
-    cell('action', 'div', { class: 'card-actions' }, actionCell(a, reload)));
+    cell('action', 'div', { class: 'card-actions' }, setupLink(a, integrations), actionCell(a, reload)));
 }
 
 /** One MCP server: its state, what it offers, and its last error. */
@@ -159,6 +179,9 @@ export async function adaptersView(main, route, ctx) {
   let lastMcp = null;
   const updated = h('span', { class: 'muted live', 'aria-live': 'off' });
   let last = null;
+  // Fetched once: which adapters an integration on the Settings tab configures.
+  const integrations = await api('/integrations', { signal: ctx.signal })
+    .then((r) => new Set(r.integrations.map((i) => i.id)), () => new Set());
 
   const load = async (force = false) => {
     const [{ adapters }, { servers }] = await Promise.all([
@@ -199,7 +222,7 @@ export async function adaptersView(main, route, ctx) {
     }
     const focused = document.activeElement?.dataset?.focusKey;
     body.replaceChildren(h('ul', { class: 'adapter-grid', 'aria-label': 'Adapters' },
-      shown.map((a) => adapterCard(a, load))));
+      shown.map((a) => adapterCard(a, load, integrations))));
     if (focused) body.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
   };
 

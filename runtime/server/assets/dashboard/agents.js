@@ -3,7 +3,8 @@
 // field; tools the agent lists but cannot use now are marked, with the reason.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, dot, enc, formErrors, formField, h, report, toast, toolChips,
+  ApiError, api, confirmDialog, dataChanged, dot, enc, formErrors, formField, h, report, spotlight, toast,
+  toolChips,
 } from './lib.js';
 
 const DEFAULT_AGENT = 'default';
@@ -119,6 +120,9 @@ function agentForm(tools, onSaved) {
         },
       }, t.name)))
     : null;
+  // The picker sits under the field, below the fold of the form's scrolling area: using the
+  // field brings it into view.
+  if (toolButtons) inputs.tools.addEventListener('focus', () => toolButtons.scrollIntoView({ block: 'nearest' }));
   const submit = h('button', { type: 'submit', class: 'primary', id: 'agent-submit' }, 'Create agent');
   const cancel = h('button', { type: 'button', class: 'ghost', id: 'agent-cancel', hidden: true, onclick: () => startCreate() }, 'Cancel');
 
@@ -249,10 +253,7 @@ export async function agentsView(main, _route, ctx) {
     list.replaceChildren(...all.map((agent) => agentCard(agent, actions)));
     if (highlight) {
       const item = [...list.children].find((li) => li.dataset.agent === highlight);
-      if (item) {
-        item.classList.add('flash');
-        item.scrollIntoView({ block: 'nearest' });
-      }
+      if (item) spotlight(item);
     }
   };
   show(agents);

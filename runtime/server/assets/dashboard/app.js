@@ -9,6 +9,7 @@ import { tasksView } from './tasks.js';
 import { adaptersView } from './adapters.js';
 import { schedulesView } from './schedules.js';
 import { tracesView } from './traces.js';
+import { settingsView } from './settings.js';
 
 const VIEWS = {
   chat: chatView,
@@ -18,10 +19,11 @@ const VIEWS = {
   adapters: adaptersView,
   schedules: schedulesView,
   traces: tracesView,
+  settings: settingsView,
 };
 const TITLES = {
   chat: 'Chat', agents: 'Agents', store: 'Store', tasks: 'Tasks', adapters: 'Adapters',
-  schedules: 'Schedules', traces: 'Traces',
+  schedules: 'Schedules', traces: 'Traces', settings: 'Settings',
 };
 
 const main = document.getElementById('main');

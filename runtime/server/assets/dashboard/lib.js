@@ -143,8 +143,19 @@ function unavailableReasons(why) {
   const byReason = new Map();
   for (const [tool, reason] of why) byReason.set(reason, [...(byReason.get(reason) || []), tool]);
   return h('ul', { class: 'unavailable-reasons' }, [...byReason].map(([reason, tools]) => h('li', null,
-    tools.map((tool, i) => [i ? ', ' : '', h('code', null, tool)]),
+    codeList(tools),
     ` unavailable: ${reason}`)));
+}
+
+/** Names as code, separated by commas. */
+export function codeList(names) {
+  return names.map((name, i) => [i ? ', ' : '', h('code', null, name)]);
+}
+
+/** The settings something cannot work without and lacks: `Needs A, B` (`lead` replaces
+ * `Needs`). */
+export function needs(variables, lead = 'Needs') {
+  return h('span', { class: 'needs' }, `${lead} `, codeList(variables));
 }
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -175,12 +186,13 @@ export function filterTabs(tabs, current, label) {
     }, tab.label, h('span', { class: 'filter-count' }, String(tab.count)))));
 }
 
-/** A status pill; the class comes from a fixed list so data never picks a class name. */
-export function pill(status) {
+/** A status pill; the class comes from a fixed list so data never picks a class name. Its text
+ * is the status, or `label` when given. */
+export function pill(status, label) {
   const known = ['ok', 'running', 'pending', 'completed', 'error', 'cancelled', 'stopped',
-    'enabled', 'disabled', 'ready', 'connecting'];
+    'enabled', 'disabled', 'ready', 'connecting', 'unconfigured', 'configured'];
   const kind = known.includes(status) ? status : 'other';
-  return h('span', { class: `pill pill-${kind}` }, status || 'unknown');
+  return h('span', { class: `pill pill-${kind}` }, label || status || 'unknown');
 }
 
 export function traceLink(id, label) {
@@ -293,6 +305,12 @@ export function problem(error) {
       ' — this server version does not offer this section yet.');
   }
   return h('div', { class: 'error-box', role: 'alert' }, error.message || String(error));
+}
+
+/** Draws the eye to an element just arrived at: scrolled into view, its border flashing. */
+export function spotlight(el, block = 'nearest') {
+  el.classList.add('flash');
+  el.scrollIntoView({ block });
 }
 
 export function empty(text) {

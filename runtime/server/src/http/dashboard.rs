@@ -41,6 +41,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     asset!("adapters.js", JS),
     asset!("schedules.js", JS),
     asset!("traces.js", JS),
+    asset!("settings.js", JS),
     asset!("style.css", CSS),
     asset!("favicon.svg", SVG),
 ];
