@@ -173,10 +173,10 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
         let hello = reqwest::get(server.url(&format!("/api/adapters/{name}/hello")))
             .await
             .unwrap();
-        assert_eq!(hello.status(), StatusCode::OK);
+        let status = hello.status();
         assert_eq!(
-            hello.text().await.unwrap(),
-            format!("hello from {name} 0.1.0")
+            (status, hello.text().await.unwrap()),
+            (StatusCode::OK, format!("hello from {name} 0.1.0"))
         );
 
         let ask = |body: &'static str| {

@@ -63,14 +63,22 @@ pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Co
                 )
             })?;
             match write_cache(&path, &component.serialize()?) {
-                // Whoever writes keeps the cap: the server, or `adapters install` while it
-                // is down.
-                Ok(()) => fit(cache, MAX_CACHE_BYTES),
+                Ok(()) => {
+                    // Whoever writes keeps the cap: the server, or `adapters install` while it
+                    // is down.
+                    fit(cache, MAX_CACHE_BYTES);
+                    // Served from the file, as a cached start is: its memory images map the
+                    // file. The compiled component would build them in a sealed memfd, which
+                    // a loaded kernel may refuse to seal for a moment (EBUSY) and so fail a
+                    // load.
+                    // SAFETY: the host wrote this file just now, in its own folder.
+                    unsafe { Component::deserialize_file(engine, &path) }.unwrap_or(component)
+                }
                 Err(e) => {
                     tracing::warn!("cannot write the compile cache {}: {e:#}", path.display());
+                    component
                 }
             }
-            component
         }
     };
     Ok(Compiled { sha256, component })
