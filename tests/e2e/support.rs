@@ -145,6 +145,12 @@ impl Server {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// Waits until every component runs its optimized code (the baseline compiler's served
+    /// until then).
+    pub fn wait_until_optimized(&self) {
+        serve::wait_until_optimized(&self.url, std::time::Duration::from_secs(180));
+    }
+
     /// This adapter's registry entry, if it has one.
     pub async fn adapter(&self, name: &str) -> Option<Value> {
         let (_, body) = self.get("/api/adapters").await;

@@ -692,14 +692,21 @@ async fn toggles_unknown_names_and_the_compile_cache() {
             .map(|e| (e.file_name(), e.metadata().unwrap().modified().unwrap()))
             .collect::<Vec<_>>()
     };
+    // Each first served the baseline compiler's code; once the optimized code serves, its
+    // artifact is the only one kept.
+    server.wait_until_optimized();
     let before = artifacts();
     assert_eq!(
         before.len(),
         5,
-        "echo and the bundled calendar, teamchat, voice and webhook"
+        "echo and the bundled calendar, teamchat, voice and webhook: {before:?}"
     );
     let server = server.restart();
-    loaded(&server, "echo").await;
+    let echo = loaded(&server, "echo").await;
+    assert_eq!(
+        echo["metadata"]["code"], "optimized (Cranelift)",
+        "a cached component starts on its optimized code: {echo}"
+    );
     assert_eq!(
         artifacts(),
         before,

@@ -41,6 +41,37 @@ pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<Stri
     (child, url)
 }
 
+/// The body of `GET <path>` from the server at `url` (HTTP/1.0, blocking), if it answered.
+fn get(url: &str, path: &str) -> Option<String> {
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+/// Waits until every component of the server at `url` runs its optimized code (benches time
+/// that code, and its compiles would compete with what they time).
+pub fn wait_until_optimized(url: &str, within: Duration) {
+    let optimized = wait::until_blocking(within, Duration::from_millis(50), || {
+        let listed: serde_json::Value = serde_json::from_str(&get(url, "/api/adapters")?).ok()?;
+        listed["adapters"]
+            .as_array()?
+            .iter()
+            .filter(|a| a["kind"] == "wasm")
+            .all(|a| a["metadata"]["code"] == "optimized (Cranelift)")
+            .then_some(())
+    });
+    assert!(
+        optimized.is_some(),
+        "the components were not optimized within {within:?}"
+    );
+}
+
 /// Waits (blocking: servers start outside async code too) until the server at `url` says on
 /// `/api/health` that its adapters have started and its components are loaded.
 pub fn wait_until_ready(url: &str, within: Duration) {

@@ -287,7 +287,10 @@ fn main() {
             .add_native(Arc::new(NativeTeamchat { db: app.db.clone() }));
         app.supervisor.start_natives().await;
         app.components.discover(app.components.announce()).await;
-        assert!(app.components.generation("teamchat").is_some(), "teamchat is not bundled");
+        let teamchat = app.components.generation("teamchat");
+        let teamchat = teamchat.expect("teamchat is not bundled");
+        // What is measured is its optimized code.
+        teamchat.until_optimized().await;
         let worker = Worker {
             components: Arc::clone(&app.components),
             supervisor: Arc::clone(&app.supervisor),

@@ -92,6 +92,9 @@ fn main() -> ExitCode {
             let telemetry = runtime.block_on(async { telemetry::init(level) })?;
             let outcome = run(&runtime, cli.data_dir, command);
             runtime.block_on(telemetry.shutdown());
+            // A component's optimizing compile may still be at work (seconds for a big one):
+            // the process does not wait for it, the next start compiles again.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
             outcome
         });
     match outcome {

@@ -24,12 +24,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Compiles `bytes`, reusing `<cache>/<sha256>-<engine hash>.cwasm` when present. Only files
+/// Compiles `bytes` (whose sha256 is `sha256`), reusing `<cache>/<sha256>-<engine hash>.cwasm` when present. Only files
 /// this host wrote are ever deserialized: the cache directory is the host's own (mode 0700),
 /// files appear there by atomic rename after a successful compile, and a file or directory that
 /// someone else could have written is not trusted.
-pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Compiled> {
-    let sha256 = sha256_hex(bytes);
+pub fn compile(
+    engine: &Engine,
+    cache: &Path,
+    bytes: &[u8],
+    sha256: String,
+) -> anyhow::Result<Compiled> {
     let path = cache_path(engine, cache, &sha256);
     let cached = match path.exists() {
         false => None,
@@ -82,6 +86,18 @@ pub fn compile(engine: &Engine, cache: &Path, bytes: &[u8]) -> anyhow::Result<Co
         }
     };
     Ok(Compiled { sha256, component })
+}
+
+/// Whether `engine`'s artifact of the component whose sha256 is `sha256` is in the cache.
+pub fn is_cached(engine: &Engine, cache: &Path, sha256: &str) -> bool {
+    let path = cache_path(engine, cache, sha256);
+    path.exists() && trusted(&path)
+}
+
+/// Removes `engine`'s artifact of that component (a baseline one, once the optimized one is
+/// written).
+pub fn forget(engine: &Engine, cache: &Path, sha256: &str) {
+    let _ = std::fs::remove_file(cache_path(engine, cache, sha256));
 }
 
 fn cache_path(engine: &Engine, cache: &Path, sha256: &str) -> PathBuf {

@@ -31,7 +31,9 @@ enum Fresh {
 }
 
 pub struct Components {
-    loader: Loader,
+    loader: Arc<Loader>,
+    /// One optimizing compile at a time, behind the baseline code that serves meanwhile.
+    optimizing: Arc<tokio::sync::Semaphore>,
     supervisor: Arc<Supervisor>,
     tools: ToolBridge,
     /// What the last scan saw of each adapter's files; a file that failed to load stays here,
@@ -42,7 +44,8 @@ pub struct Components {
 impl Components {
     pub fn new(loader: Loader, supervisor: Arc<Supervisor>, tools: ToolBridge) -> Self {
         Self {
-            loader,
+            loader: Arc::new(loader),
+            optimizing: Arc::new(tokio::sync::Semaphore::new(1)),
             supervisor,
             tools,
             seen: Mutex::default(),
@@ -80,12 +83,23 @@ impl Components {
         self.loader.load(Named::Own { file }, bytes, grant).await
     }
 
-    /// Serves `generation`: its tools, then the supervisor's lifecycle.
+    /// Serves `generation`: its tools, then the supervisor's lifecycle; baseline code is
+    /// optimized behind it.
     pub async fn install(&self, generation: Generation) {
         let generation = Arc::new(generation);
-        tracing::info!(adapter = %generation.name, version = %generation.version, sha256 = %&generation.sha256[..12], "component loaded");
+        tracing::info!(adapter = %generation.name, version = %generation.version, sha256 = %&generation.sha256[..12], optimized = generation.is_optimized(), "component loaded");
         self.tools.register(&generation).await;
-        self.supervisor.install(generation).await;
+        self.supervisor.install(Arc::clone(&generation) as _).await;
+        if !generation.is_optimized() {
+            let (loader, turn) = (Arc::clone(&self.loader), Arc::clone(&self.optimizing));
+            tokio::spawn(async move {
+                let _turn = turn.acquire().await;
+                if let Err(e) = loader.optimize(&generation).await {
+                    // It keeps serving its baseline code.
+                    tracing::warn!(adapter = %generation.name, "cannot optimize the component: {e:#}");
+                }
+            });
+        }
     }
 
     /// The components to load: bundled ones and every `*.wasm` in the adapters folder. Each

@@ -1,7 +1,10 @@
 //! One loaded version of a component, as the supervisor runs it. Calls in flight keep the
-//! generation they started on; a request reaches the guest only on a route it declared.
+//! generation they started on; a request reaches the guest only on a route it declared. A
+//! generation first loaded with the baseline compiler gets its optimized code later
+//! (`Loader::optimize`): calls that start after run it, calls in flight finish on the code they
+//! began with.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -10,12 +13,21 @@ use service_contract::{
     Route,
 };
 
+use wasmtime::component::InstancePre;
+
 use super::caps::RunContext;
 use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
+use super::exports::{Exports, Version};
 use super::grants::{Origin, Request};
 use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
-use super::state::JobContext;
+use super::state::{HostState, JobContext};
 use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, no_route};
+
+/// The registry metadata key that says which compiler's code a component runs.
+pub const CODE: &str = "code";
+/// Its values: Winch's while Cranelift works behind it, then Cranelift's.
+pub const BASELINE: &str = "baseline (Winch)";
+pub const OPTIMIZED: &str = "optimized (Cranelift)";
 
 pub struct Generation {
     pub name: String,
@@ -25,8 +37,19 @@ pub struct Generation {
     pub serves: Serves,
     /// What it asked for.
     pub request: Request,
-    pub prepared: Arc<Prepared>,
+    /// Its code, linked, with its grant; replaced once by the optimized code.
+    code: RwLock<Arc<Prepared>>,
+    /// While it runs baseline code: what the optimizing compiler needs.
+    unoptimized: std::sync::Mutex<Option<Unoptimized>>,
+    /// Whether its code is the optimizing compiler's.
+    optimized: tokio::sync::watch::Sender<bool>,
     pub sandbox: Arc<Sandbox>,
+}
+
+/// The component a baseline generation came from, for its optimized code.
+pub struct Unoptimized {
+    pub bytes: Vec<u8>,
+    pub contract: Version,
 }
 
 /// The requests a generation takes.
@@ -46,14 +69,85 @@ fn failure(e: CallError) -> AdapterError {
 }
 
 impl Generation {
+    /// A generation running `prepared`; `unoptimized` when that is baseline code.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        version: String,
+        sha256: String,
+        metadata: Vec<(String, String)>,
+        serves: Serves,
+        request: Request,
+        prepared: Prepared,
+        unoptimized: Option<Unoptimized>,
+        sandbox: Arc<Sandbox>,
+    ) -> Self {
+        let (optimized, _) = tokio::sync::watch::channel(unoptimized.is_none());
+        Self {
+            name,
+            version,
+            sha256,
+            metadata,
+            serves,
+            request,
+            code: RwLock::new(Arc::new(prepared)),
+            unoptimized: std::sync::Mutex::new(unoptimized),
+            optimized,
+            sandbox,
+        }
+    }
+
+    /// Its code as it is now.
+    pub fn prepared(&self) -> Arc<Prepared> {
+        Arc::clone(&self.code.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// What the optimizing compiler needs, once: `None` when its code is optimized already.
+    pub fn take_unoptimized(&self) -> Option<Unoptimized> {
+        self.unoptimized
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Runs the optimized code from the next call on (same grant, same place).
+    pub fn optimize(&self, pre: InstancePre<HostState>, exports: Exports) {
+        let current = self.prepared();
+        let optimized = Prepared {
+            pre,
+            exports,
+            caller: Arc::clone(&current.caller),
+        };
+        *self.code.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(optimized);
+        self.optimized.send_replace(true);
+        current
+            .caller
+            .services
+            .registry
+            .set_metadata(&self.name, CODE, OPTIMIZED);
+    }
+
+    pub fn is_optimized(&self) -> bool {
+        *self.optimized.borrow()
+    }
+
+    /// Waits until it runs optimized code.
+    pub async fn until_optimized(&self) {
+        let mut optimized = self.optimized.subscribe();
+        let _ = optimized.wait_for(|o| *o).await;
+    }
+
     /// Interfaces it imports but was granted nothing of (a call to one is refused).
     pub fn ungranted(&self) -> Vec<&'static str> {
-        self.prepared.caller.granted.ungranted(&self.request)
+        self.prepared().caller.granted.ungranted(&self.request)
     }
 
     /// A grant file that would cover every import it was granted nothing of.
     pub fn suggested_grant(&self) -> String {
-        self.prepared.caller.granted.suggested_grant(&self.request)
+        self.prepared()
+            .caller
+            .granted
+            .suggested_grant(&self.request)
     }
 
     /// Whether its grant lets it send requests to `url`; the refusal says why not.
@@ -63,7 +157,7 @@ impl Generation {
             .and_then(|url| Origin::of(&url))
             .ok_or_else(|| format!("{url:?} is not a URL"))?;
         if self
-            .prepared
+            .prepared()
             .caller
             .granted
             .outbound_http
@@ -80,7 +174,8 @@ impl Generation {
 
     /// Whether the same component under the same grant already serves as `other`.
     pub fn same_as(&self, other: &Generation) -> bool {
-        self.sha256 == other.sha256 && self.prepared.caller.granted == other.prepared.caller.granted
+        self.sha256 == other.sha256
+            && self.prepared().caller.granted == other.prepared().caller.granted
     }
 
     /// Its `start` or `stop`, within the supervisor's hook deadlines.
@@ -88,7 +183,7 @@ impl Generation {
         let limit = if start { START_LIMIT } else { STOP_LIMIT };
         let outcome = self
             .sandbox
-            .call(&self.prepared, Hook(start), limit, Wait::Yes)
+            .call(&self.prepared(), Hook(start), limit, Wait::Yes)
             .await
             .map_err(failure)?;
         outcome.map_err(|message| {
@@ -99,7 +194,7 @@ impl Generation {
 
     /// A place among its instances for a job, if one is free now within the background share.
     pub fn free_place(&self) -> Option<AdapterPlace> {
-        AdapterPlace::try_take(&self.prepared.caller)
+        AdapterPlace::try_take(&self.prepared().caller)
     }
 
     /// Runs a job's payload in the instance place the worker took for it; agent runs it
@@ -110,17 +205,18 @@ impl Generation {
         payload: Vec<u8>,
         place: AdapterPlace,
     ) -> Result<(), JobFailure> {
-        let limit = self.prepared.caller.granted.limits.run_job();
+        let prepared = self.prepared();
+        let limit = prepared.caller.granted.limits.run_job();
         let run = RunJob { job, payload };
         match self
             .sandbox
-            .call(&self.prepared, run, limit, Wait::Holding(place))
+            .call(&prepared, run, limit, Wait::Holding(place))
             .await
         {
             Ok(outcome) => outcome,
             Err(e) => {
                 let e = failure(e);
-                self.prepared.caller.record(&e.kind, &e.message);
+                prepared.caller.record(&e.kind, &e.message);
                 Err(JobFailure {
                     message: format!("adapter {:?} failed: {e}", self.name),
                     retry_after_ms: None,
@@ -131,9 +227,10 @@ impl Generation {
 
     /// The tools it offers (called once when it loads).
     pub async fn list_tools(&self) -> Result<Vec<OfferedTool>, AdapterError> {
-        let limit = self.prepared.caller.granted.limits.handle_http();
+        let prepared = self.prepared();
+        let limit = prepared.caller.granted.limits.handle_http();
         self.sandbox
-            .call(&self.prepared, ListTools, limit, Wait::Yes)
+            .call(&prepared, ListTools, limit, Wait::Yes)
             .await
             .map_err(failure)
     }
@@ -146,21 +243,18 @@ impl Generation {
         args_json: String,
         run: Option<RunContext>,
     ) -> Result<String, String> {
-        let limit = self.prepared.caller.granted.limits.handle_http();
+        let prepared = self.prepared();
+        let limit = prepared.caller.granted.limits.handle_http();
         let call = CallTool {
             name,
             args_json,
             run,
         };
-        match self
-            .sandbox
-            .call(&self.prepared, call, limit, Wait::No)
-            .await
-        {
+        match self.sandbox.call(&prepared, call, limit, Wait::No).await {
             Ok(answer) => answer,
             Err(CallError::Busy(message)) => Err(message),
             Err(CallError::Failed(e)) => {
-                self.prepared.caller.record(&e.kind, &e.message);
+                prepared.caller.record(&e.kind, &e.message);
                 Err(format!("adapter {:?} failed: {e}", self.name))
             }
         }
@@ -175,9 +269,15 @@ impl Managed for Generation {
     fn describe(&self, entry: &mut AdapterEntry) {
         entry.kind = AdapterKind::Wasm;
         entry.version = (!self.version.is_empty()).then(|| self.version.clone());
-        entry.capabilities = self.prepared.caller.granted.summary();
+        entry.capabilities = self.prepared().caller.granted.summary();
         entry.supports_toggle = self.toggleable();
         entry.metadata = self.metadata.iter().cloned().collect();
+        let code = if self.is_optimized() {
+            OPTIMIZED
+        } else {
+            BASELINE
+        };
+        entry.metadata.insert(CODE.into(), code.into());
         let ungranted = self.ungranted();
         if !ungranted.is_empty() {
             // Harmless until called, but the operator should know.
@@ -188,7 +288,7 @@ impl Managed for Generation {
     }
 
     fn toggleable(&self) -> bool {
-        self.prepared.exports.has_lifecycle()
+        self.prepared().exports.has_lifecycle()
     }
 
     fn start(&self) -> BoxFuture<'_, Result<(), AdapterError>> {
@@ -208,9 +308,10 @@ impl Managed for Generation {
             {
                 return Ok(no_route(routes.iter(), &request));
             }
-            let limit = self.prepared.caller.granted.limits.handle_http();
+            let prepared = self.prepared();
+            let limit = prepared.caller.granted.limits.handle_http();
             self.sandbox
-                .call(&self.prepared, HandleHttp(request), limit, Wait::No)
+                .call(&prepared, HandleHttp(request), limit, Wait::No)
                 .await
         }
         .boxed()
@@ -219,7 +320,8 @@ impl Managed for Generation {
     /// Required secrets that are unset (it waits for them), or not granted (its grant is
     /// wrong).
     fn config_problem(&self) -> Option<ConfigProblem> {
-        let caller = &self.prepared.caller;
+        let prepared = self.prepared();
+        let caller = &prepared.caller;
         let secrets = &caller.granted.secrets;
         let missing: Vec<String> = secrets
             .required
@@ -245,7 +347,8 @@ impl Managed for Generation {
 
     /// Its granted secrets and the variables naming the origins it may reach.
     fn settings(&self) -> Vec<String> {
-        let granted = &self.prepared.caller.granted;
+        let prepared = self.prepared();
+        let granted = &prepared.caller.granted;
         granted
             .secrets
             .names

@@ -16,7 +16,7 @@ use super::bundled::{Bundled, NOT_BUILT};
 use super::cache;
 use super::caps::{self, Granted, INTERFACES};
 use super::exports::{Describe, Description, Exports, SUPPORTED, Version};
-use super::generation::{Generation, Serves};
+use super::generation::{Generation, Serves, Unoptimized};
 use super::grants::{Grant, Request};
 use super::sandbox::{Prepared, Sandbox, Wait};
 use super::state::{Caller, HostState, Services};
@@ -151,11 +151,19 @@ impl Loader {
         bytes: Vec<u8>,
         grant: Option<Grant>,
     ) -> anyhow::Result<Generation> {
-        let flavor = self.sandbox.flavor(bytes.len());
+        // Without optimized code in the cache, the baseline compiler's serves first.
+        let optimized = self.sandbox.flavor(bytes.len());
+        let sha256 = cache::sha256_hex(&bytes);
+        let baseline = !cache::is_cached(optimized.engine(), &self.cache_dir, &sha256);
+        let flavor = if baseline {
+            self.sandbox.baseline()
+        } else {
+            optimized
+        };
         let (engine, cache_dir) = (flavor.engine().clone(), self.cache_dir.clone());
         // The bytes come back: whether they are a bundled component decides its grant.
         let (compiled, bytes) = tokio::task::spawn_blocking(move || {
-            (cache::compile(&engine, &cache_dir, &bytes), bytes)
+            (cache::compile(&engine, &cache_dir, &bytes, sha256), bytes)
         })
         .await?;
         let compiled = compiled?;
@@ -221,20 +229,53 @@ impl Loader {
             Arc::clone(&self.services),
             Some(member),
         )?);
-        Ok(Generation {
+        let unoptimized = baseline.then_some(Unoptimized {
+            bytes,
+            contract: version,
+        });
+        Ok(Generation::new(
             name,
-            version: description.version,
-            sha256: compiled.sha256,
-            metadata: description.metadata,
+            description.version,
+            compiled.sha256,
+            description.metadata,
             serves,
             request,
-            prepared: Arc::new(Prepared {
+            Prepared {
                 pre,
                 exports,
                 caller,
-            }),
-            sandbox: Arc::clone(&self.sandbox),
-        })
+            },
+            unoptimized,
+            Arc::clone(&self.sandbox),
+        ))
+    }
+
+    /// Compiles a baseline generation's component with the optimizing compiler (into the
+    /// cache, where the next load finds it) and has the generation run that code from its
+    /// next call. The baseline artifact goes. Nothing to do for optimized code.
+    pub async fn optimize(&self, generation: &Generation) -> anyhow::Result<()> {
+        let Some(Unoptimized { bytes, contract }) = generation.take_unoptimized() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let flavor = self.sandbox.flavor(bytes.len());
+        let (engine, cache_dir) = (flavor.engine().clone(), self.cache_dir.clone());
+        let sha256 = generation.sha256.clone();
+        let compiled =
+            in_background(move || cache::compile(&engine, &cache_dir, &bytes, sha256)).await??;
+        let pre = flavor
+            .linker()
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| anyhow::anyhow!("cannot link: {e:#}"))?;
+        let exports = Exports::find(&pre, contract)?;
+        generation.optimize(pre, exports);
+        cache::forget(
+            self.sandbox.baseline().engine(),
+            &self.cache_dir,
+            &generation.sha256,
+        );
+        tracing::info!(adapter = %generation.name, seconds = started.elapsed().as_secs_f64(), "optimized code serves the component now");
+        Ok(())
     }
 
     /// What `describe` says; it runs with nothing granted.
@@ -278,6 +319,22 @@ impl Loader {
         }
         Ok(name.to_owned())
     }
+}
+
+/// Runs `work` on a thread of its own at the lowest CPU priority (Linux's nice 19, a
+/// thread's own), so the calls served meanwhile go first.
+async fn in_background<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("wasm-optimize".into())
+        .spawn(move || {
+            // SAFETY: setpriority reads its arguments only; `0` is the calling thread on Linux.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+            let _ = done.send(work());
+        })?;
+    Ok(outcome.await?)
 }
 
 /// The name a component is loaded under.

@@ -18,7 +18,7 @@ use super::exports::{Call, Exports};
 use super::guest_lane::{GuestLane, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
-use super::wasmtime_config::{self, MemoryInit};
+use super::wasmtime_config::{self, Compiler, MemoryInit};
 use crate::adapters::CallError;
 use crate::telemetry::TARGET;
 
@@ -104,8 +104,8 @@ pub struct Flavor {
 }
 
 impl Flavor {
-    fn new(pooling: bool, init: MemoryInit) -> anyhow::Result<Self> {
-        let (engine, pooled) = wasmtime_config::build(pooling, init)?;
+    fn new(pooling: bool, init: MemoryInit, compiler: Compiler) -> anyhow::Result<Self> {
+        let (engine, pooled) = wasmtime_config::build(pooling, init, compiler)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
@@ -134,6 +134,9 @@ impl Flavor {
 pub struct Sandbox {
     small: Flavor,
     large: Flavor,
+    /// Winch, for the first generation of a component no optimized artifact exists for yet
+    /// (copy-on-write, which suits any size).
+    baseline: Flavor,
     lane: GuestLane,
     /// Instances of all adapters together, a share of them kept for each.
     instances: Arc<Pool>,
@@ -144,8 +147,9 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new(pooling: bool) -> anyhow::Result<Self> {
         Ok(Self {
-            small: Flavor::new(pooling, MemoryInit::Copy)?,
-            large: Flavor::new(pooling, MemoryInit::CopyOnWrite)?,
+            small: Flavor::new(pooling, MemoryInit::Copy, Compiler::Optimizing)?,
+            large: Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Optimizing)?,
+            baseline: Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Baseline)?,
             lane: GuestLane::default(),
             instances: Pool::new(wasmtime_config::MAX_INSTANCES),
             background: Arc::new(Semaphore::new(background_share(
@@ -163,8 +167,14 @@ impl Sandbox {
         }
     }
 
+    /// The flavour that compiles fast: a first generation runs in it while the optimized one
+    /// compiles.
+    pub fn baseline(&self) -> &Flavor {
+        &self.baseline
+    }
+
     pub fn pooled(&self) -> bool {
-        self.small.pooled && self.large.pooled
+        self.small.pooled && self.large.pooled && self.baseline.pooled
     }
 
     /// The instances each adapter has in use now.

@@ -35,10 +35,11 @@ impl ToolBridge {
     pub async fn register(&self, generation: &Arc<Generation>) {
         let name = generation.name.clone();
         self.unregister(&name);
-        if !generation.prepared.exports.has_tools() {
+        let prepared = generation.prepared();
+        if !prepared.exports.has_tools() {
             return;
         }
-        let caller = &generation.prepared.caller;
+        let caller = &prepared.caller;
         let offered = match generation.list_tools().await {
             Ok(offered) => offered,
             Err(e) => {
@@ -55,7 +56,7 @@ impl ToolBridge {
                 ),
             );
         }
-        let runs_agents = generation.prepared.caller.granted.agent.allowed;
+        let runs_agents = caller.granted.agent.allowed;
         let mut owned = Vec::new();
         for spec in offered.into_iter().take(MAX_TOOLS) {
             let registered = self

@@ -1,12 +1,13 @@
 //! The wasmtime engines: pooling allocator when the address space can be reserved (on-demand
 //! otherwise), and epoch interruption driven by a ticker on its own OS thread, so a busy async
-//! executor can never stall it. Two flavours differ in how an instance's memory starts: small
-//! components copy their data segments in, large ones (interpreters with a snapshot of their
-//! state) map them copy-on-write.
+//! executor can never stall it. Flavours differ in how an instance's memory starts (small
+//! components copy their data segments in, large ones, interpreters with a snapshot of their
+//! state, map them copy-on-write) and in the compiler: Cranelift optimizes, Winch compiles a
+//! first generation in a fraction of the time while Cranelift works behind it.
 
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy};
 
 /// One epoch tick: how often a running guest's clock is looked at (its deadline, and whether
 /// it has computed a whole slice, see `guest_lane`).
@@ -40,8 +41,23 @@ pub enum MemoryInit {
     CopyOnWrite,
 }
 
-fn config(pooling: bool, init: MemoryInit) -> Config {
+/// Which compiler an engine uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiler {
+    /// Cranelift: fast code, slow to compile (seconds for an interpreter of 12-18 MB).
+    Optimizing,
+    /// Winch, the baseline compiler: one pass, several times faster to compile, slower code.
+    Baseline,
+}
+
+fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
     let mut config = Config::new();
+    match compiler {
+        Compiler::Baseline => drop(config.strategy(Strategy::Winch)),
+        // It compiles behind baseline code, on one thread of low priority
+        // (`Loader::optimize`), so the requests that code serves meanwhile keep the cores.
+        Compiler::Optimizing => drop(config.parallel_compilation(false)),
+    }
     config.epoch_interruption(true);
     // Trap text without a frame list: the registry shows the reason, not addresses.
     config.wasm_backtrace_max_frames(None);
@@ -76,12 +92,16 @@ fn config(pooling: bool, init: MemoryInit) -> Config {
 
 /// Builds the engine, pooling when possible, and starts the epoch ticker. Returns whether the
 /// pool is in use.
-pub fn build(pooling: bool, init: MemoryInit) -> anyhow::Result<(Engine, bool)> {
-    let (engine, pooled) = match Engine::new(&config(pooling, init)) {
+pub fn build(
+    pooling: bool,
+    init: MemoryInit,
+    compiler: Compiler,
+) -> anyhow::Result<(Engine, bool)> {
+    let (engine, pooled) = match Engine::new(&config(pooling, init, compiler)) {
         Ok(engine) => (engine, pooling),
         Err(e) if pooling => {
             tracing::warn!("cannot reserve the instance pool ({e:#}); allocating on demand");
-            (Engine::new(&config(false, init))?, false)
+            (Engine::new(&config(false, init, compiler))?, false)
         }
         Err(e) => return Err(e.into()),
     };
