@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::cache;
 use super::folder::{self, Files};
-use super::generation::Generation;
+use super::generation::{CODE, Generation, OPTIMIZED};
 use super::grants::Grant;
 use super::loader::{Loader, Named};
 use super::loading;
@@ -92,11 +92,21 @@ impl Components {
         self.supervisor.install(Arc::clone(&generation) as _).await;
         if !generation.is_optimized() {
             let (loader, turn) = (Arc::clone(&self.loader), Arc::clone(&self.optimizing));
+            let supervisor = Arc::clone(&self.supervisor);
             tokio::spawn(async move {
                 let _turn = turn.acquire().await;
                 if let Err(e) = loader.optimize(&generation).await {
                     // It keeps serving its baseline code.
                     tracing::warn!(adapter = %generation.name, "cannot optimize the component: {e:#}");
+                    return;
+                }
+                // The entry says so, unless another generation serves under the name by now.
+                let name = &generation.name;
+                if supervisor
+                    .runner::<Generation>(name)
+                    .is_some_and(|serving| Arc::ptr_eq(&serving, &generation))
+                {
+                    supervisor.registry().set_metadata(name, CODE, OPTIMIZED);
                 }
             });
         }

@@ -120,11 +120,6 @@ impl Generation {
         };
         *self.code.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(optimized);
         self.optimized.send_replace(true);
-        current
-            .caller
-            .services
-            .registry
-            .set_metadata(&self.name, CODE, OPTIMIZED);
     }
 
     pub fn is_optimized(&self) -> bool {
