@@ -12,12 +12,12 @@ use service_contract::{
     AdapterEntry, AdapterError, AdapterKind, ConfigProblem, FailureKind, HttpRequest, HttpResponse,
     Route,
 };
-
 use wasmtime::component::InstancePre;
 
 use super::caps::RunContext;
-use super::exports::{CallTool, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob};
-use super::exports::{Exports, Version};
+use super::exports::{
+    CallTool, Exports, HandleHttp, Hook, JobFailure, ListTools, OfferedTool, RunJob, Version,
+};
 use super::grants::{Origin, Request};
 use super::sandbox::{AdapterPlace, Prepared, Sandbox, Wait};
 use super::state::{HostState, JobContext};
