@@ -3,10 +3,12 @@
 //!
 //! A call starts on the caller's executor: nearly every call finishes within microseconds, and
 //! a hop to another thread would cost more than the call. The store's epoch callback watches how
-//! long the current poll of the call has been running; once the guest has computed for longer
-//! than [`SLICE`] without waiting on the host, the call moves, at its next yield, to the guest
-//! lane: a runtime of its own whose threads Linux runs only when no ordinary thread wants the
-//! CPU (`SCHED_IDLE`). There a computing guest yields every slice, so guests on the lane take
+//! much CPU the current poll of the call has used; once the guest has computed for longer than
+//! [`SLICE`] without waiting on the host, the call moves, at its next yield, to the guest
+//! lane. CPU time, not wall time: on a busy machine a short call is often preempted for longer
+//! than a slice, and counting that would send well-behaved adapters to the lane, whose threads
+//! a busy machine starves. The lane is a runtime of its own whose threads Linux runs only when
+//! no ordinary thread wants the CPU (`SCHED_IDLE`). There a computing guest yields every slice, so guests on the lane take
 //! turns, and the API's threads preempt them the moment they have work.
 //!
 //! The calls of an adapter whose calls needed the lane recently ([`HEAVY_FOR`]) start there,
@@ -43,6 +45,9 @@ pub const HEAVY_BYTES: usize = 64 << 10;
 
 static START: LazyLock<Instant> = LazyLock::new(Instant::now);
 
+/// Not yet read in this poll (see [`Slice::spent`]).
+const UNREAD: u64 = u64::MAX;
+
 thread_local! {
     static ON_LANE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -52,20 +57,36 @@ fn micros(at: Instant) -> u64 {
 }
 
 /// One call's clock, shared with its store's epoch callback.
-#[derive(Default)]
 pub struct Slice {
-    /// When the current poll of the call began (µs since [`START`]).
-    poll_started: AtomicU64,
+    /// The thread's CPU time (µs) at the first epoch tick of the current poll, [`UNREAD`] until
+    /// then: reading it is a system call, so a poll that ends before a tick (nearly all) never
+    /// pays for one.
+    poll_cpu: AtomicU64,
     /// Set by the epoch callback: the call should leave the caller's executor.
     wants_lane: AtomicBool,
 }
 
+impl Default for Slice {
+    fn default() -> Self {
+        Self {
+            poll_cpu: AtomicU64::new(UNREAD),
+            wants_lane: AtomicBool::new(false),
+        }
+    }
+}
+
 impl Slice {
-    /// Whether the guest has computed a whole slice in the current poll; if so, it is asked
-    /// to move to the lane (a no-op once there).
-    pub fn spent(&self, now: Instant) -> bool {
-        let started = self.poll_started.load(Ordering::Relaxed);
-        let spent = micros(now).saturating_sub(started) >= SLICE.as_micros() as u64;
+    /// Whether the guest has computed a whole slice in the current poll, counted from the
+    /// poll's first epoch tick; if so, it is asked to move to the lane (a no-op once there).
+    /// Called by the epoch callback, on the thread running the guest.
+    pub fn spent(&self) -> bool {
+        let now = thread_cpu_micros();
+        let first = self.poll_cpu.load(Ordering::Relaxed);
+        if first == UNREAD {
+            self.poll_cpu.store(now, Ordering::Relaxed);
+            return false;
+        }
+        let spent = now.saturating_sub(first) >= SLICE.as_micros() as u64;
         if spent {
             self.wants_lane.store(true, Ordering::Relaxed);
         }
@@ -73,8 +94,7 @@ impl Slice {
     }
 
     fn begin_poll(&self) {
-        self.poll_started
-            .store(micros(Instant::now()), Ordering::Relaxed);
+        self.poll_cpu.store(UNREAD, Ordering::Relaxed);
     }
 
     /// Moves the call to the lane, for host work of its own (a no-op there already).
@@ -225,6 +245,17 @@ pub async fn on_host<T: Send + 'static>(
     }
 }
 
+/// The CPU time the calling thread has used, in µs.
+fn thread_cpu_micros() -> u64 {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: plain syscall writing into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    time.tv_sec as u64 * 1_000_000 + time.tv_nsec as u64 / 1_000
+}
+
 /// Lane threads run only when no ordinary thread wants the CPU.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
@@ -244,15 +275,26 @@ fn lower_priority() {
 mod tests {
     use super::*;
 
+    fn compute(cpu: Duration) {
+        let until = thread_cpu_micros() + cpu.as_micros() as u64;
+        while thread_cpu_micros() < until {
+            std::hint::spin_loop();
+        }
+    }
+
     #[test]
-    fn a_slice_is_spent_after_slice_time_in_one_poll() {
+    fn a_slice_is_cpu_spent_in_one_poll_from_its_first_tick() {
         let slice = Slice::default();
         slice.begin_poll();
-        let now = Instant::now();
-        assert!(!slice.spent(now));
+        assert!(!slice.spent(), "the first tick only reads the clock");
+        std::thread::sleep(SLICE * 2);
+        assert!(!slice.spent(), "waiting is not computing");
         assert!(!slice.wants_lane.load(Ordering::Relaxed));
-        assert!(slice.spent(now + SLICE));
+        compute(SLICE);
+        assert!(slice.spent());
         assert!(slice.wants_lane.load(Ordering::Relaxed));
+        slice.begin_poll();
+        assert!(!slice.spent(), "a new poll starts a new slice");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

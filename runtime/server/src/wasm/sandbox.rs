@@ -146,10 +146,14 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new(pooling: bool) -> anyhow::Result<Self> {
+        let small = Flavor::new(pooling, MemoryInit::Copy, Compiler::Optimizing)?;
+        let large = Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Optimizing)?;
+        let baseline = Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Baseline)?;
+        wasmtime_config::start_ticker(&[&small.engine, &large.engine, &baseline.engine])?;
         Ok(Self {
-            small: Flavor::new(pooling, MemoryInit::Copy, Compiler::Optimizing)?,
-            large: Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Optimizing)?,
-            baseline: Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Baseline)?,
+            small,
+            large,
+            baseline,
             lane: GuestLane::default(),
             instances: Pool::new(wasmtime_config::MAX_INSTANCES),
             background: Arc::new(Semaphore::new(background_share(
@@ -254,7 +258,7 @@ impl Sandbox {
             let now = Instant::now();
             Ok(if now >= deadline {
                 UpdateDeadline::Interrupt
-            } else if clock.spent(now) {
+            } else if clock.spent() {
                 // tokio's yield goes to the back of the queue (wasmtime's own would be polled
                 // again at once from the worker's LIFO slot): the other tasks run first.
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))

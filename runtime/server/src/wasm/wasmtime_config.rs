@@ -90,30 +90,41 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
     config
 }
 
-/// Builds the engine, pooling when possible, and starts the epoch ticker. Returns whether the
-/// pool is in use.
+/// Builds the engine, pooling when possible. Returns whether the pool is in use.
 pub fn build(
     pooling: bool,
     init: MemoryInit,
     compiler: Compiler,
 ) -> anyhow::Result<(Engine, bool)> {
-    let (engine, pooled) = match Engine::new(&config(pooling, init, compiler)) {
-        Ok(engine) => (engine, pooling),
+    match Engine::new(&config(pooling, init, compiler)) {
+        Ok(engine) => Ok((engine, pooling)),
         Err(e) if pooling => {
             tracing::warn!("cannot reserve the instance pool ({e:#}); allocating on demand");
-            (Engine::new(&config(false, init, compiler))?, false)
+            Ok((Engine::new(&config(false, init, compiler))?, false))
         }
-        Err(e) => return Err(e.into()),
-    };
-    let ticker = engine.weak();
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Starts the one thread that advances the epoch of `engines` every [`TICK`], until they are
+/// all dropped. One thread for all: each wake-up is a context switch, and a thread per
+/// engine tripled them on a machine whose cores the requests need.
+pub fn start_ticker(engines: &[&Engine]) -> std::io::Result<()> {
+    let engines: Vec<_> = engines.iter().map(|engine| engine.weak()).collect();
     std::thread::Builder::new()
         .name("wasm-epoch".into())
         .spawn(move || {
-            while let Some(engine) = ticker.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
+            loop {
+                let mut alive = false;
+                for engine in engines.iter().filter_map(|weak| weak.upgrade()) {
+                    engine.increment_epoch();
+                    alive = true;
+                }
+                if !alive {
+                    return;
+                }
                 std::thread::sleep(TICK);
             }
         })?;
-    Ok((engine, pooled))
+    Ok(())
 }
