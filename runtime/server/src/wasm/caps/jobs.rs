@@ -121,9 +121,11 @@ impl HostState {
         Ok(limits)
     }
 
-    /// Runs a queueing `op` with the database, then wakes the job workers. Written before the
-    /// handler's response leaves, so an accepted job survives a crash.
-    async fn queue<T: Send + 'static>(
+    /// Runs a queueing `op` with the database, then wakes the job workers if it queued a job.
+    /// Written before the handler's response leaves, so an accepted job survives a crash. A
+    /// few single-row statements: inline, like kv's (a hop to the blocking pool cost more than
+    /// the whole call of a retried event).
+    async fn queue<T: Queued + Send + 'static>(
         &mut self,
         op: impl FnOnce(&mut Conn<'_>, &str) -> Result<T, Refused> + Send + 'static,
     ) -> Result<T, Error> {
@@ -133,9 +135,9 @@ impl HostState {
             let queued = caller
                 .services
                 .db
-                .call(move |conn| Ok(op(conn, &adapter)))
+                .call_inline(move |conn| Ok(op(conn, &adapter)))
                 .await;
-            if matches!(queued, Ok(Ok(_))) {
+            if matches!(&queued, Ok(Ok(value)) if value.queued()) {
                 caller.services.bus.publish_coalesced(Event::JobsReady);
             }
             queued
@@ -148,6 +150,25 @@ impl HostState {
             }
             Ok(Err(Refused::Db(e))) | Err(e) => Err(Error::Failed(e.to_string())),
         }
+    }
+}
+
+/// What a queueing operation answers: whether it queued a job.
+trait Queued {
+    fn queued(&self) -> bool;
+}
+
+/// `enqueue`: the new job's id.
+impl Queued for String {
+    fn queued(&self) -> bool {
+        true
+    }
+}
+
+/// `enqueue-once`: `None` when the key was claimed already and nothing was queued.
+impl Queued for Option<String> {
+    fn queued(&self) -> bool {
+        self.is_some()
     }
 }
 
