@@ -4,7 +4,7 @@
 //!    against a native adapter doing the same work in Rust (signature check, JSON parse, kv
 //!    claim through the same database handle) on a route of the same server, in the same run.
 //!    Both receive a retried event, so both do exactly verify + parse + claim. Target: wasm /
-//!    native throughput >= 0.6.
+//!    native throughput >= 0.8.
 //! 2. Ack latency of fresh events at a steady 500 req/s while the model takes a minute per run
 //!    (every event queues a job the worker cannot finish). Target: p99 < 5 ms.
 
@@ -287,10 +287,17 @@ fn main() {
             .add_native(Arc::new(NativeTeamchat { db: app.db.clone() }));
         app.supervisor.start_natives().await;
         app.components.discover(app.components.announce()).await;
-        let teamchat = app.components.generation("teamchat");
-        let teamchat = teamchat.expect("teamchat is not bundled");
-        // What is measured is its optimized code.
-        teamchat.until_optimized().await;
+        assert!(
+            app.components.generation("teamchat").is_some(),
+            "teamchat is not bundled"
+        );
+        // What is measured is optimized code, and no compile of another component competes
+        // with it.
+        for entry in app.supervisor.registry().entries() {
+            if let Some(generation) = app.components.generation(&entry.name) {
+                generation.until_optimized().await;
+            }
+        }
         let worker = Worker {
             components: Arc::clone(&app.components),
             supervisor: Arc::clone(&app.supervisor),
@@ -329,8 +336,8 @@ fn main() {
         }
         let ratio = median(ratios.iter().copied());
         println!(
-            "  wasm / native throughput: {ratio:.2} (target >= 0.6: {})",
-            verdict(ratio >= 0.6)
+            "  wasm / native throughput: {ratio:.2} (target >= 0.8: {})",
+            verdict(ratio >= 0.8)
         );
 
         println!(
