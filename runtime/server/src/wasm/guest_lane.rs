@@ -8,8 +8,9 @@
 //! lane. CPU time, not wall time: on a busy machine a short call is often preempted for longer
 //! than a slice, and counting that would send well-behaved adapters to the lane, whose threads
 //! a busy machine starves. The lane is a runtime of its own whose threads Linux runs only when
-//! no ordinary thread wants the CPU (`SCHED_IDLE`). There a computing guest yields every slice, so guests on the lane take
-//! turns, and the API's threads preempt them the moment they have work.
+//! no ordinary thread wants the CPU (`SCHED_IDLE`). There a computing guest yields every slice,
+//! so guests on the lane take turns, and the API's threads preempt them the moment they have
+//! work.
 //!
 //! The calls of an adapter whose calls needed the lane recently ([`HEAVY_FOR`]) start there,
 //! and a host call handed a large byte list ([`Slice::to_lane`]) moves there before it works on
