@@ -466,13 +466,9 @@ async fn writes_are_offered_and_done_only_while_allowed() {
     let mut env = openai_env(&llm.url);
     env.extend(google.env(google_calendar::REFRESH_TOKEN));
     let server = Server::start_with_owned(&env);
-    let (status, body) = server
-        .post(
-            "/api/integrations/calendar/keys",
-            json!({"env_var": "SERVICE_CALENDAR_WRITE_ALLOWED", "value": "true"}),
-        )
+    server
+        .write_key("calendar", "SERVICE_CALENDAR_WRITE_ALLOWED", "true")
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
         tool_names(&server)
             .await
@@ -480,13 +476,9 @@ async fn writes_are_offered_and_done_only_while_allowed() {
     );
     // Turned off through the API: the adapter starts anew at once and no longer offers the
     // tool; a model that still calls it is refused.
-    let (status, body) = server
-        .post(
-            "/api/integrations/calendar/keys",
-            json!({"env_var": "SERVICE_CALENDAR_WRITE_ALLOWED", "value": "false"}),
-        )
+    let body = server
+        .write_key("calendar", "SERVICE_CALENDAR_WRITE_ALLOWED", "false")
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["applied_to"], json!(["calendar"]), "{body}");
     let names = tool_names(&server).await;
     assert!(names.contains(&"list_calendar_events_today".to_owned()));
@@ -529,13 +521,7 @@ async fn writes_are_offered_and_done_only_while_allowed() {
     // Its keys written through the API: it starts anew, reaches the origins they name and
     // offers its tools, with no restart.
     for (name, value) in google.env(google_calendar::REFRESH_TOKEN) {
-        let (status, body) = bare
-            .post(
-                "/api/integrations/calendar/keys",
-                json!({"env_var": name, "value": value}),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        bare.write_key("calendar", name, &value).await;
     }
     let entry = bare.adapter("calendar").await.unwrap();
     assert_eq!(

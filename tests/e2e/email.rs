@@ -239,13 +239,7 @@ async fn unconfigured_until_its_keys_are_written_then_it_polls_without_a_restart
         .iter()
         .filter(|(name, _)| name.starts_with("SERVICE_EMAIL_"))
     {
-        let (status, body) = server
-            .post(
-                "/api/integrations/email/keys",
-                json!({"env_var": name, "value": value}),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        let body = server.write_key("email", name, value).await;
         applied.push(body["applied_to"].clone());
     }
     assert!(
@@ -258,11 +252,8 @@ async fn unconfigured_until_its_keys_are_written_then_it_polls_without_a_restart
     polls_pass(&server).await;
 
     // A key written while it runs starts it anew with it.
-    let (_, body) = server
-        .post(
-            "/api/integrations/email/keys",
-            json!({"env_var": "SERVICE_EMAIL_POLL_SECS", "value": "2"}),
-        )
+    let body = server
+        .write_key("email", "SERVICE_EMAIL_POLL_SECS", "2")
         .await;
     assert_eq!(body["applied_to"], json!(["email"]), "{body}");
     polls_pass(&server).await;

@@ -145,6 +145,18 @@ impl Server {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// Writes one key of `integration` through the API (it must be taken); the answer.
+    pub async fn write_key(&self, integration: &str, name: &str, value: &str) -> Value {
+        let (status, body) = self
+            .post(
+                &format!("/api/integrations/{integration}/keys"),
+                serde_json::json!({"env_var": name, "value": value}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
     /// Waits until every component runs its optimized code (the baseline compiler's served
     /// until then).
     pub fn wait_until_optimized(&self) {

@@ -1026,18 +1026,6 @@ async fn slash_commands_answer_inline_when_the_agent_is_fast_and_later_when_it_i
     );
 }
 
-/// Writes one key through the integrations API; its answer.
-async fn write_key(server: &Server, name: &str, value: &str) -> Value {
-    let (status, body) = server
-        .post(
-            "/api/integrations/teamchat/keys",
-            json!({"env_var": name, "value": value}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
-
 #[tokio::test]
 async fn keys_written_through_the_api_apply_at_once() {
     let api = platform(json!({"ok": true, "ts": "1700000002.000300"})).await;
@@ -1047,7 +1035,7 @@ async fn keys_written_through_the_api_apply_at_once() {
 
     let mut answers = Vec::new();
     for (name, value) in api.env(SIGNING_SECRET) {
-        answers.push(write_key(&server, name, &value).await);
+        answers.push(server.write_key("teamchat", name, &value).await);
     }
     for answer in &answers {
         assert_eq!(answer["applied_to"], json!(["teamchat"]), "{answer}");
