@@ -1777,15 +1777,16 @@ async fn adapters_tab_explains_why_an_adapter_without_lifecycle_cannot_be_toggle
 }
 
 #[tokio::test]
-async fn settings_tab_sets_up_an_unconfigured_adapter_without_showing_the_value() {
+async fn settings_tab_sets_up_an_adapter_waiting_for_settings_without_showing_the_value() {
     const SECRET: &str = "typed-in-the-browser-4f1c9e";
     let server = Server::start();
-    // A fresh server: the webhook adapter waits for its secret, which is not an error.
+    // A fresh server: the webhook adapter waits for its secret, an `error` to the API (spec
+    // 3.2 rule 5) that the dashboard shows as needing setup, not as a failure.
     let entry = server
         .adapter("webhook")
         .await
         .expect("the bundled webhook");
-    assert_eq!(entry["status"], "unconfigured", "{entry}");
+    assert_eq!(entry["status"], "error", "{entry}");
     assert_eq!(entry["missing_settings"], json!(["SERVICE_WEBHOOK_SECRET"]));
     let Some(browser) = Browser::start(&server).await else {
         return;
@@ -1803,15 +1804,15 @@ async fn settings_tab_sets_up_an_unconfigured_adapter_without_showing_the_value(
         .await;
     assert_eq!(
         card,
-        json!({"status": "unconfigured", "pill": "pill pill-unconfigured",
+        json!({"status": "needs-setup", "pill": "pill pill-needs-setup",
                "needs": "Needs SERVICE_WEBHOOK_SECRET", "setup": "#/settings/webhook"})
     );
     // Waiting for settings has a filter of its own.
     let tab = browser
-        .text("#adapter-filter [data-filter=\"unconfigured\"] .filter-count")
+        .text("#adapter-filter [data-filter=\"needs-setup\"] .filter-count")
         .await;
     assert!(tab.parse::<usize>().unwrap() >= 1, "{tab}");
-    browser.screenshot("adapters-unconfigured").await;
+    browser.screenshot("adapters-needs-setup").await;
 
     // Set up opens the Settings tab at the webhook, its field ready for typing.
     browser
@@ -2572,12 +2573,18 @@ async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapter
 
     // Filter tabs count each status; picking one shows only those rows.
     let (_, listed) = server.get("/api/adapters").await;
+    // One waiting for settings is `error` to the API and "needs setup" to the dashboard.
+    let needs_setup = |a: &Value| a["status"] == "error" && a["missing_settings"] != json!([]);
     let count = |status: &str| {
         listed["adapters"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|a| a["status"] == status)
+            .filter(|a| match status {
+                "needs-setup" => needs_setup(a),
+                "error" => a["status"] == "error" && !needs_setup(a),
+                _ => a["status"] == status,
+            })
             .count()
             .to_string()
     };
@@ -2594,7 +2601,7 @@ async fn adapters_tab_filters_by_status_keeps_chips_whole_and_shows_what_adapter
             ["", total],
             ["running", count("running")],
             ["stopped", count("stopped")],
-            ["unconfigured", count("unconfigured")],
+            ["needs-setup", count("needs-setup")],
             ["error", count("error")]
         ])
     );

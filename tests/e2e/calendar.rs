@@ -501,7 +501,8 @@ async fn writes_are_offered_and_done_only_while_allowed() {
         "{names:?}"
     );
 
-    // Nothing configured: no tools, and the entry says what to set.
+    // Nothing configured: no tools, and the entry names both ways to configure it (spec 3.2
+    // rule 5: an error, counted, its start returning normally).
     let bare = Server::start();
     let entry = eventually(10, async || {
         bare.adapter("calendar")
@@ -509,8 +510,36 @@ async fn writes_are_offered_and_done_only_while_allowed() {
             .filter(|e| e["status"] == "error")
     })
     .await;
-    let message = entry["error_message"].as_str().unwrap();
-    assert!(message.contains("no calendar is configured"), "{message}");
+    let caldav = [
+        "SERVICE_CALENDAR_CALDAV_URL",
+        "SERVICE_CALENDAR_CALDAV_USER",
+        "SERVICE_CALENDAR_CALDAV_PASSWORD",
+    ];
+    let google_way = [
+        "SERVICE_CALENDAR_GOOGLE_CLIENT_ID",
+        "SERVICE_CALENDAR_GOOGLE_CLIENT_SECRET",
+        "SERVICE_CALENDAR_GOOGLE_REFRESH_TOKEN",
+    ];
+    assert_eq!(
+        (
+            &entry["missing_settings_any_of"],
+            &entry["missing_settings"],
+            &entry["error_count"]
+        ),
+        (
+            &json!([caldav, google_way]),
+            &json!([caldav, google_way].concat()),
+            &json!(1)
+        ),
+        "{entry}"
+    );
+    assert_eq!(
+        entry["error_message"],
+        "ConfigError: SERVICE_CALENDAR_CALDAV_URL, SERVICE_CALENDAR_CALDAV_USER and \
+         SERVICE_CALENDAR_CALDAV_PASSWORD are not set; or SERVICE_CALENDAR_GOOGLE_CLIENT_ID, \
+         SERVICE_CALENDAR_GOOGLE_CLIENT_SECRET and SERVICE_CALENDAR_GOOGLE_REFRESH_TOKEN are not \
+         set (any one of these ways will do)"
+    );
     assert!(
         !tool_names(&bare)
             .await

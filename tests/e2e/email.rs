@@ -1,7 +1,7 @@
 //! The native email adapter through the real binary, against a real Dovecot (IMAP) and a real
 //! aiosmtpd (SMTP) started in temporary folders, and the scripted fake model: a message is
 //! answered by the agent with threading headers, becomes a task with its trace, and a restart
-//! never answers it again; without its settings it is `unconfigured`, and keys written through
+//! never answers it again; without its settings it is in `error` naming them, and keys written through
 //! the API apply without a restart.
 
 use reqwest::StatusCode;
@@ -189,24 +189,31 @@ async fn a_reply_in_a_thread_continues_its_conversation() {
 }
 
 #[tokio::test]
-async fn unconfigured_until_its_keys_are_written_then_it_polls_without_a_restart() {
+async fn waits_for_its_keys_then_polls_without_a_restart() {
     let server = Server::start();
     let entry: Value = server.adapter("email").await.expect("an email entry");
-    assert_eq!(
-        (
-            &entry["status"],
-            &entry["error_count"],
-            &entry["error_message"]
-        ),
-        (&json!("unconfigured"), &json!(0), &json!(null)),
-        "waiting for settings is no error: {entry}"
-    );
     let missing = [
         "SERVICE_EMAIL_IMAP_HOST",
         "SERVICE_EMAIL_SMTP_HOST",
         "SERVICE_EMAIL_USERNAME",
         "SERVICE_EMAIL_PASSWORD",
     ];
+    assert_eq!(
+        (
+            &entry["status"],
+            &entry["error_count"],
+            &entry["error_message"]
+        ),
+        (
+            &json!("error"),
+            &json!(1),
+            &json!(format!(
+                "ConfigError: {}, {}, {} and {} are not set",
+                missing[0], missing[1], missing[2], missing[3]
+            ))
+        ),
+        "a missing setting is an error naming it (spec 3.2 rule 5): {entry}"
+    );
     assert_eq!(entry["missing_settings"], json!(missing));
 
     // Disabled, it cannot be enabled before it has its settings: 409, nothing changed.
@@ -232,7 +239,11 @@ async fn unconfigured_until_its_keys_are_written_then_it_polls_without_a_restart
         return;
     };
     let (status, body) = server.post("/api/adapters/email/enable", json!({})).await;
-    assert_eq!(status, StatusCode::CONFLICT, "still unconfigured: {body}");
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "still without settings: {body}"
+    );
     let keys = settings("http://127.0.0.1:9", &dovecot, &sink);
     let mut applied = Vec::new();
     for (name, value) in keys

@@ -90,7 +90,7 @@ pub fn variant(crate_name: &str, variant: &str, env: &[(&str, &str)]) -> PathBuf
 
 pub const COMPONENTIZE_PY: &str = "componentize-py";
 /// The contract's world; componentize-py imports every interface of it.
-const PYTHON_WORLD: &str = "service:adapter/adapter-with-tools@0.2.2";
+const PYTHON_WORLD: &str = "service:adapter/adapter-with-tools@0.2.3";
 
 /// Builds the component once per test run into `<target>/python-guests/`, with the command of
 /// the example's `build.sh`. The Python sources are copied there first: componentize-py writes

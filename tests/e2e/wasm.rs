@@ -434,11 +434,15 @@ async fn a_component_built_for_0_2_0_serves_on_a_0_2_1_host() {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         (
             text.contains("service:adapter/agent@0.2.0"),
-            text.contains("service:adapter/agent@0.2.2"),
+            text.contains("service:adapter/agent@0.2.3"),
         )
     };
     assert_eq!(imports_of("echo"), (true, false), "echo is built for 0.2.0");
-    assert_eq!(imports_of("teamchat"), (false, true), "teamchat for 0.2.1");
+    assert_eq!(
+        imports_of("teamchat"),
+        (false, true),
+        "teamchat for the newest, 0.2.3"
+    );
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     loaded(&server, "echo").await;
@@ -1026,8 +1030,8 @@ async fn a_component_still_being_written_loads_only_once_complete() {
     // Not loaded, but shown as loading from the start: its routes answer 503, never 404.
     let entry = server.adapter("echo").await.unwrap();
     assert_eq!(
-        (&entry["note"], &entry["version"]),
-        (&json!("loading"), &Value::Null),
+        (&entry["status"], &entry["phase"], &entry["version"]),
+        (&json!("stopped"), &json!("loading"), &Value::Null),
         "half a file was loaded: {entry}"
     );
     let (status, said) = get(&server, "/api/adapters/echo/hello").await;

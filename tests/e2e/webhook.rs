@@ -8,9 +8,9 @@ use sha2::Sha256;
 
 use crate::support::{Server, assert_error, json_of};
 
-const SECRET: &str = "webhook-test-secret";
+pub(crate) const SECRET: &str = "webhook-test-secret";
 
-fn sign(secret: &str, body: &str) -> String {
+pub(crate) fn sign(secret: &str, body: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(body.as_bytes());
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
@@ -27,7 +27,7 @@ async fn run(server: &Server, body: &str, signature: Option<String>) -> (StatusC
     json_of(request.send().await.unwrap()).await
 }
 
-async fn signed(server: &Server, body: &str) -> (StatusCode, Value) {
+pub(crate) async fn signed(server: &Server, body: &str) -> (StatusCode, Value) {
     run(server, body, Some(sign(SECRET, body))).await
 }
 
@@ -106,7 +106,14 @@ async fn signed_requests_run_agents() {
 async fn an_unset_secret_answers_503() {
     let server = Server::start();
     let entry = server.adapter("webhook").await.unwrap();
-    assert_eq!(entry["status"], "unconfigured", "{entry}");
+    assert_eq!(
+        (&entry["status"], &entry["error_message"]),
+        (
+            &json!("error"),
+            &json!("ConfigError: SERVICE_WEBHOOK_SECRET is not set")
+        ),
+        "{entry}"
+    );
     assert_eq!(entry["missing_settings"], json!(["SERVICE_WEBHOOK_SECRET"]));
     let body = r#"{"prompt": "hi"}"#;
     let answer = run(&server, body, Some(sign(SECRET, body))).await;

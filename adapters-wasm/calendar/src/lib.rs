@@ -2,7 +2,8 @@
 //! Fastmail, iCloud, Radicale...) or the Google Calendar API. `list_calendar_events_today`
 //! reads today (in `SERVICE_TZ`), recurring and all-day events expanded;
 //! `create_calendar_event` writes, offered only with `SERVICE_CALENDAR_WRITE_ALLOWED=true`.
-//! It serves no routes: `start` checks the settings, so the registry entry says what is missing.
+//! It serves no routes: `start` checks the settings, so the registry entry says what is missing
+//! (both ways to configure it when neither is).
 
 wit_bindgen::generate!({
     world: "adapter-host",
@@ -24,6 +25,7 @@ use exports::service::adapter::handler::{
 use exports::service::adapter::{lifecycle, tool_provider};
 use guest_util::Response;
 use service::adapter::log::{self, Level};
+use service::adapter::registry;
 use service::adapter::types::ToolSpec;
 
 struct Calendar;
@@ -70,10 +72,18 @@ impl handler::Guest for Calendar {
 }
 
 impl lifecycle::Guest for Calendar {
+    /// Settings missing are recorded on the entry and the start succeeds (spec 3.2 rule 5),
+    /// so the dashboard offers to set them; contradicting ones fail it.
     fn start() -> Result<(), String> {
-        settings::backend()?;
         settings::zone()?;
-        Ok(())
+        match settings::backend() {
+            Ok(_) => Ok(()),
+            Err(settings::Problem::Missing(ways)) => {
+                registry::needs_settings(&ways);
+                Ok(())
+            }
+            Err(problem) => Err(problem.into()),
+        }
     }
 
     fn stop() -> Result<(), String> {

@@ -34,25 +34,59 @@ pub enum Backend {
     Google { api_base: String, token_url: String },
 }
 
-/// The configured backend, or what is missing. CalDAV needs its URL, user and password;
-/// Google its client id, client secret and refresh token; naming both is a mistake.
-pub fn backend() -> Result<Backend, String> {
-    let missing = |names: &[&str]| -> Result<(), String> {
-        let unset: Vec<&str> = names
-            .iter()
-            .copied()
-            .filter(|n| !secrets::is_set(n))
-            .collect();
-        match unset.len() {
-            0 => Ok(()),
-            1 => Err(format!("{} is not set", unset[0])),
-            _ => Err(format!("{} are not set", unset.join(" and "))),
+/// Why there is no backend to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Settings are missing: the ways to configure it, each the variables of that way that
+    /// are not set (any one way set in full will do).
+    Missing(Vec<Vec<String>>),
+    /// The settings contradict each other.
+    Invalid(String),
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing(ways) => {
+                let said: Vec<String> = ways
+                    .iter()
+                    .map(|way| match way.as_slice() {
+                        [one] => format!("{one} is not set"),
+                        names => format!("{} are not set", names.join(" and ")),
+                    })
+                    .collect();
+                f.write_str(&said.join("; or "))
+            }
+            Self::Invalid(message) => f.write_str(message),
         }
+    }
+}
+
+impl From<Problem> for String {
+    fn from(problem: Problem) -> Self {
+        problem.to_string()
+    }
+}
+
+/// The configured backend, or what is missing. CalDAV needs its URL, user and password;
+/// Google its client id, client secret and refresh token; naming both is a mistake. With
+/// neither named, both ways are missing.
+pub fn backend() -> Result<Backend, Problem> {
+    let unset = |names: &[&str]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| !secrets::is_set(n))
+            .map(|n| (*n).to_owned())
+            .collect()
+    };
+    let missing = |names: &[&str]| match unset(names) {
+        way if way.is_empty() => Ok(()),
+        way => Err(Problem::Missing(vec![way])),
     };
     match (get(CALDAV_URL), get(GOOGLE_REFRESH_TOKEN).is_some()) {
-        (Some(_), true) => Err(format!(
+        (Some(_), true) => Err(Problem::Invalid(format!(
             "both CalDAV and Google are configured: unset {CALDAV_URL} or {GOOGLE_REFRESH_TOKEN}"
-        )),
+        ))),
         (Some(url), false) => {
             missing(&[CALDAV_USER, CALDAV_PASSWORD])?;
             Ok(Backend::CalDav { url })
@@ -64,11 +98,10 @@ pub fn backend() -> Result<Backend, String> {
                 token_url: get(GOOGLE_TOKEN_URL).unwrap_or_else(|| DEFAULT_GOOGLE_TOKEN_URL.into()),
             })
         }
-        (None, false) => Err(format!(
-            "no calendar is configured: set {CALDAV_URL}, {CALDAV_USER} and {CALDAV_PASSWORD} \
-             (CalDAV), or {GOOGLE_CLIENT_ID}, {GOOGLE_CLIENT_SECRET} and {GOOGLE_REFRESH_TOKEN} \
-             (Google)"
-        )),
+        (None, false) => Err(Problem::Missing(vec![
+            unset(&[CALDAV_URL, CALDAV_USER, CALDAV_PASSWORD]),
+            unset(&[GOOGLE_CLIENT_ID, GOOGLE_CLIENT_SECRET, GOOGLE_REFRESH_TOKEN]),
+        ])),
     }
 }
 

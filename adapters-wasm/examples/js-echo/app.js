@@ -1,5 +1,5 @@
 // js-echo: an adapter written in JavaScript, built with componentize-js for the contract's
-// `adapter-with-tools` world (`service:adapter@0.2.2`).
+// `adapter-with-tools` world (`service:adapter@0.2.3`).
 //
 // Under /api/adapters/js-echo/ it serves `GET /hello`, `POST /echo`, `GET /fetch?url=...`
 // (the standard `fetch`, which the host sends only to the origins its grant names), and
@@ -8,9 +8,9 @@
 // (grant.toml), and `outbound_hosts` for `/fetch`; every other import componentize-js brings
 // in is never called.
 
-import { run } from 'service:adapter/agent@0.2.2';
-import { claim, delete as forget } from 'service:adapter/kv@0.2.2';
-import { touch } from 'service:adapter/registry@0.2.2';
+import { run } from 'service:adapter/agent@0.2.3';
+import { claim, delete as forget } from 'service:adapter/kv@0.2.3';
+import { touch } from 'service:adapter/registry@0.2.3';
 
 import {
   HttpError,

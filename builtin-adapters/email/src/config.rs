@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use service_contract::ConfigProblem;
+use service_contract::{ConfigProblem, Missing};
 
 use crate::senders::AllowedSenders;
 
@@ -230,7 +230,7 @@ impl Problems {
 
     fn into_problem(self) -> ConfigProblem {
         if self.said.len() == self.missing.len() {
-            ConfigProblem::Missing(self.missing)
+            ConfigProblem::Missing(Missing::All(self.missing))
         } else {
             ConfigProblem::Invalid(self.said.join("; "))
         }
@@ -349,11 +349,11 @@ mod tests {
     fn every_missing_variable_is_named() {
         assert_eq!(
             problem(&[]).unwrap_err(),
-            ConfigProblem::Missing(
+            ConfigProblem::Missing(Missing::All(
                 [IMAP_HOST, SMTP_HOST, USERNAME, PASSWORD]
                     .map(str::to_owned)
                     .to_vec()
-            )
+            ))
         );
         let mut vars = MINIMAL.to_vec();
         vars.retain(|(name, _)| *name != PASSWORD);

@@ -462,7 +462,7 @@ async fn an_oversized_message_is_skipped_with_a_note() {
 }
 
 #[tokio::test]
-async fn missing_settings_leave_it_unconfigured_naming_the_variable() {
+async fn a_missing_setting_is_an_error_naming_the_variable() {
     let harness = Harness::new(vec![
         ("SERVICE_EMAIL_IMAP_HOST", "imap.example.org".to_owned()),
         ("SERVICE_EMAIL_SMTP_HOST", "smtp.example.org".to_owned()),
@@ -473,11 +473,11 @@ async fn missing_settings_leave_it_unconfigured_naming_the_variable() {
     assert_eq!(
         (entry.status, entry.missing_settings, entry.error_count),
         (
-            AdapterStatus::Unconfigured,
+            AdapterStatus::Error,
             vec!["SERVICE_EMAIL_PASSWORD".to_owned()],
-            0
+            1
         ),
-        "waiting for a setting is not an error"
+        "a missing setting marks an error and returns (spec 3.2 rule 5)"
     );
     harness.stop().await;
     assert_eq!(harness.count(POLLS), 0, "it stayed offline");

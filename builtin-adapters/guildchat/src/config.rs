@@ -12,7 +12,7 @@ pub const API_BASE: &str = "SERVICE_GUILDCHAT_API_BASE";
 /// User ids who may approve tool calls besides the person who asked.
 pub const APPROVERS: &str = "SERVICE_GUILDCHAT_APPROVERS";
 
-use service_contract::ConfigProblem;
+use service_contract::{ConfigProblem, Missing};
 
 /// Every setting: the host restarts the adapter when one is written.
 pub const SETTINGS: [&str; 7] = [
@@ -56,7 +56,7 @@ impl Config {
         let token = get(TOKEN)
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| ConfigProblem::Missing(vec![TOKEN.to_owned()]))?;
+            .ok_or_else(|| ConfigProblem::Missing(Missing::All(vec![TOKEN.to_owned()])))?;
         let api_base = get(API_BASE)
             .map(|base| api_base(&base))
             .transpose()

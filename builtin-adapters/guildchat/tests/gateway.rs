@@ -480,16 +480,16 @@ async fn a_result_too_long_for_the_card_follows_it_in_full() {
 }
 
 #[tokio::test]
-async fn a_missing_token_leaves_it_unconfigured() {
+async fn a_missing_token_is_an_error_naming_the_variable() {
     let harness = Harness::new(vec![]);
     harness.start().await;
     let entry = harness.entry();
     assert_eq!(
         (entry.status, entry.missing_settings, entry.error_message),
         (
-            AdapterStatus::Unconfigured,
+            AdapterStatus::Error,
             vec!["SERVICE_GUILDCHAT_TOKEN".to_owned()],
-            None
+            Some("ConfigError: SERVICE_GUILDCHAT_TOKEN is not set".to_owned())
         )
     );
     harness.stop().await;

@@ -103,20 +103,69 @@ impl std::error::Error for AdapterError {}
 /// What keeps an adapter from working with its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigProblem {
-    /// Settings it cannot work without are not set, and nothing else is wrong: the adapter is
-    /// `unconfigured`, not failing.
-    Missing(Vec<String>),
+    /// Settings it cannot work without are not set, and nothing else is wrong: it waits for
+    /// them (its entry lists them, and the dashboard offers to set them).
+    Missing(Missing),
     /// A setting has a value it cannot use (every problem, one line).
     Invalid(String),
+}
+
+/// Settings that are not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    /// Each of these is needed.
+    All(Vec<String>),
+    /// Any one of these ways, each the variables of it that are not set, would do (a calendar
+    /// over CalDAV or over Google, say).
+    AnyOf(Vec<Vec<String>>),
+}
+
+impl Missing {
+    /// Every variable named, each once, in the order given.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let all = match self {
+            Self::All(names) => std::slice::from_ref(names),
+            Self::AnyOf(ways) => ways.as_slice(),
+        };
+        for name in all.iter().flatten() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+}
+
+/// `A`, `A and B`, `A, B and C`.
+fn and_list(names: &[String]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unset = |names: &[String]| {
+            let verb = if names.len() == 1 { "is" } else { "are" };
+            format!("{} {verb} not set", and_list(names))
+        };
+        match self {
+            Self::All(names) => f.write_str(&unset(names)),
+            Self::AnyOf(ways) => {
+                let ways: Vec<String> = ways.iter().map(|way| unset(way)).collect();
+                write!(f, "{} (any one of these ways will do)", ways.join("; or "))
+            }
+        }
+    }
 }
 
 impl fmt::Display for ConfigProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Missing(names) => {
-                let said: Vec<String> = names.iter().map(|n| format!("{n} is not set")).collect();
-                f.write_str(&said.join("; "))
-            }
+            Self::Missing(missing) => missing.fmt(f),
             Self::Invalid(message) => f.write_str(message),
         }
     }

@@ -20,8 +20,10 @@ pub use agent::{
     Turn, TurnRole, Waiting,
 };
 pub use approvals::{Approvals, DecideError, NoApprovals, WentOnJob};
-pub use error::{AdapterError, ConfigProblem, FailureKind};
+pub use error::{AdapterError, ConfigProblem, FailureKind, Missing};
 pub use records::{Feedback, FeedbackStore, TaskState, TaskTracker, Vote};
-pub use registry::{AdapterEntry, AdapterKind, AdapterRegistry, AdapterStatus, ErrorObserver};
+pub use registry::{
+    AdapterEntry, AdapterKind, AdapterPhase, AdapterRegistry, AdapterStatus, ErrorObserver,
+};
 pub use routes::{HttpRequest, HttpResponse, Route, RouteHandler, Routes};
 pub use tools::{Tool, ToolContext, ToolHandler, ToolRegistry, ToolSpec};

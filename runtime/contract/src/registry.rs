@@ -7,12 +7,11 @@ use std::sync::{OnceLock, PoisonError, RwLock};
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 
-use crate::error::{ConfigProblem, FailureKind};
+use crate::error::{ConfigProblem, FailureKind, Missing};
 
 pub const ADAPTER_STATUS_RUNNING: &str = "running";
 pub const ADAPTER_STATUS_STOPPED: &str = "stopped";
 pub const ADAPTER_STATUS_ERROR: &str = "error";
-pub const ADAPTER_STATUS_UNCONFIGURED: &str = "unconfigured";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -20,9 +19,6 @@ pub enum AdapterStatus {
     Running,
     Stopped,
     Error,
-    /// Waiting for settings it cannot work without (listed in `missing_settings`): not a
-    /// failure, nothing to fix but to set them.
-    Unconfigured,
 }
 
 impl AdapterStatus {
@@ -31,9 +27,17 @@ impl AdapterStatus {
             Self::Running => ADAPTER_STATUS_RUNNING,
             Self::Stopped => ADAPTER_STATUS_STOPPED,
             Self::Error => ADAPTER_STATUS_ERROR,
-            Self::Unconfigured => ADAPTER_STATUS_UNCONFIGURED,
         }
     }
+}
+
+/// Where an adapter is on its way to serving, beside its status (which stays one of the
+/// specification's three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdapterPhase {
+    /// A component being compiled: status `stopped`, its routes answer 503 until it serves.
+    Loading,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,12 +66,18 @@ pub struct AdapterEntry {
     pub capabilities: Vec<String>,
     /// Why the adapter is in its state when that is not obvious (disabled by whom).
     pub note: Option<String>,
+    /// `loading` while a component compiles; `null` otherwise.
+    pub phase: Option<AdapterPhase>,
     /// Facts the adapter reports about itself, e.g. `auth` (its authentication scheme).
     pub metadata: BTreeMap<String, String>,
     /// Its jobs waiting to run.
     pub pending_jobs: u32,
-    /// While `unconfigured`: the settings it waits for.
+    /// The settings it waits for (its status is then `error`, with a `ConfigError`): every
+    /// variable that is not set, of every way to configure it.
     pub missing_settings: Vec<String>,
+    /// When it can be configured in more than one way: each way's variables that are not set
+    /// (any one way set in full will do). Empty when there is one way.
+    pub missing_settings_any_of: Vec<Vec<String>>,
 }
 
 impl AdapterEntry {
@@ -85,9 +95,11 @@ impl AdapterEntry {
             version: None,
             capabilities: Vec::new(),
             note: None,
+            phase: None,
             metadata: BTreeMap::new(),
             pending_jobs: 0,
             missing_settings: Vec::new(),
+            missing_settings_any_of: Vec::new(),
         }
     }
 }
@@ -176,7 +188,9 @@ impl AdapterRegistry {
         self.update(name, |e| {
             e.status = AdapterStatus::Running;
             e.note = None;
+            e.phase = None;
             e.missing_settings.clear();
+            e.missing_settings_any_of.clear();
             let resolved = [FailureKind::ConfigError, FailureKind::HookError];
             if e.error_message.as_deref().is_some_and(|m| {
                 resolved
@@ -189,24 +203,43 @@ impl AdapterRegistry {
         });
     }
 
-    /// Waiting for settings: status `unconfigured`, the missing ones listed. Not counted as
-    /// an error.
-    pub fn mark_unconfigured(&self, name: &str, missing: &[String]) {
+    /// Waiting for settings (spec 3.2 rule 5: a missing secret marks an error): status
+    /// `error`, counted, a `ConfigError` naming every variable, and `missing_settings` listing
+    /// them, which tells the dashboard it needs setting up rather than fixing.
+    pub fn mark_needs_settings(&self, name: &str, missing: &Missing) {
+        self.mark_error(name, FailureKind::ConfigError, &missing.to_string());
         self.update(name, |e| {
-            e.status = AdapterStatus::Unconfigured;
-            e.missing_settings = missing.to_vec();
+            e.missing_settings = missing.names();
+            e.missing_settings_any_of = match missing {
+                Missing::All(_) => Vec::new(),
+                Missing::AnyOf(ways) => ways.clone(),
+            };
         });
     }
 
-    /// Records what keeps an adapter from working with its settings: `unconfigured` when
-    /// settings are only missing, a `ConfigError` when one is wrong.
+    /// Records what keeps an adapter from working with its settings: missing ones, or a
+    /// wrong one (both a `ConfigError`).
     pub fn report_config(&self, name: &str, problem: &ConfigProblem) {
         match problem {
-            ConfigProblem::Missing(missing) => self.mark_unconfigured(name, missing),
+            ConfigProblem::Missing(missing) => self.mark_needs_settings(name, missing),
             ConfigProblem::Invalid(message) => {
                 self.mark_error(name, FailureKind::ConfigError, message);
             }
         }
+    }
+
+    /// Whether the adapter waits for settings (`missing_settings` is not empty).
+    pub fn needs_settings(&self, name: &str) -> bool {
+        self.get(name)
+            .is_some_and(|e| !e.missing_settings.is_empty())
+    }
+
+    /// Forgets the settings it waited for (a start about to check them again).
+    pub fn clear_missing_settings(&self, name: &str) {
+        self.update(name, |e| {
+            e.missing_settings.clear();
+            e.missing_settings_any_of.clear();
+        });
     }
 
     pub fn mark_stopped(&self, name: &str) {
@@ -360,24 +393,42 @@ mod tests {
         );
         assert!(kept.ends_with('…'));
 
-        // Waiting for settings is no error; running again clears the error of its settings,
-        // not others.
-        registry.mark_unconfigured("webhook", &["SERVICE_WEBHOOK_SECRET".to_owned()]);
+        // Waiting for settings is an error of the spec's three statuses, counted and named;
+        // running again clears the error of its settings, not others.
+        let secret = "SERVICE_WEBHOOK_SECRET".to_owned();
+        registry.mark_needs_settings("webhook", &Missing::All(vec![secret.clone()]));
         let waiting = registry.get("webhook").unwrap();
         assert_eq!(
             (
                 waiting.status,
                 waiting.error_count,
+                waiting.error_message.as_deref(),
                 waiting.missing_settings
             ),
             (
-                AdapterStatus::Unconfigured,
-                3,
-                vec!["SERVICE_WEBHOOK_SECRET".to_owned()]
+                AdapterStatus::Error,
+                4,
+                Some("ConfigError: SERVICE_WEBHOOK_SECRET is not set"),
+                vec![secret.clone()]
             )
         );
+        assert!(registry.needs_settings("webhook"));
         registry.mark_running("webhook");
-        assert!(registry.get("webhook").unwrap().error_message.is_some());
+        let resolved = registry.get("webhook").unwrap();
+        assert_eq!(
+            (
+                resolved.error_message,
+                resolved.missing_settings,
+                resolved.error_count
+            ),
+            (None, Vec::<String>::new(), 4)
+        );
+        registry.mark_error("webhook", "Trap", "wasm trap: unreachable");
+        registry.mark_running("webhook");
+        assert!(
+            registry.get("webhook").unwrap().error_message.is_some(),
+            "an error of another kind stays"
+        );
         registry.report_config("webhook", &ConfigProblem::Invalid("bad URL".into()));
         assert_eq!(
             registry.get("webhook").unwrap().error_message.as_deref(),
@@ -391,7 +442,33 @@ mod tests {
                 resolved.error_at,
                 resolved.error_count
             ),
-            (None, None, 4)
+            (None, None, 6)
+        );
+
+        // Two ways to configure it: both listed, grouped.
+        let ways = vec![
+            vec!["A_URL".to_owned(), "A_USER".to_owned()],
+            vec!["B_TOKEN".to_owned()],
+        ];
+        registry.mark_needs_settings("webhook", &Missing::AnyOf(ways.clone()));
+        let waiting = registry.get("webhook").unwrap();
+        assert_eq!(
+            (waiting.missing_settings, waiting.missing_settings_any_of),
+            (
+                vec![
+                    "A_URL".to_owned(),
+                    "A_USER".to_owned(),
+                    "B_TOKEN".to_owned()
+                ],
+                ways
+            )
+        );
+        assert_eq!(
+            waiting.error_message.as_deref(),
+            Some(
+                "ConfigError: A_URL and A_USER are not set; or B_TOKEN is not set \
+                 (any one of these ways will do)"
+            )
         );
 
         // Unknown names change nothing and create nothing.

@@ -9,7 +9,17 @@ import {
   timeEl, toast,
 } from './lib.js';
 
-const STATUSES = ['running', 'stopped', 'unconfigured', 'error'];
+// The API's statuses are the specification's three; an adapter waiting for settings is
+// `error` there (with `missing_settings`), shown here as "needs setup" in grey, not a failure.
+const STATUSES = ['running', 'stopped', 'needs-setup', 'error'];
+
+/** The status the dashboard shows: `needs-setup` for an adapter waiting for settings,
+ * `loading` for a component still compiling, else the API's. */
+function shownStatus(adapter) {
+  if (adapter.status === 'error' && adapter.missing_settings?.length) return 'needs-setup';
+  if (adapter.phase === 'loading') return 'loading';
+  return adapter.status;
+}
 
 const NO_TOGGLE = 'This adapter has no start and stop hooks, so it cannot be enabled or disabled; it runs while the server runs.';
 
@@ -101,8 +111,7 @@ function capabilities(adapter, cell) {
 
 /** Whether the adapter's settings keep it from working: missing, or one it refused. */
 function needsSettings(adapter) {
-  return adapter.status === 'unconfigured'
-    || (adapter.status === 'error' && Boolean(adapter.error_message?.startsWith('ConfigError')));
+  return adapter.status === 'error' && Boolean(adapter.error_message?.startsWith('ConfigError'));
 }
 
 /** A link to the adapter's integration on the Settings tab, when settings are what it lacks. */
@@ -120,7 +129,8 @@ function setupLink(adapter, integrations) {
 function adapterCard(a, reload, integrations) {
   const cell = (name, tag, props, ...content) => h(tag, { ...props, dataset: { cell: name } }, ...content);
   const row = (label, name, content) => [h('dt', null, label), cell(name, 'dd', null, content)];
-  return h('li', { class: 'card adapter-card', dataset: { adapter: a.name, status: a.status } },
+  const shown = shownStatus(a);
+  return h('li', { class: 'card adapter-card', dataset: { adapter: a.name, status: shown } },
     h('div', { class: 'adapter-top' },
       cell('name', 'div', { class: 'adapter-title' },
         h('strong', { class: 'adapter-name' }, a.name),
@@ -128,7 +138,7 @@ function adapterCard(a, reload, integrations) {
         a.note ? h('p', { class: 'hint adapter-note' }, a.note) : null,
         facts(a)),
       cell('kind', 'span', { class: `kind kind-${a.kind === 'wasm' ? 'wasm' : 'native'}` }, a.kind),
-      cell('status', 'span', null, pill(a.status))),
+      cell('status', 'span', null, pill(shown, shown.replace('-', ' ')))),
     a.missing_settings?.length ? h('p', { class: 'setup' }, needs(a.missing_settings)) : null,
     h('dl', { class: 'meta' },
       row('Last activity', 'activity', timeEl(a.last_activity_at, 'never')),
@@ -202,12 +212,14 @@ export async function adaptersView(main, route, ctx) {
       return;
     }
     last = json;
-    const count = (s) => adapters.filter((a) => a.status === s).length;
+    // A loading component counts as stopped, which it is.
+    const filterOf = (a) => (shownStatus(a) === 'loading' ? 'stopped' : shownStatus(a));
+    const count = (s) => adapters.filter((a) => filterOf(a) === s).length;
     tabs.replaceChildren(filterTabs([
       { key: '', label: 'All', count: adapters.length, href: '#/adapters' },
-      ...STATUSES.map((s) => ({ key: s, label: s, count: count(s), href: `#/adapters?status=${s}` })),
+      ...STATUSES.map((s) => ({ key: s, label: s.replace('-', ' '), count: count(s), href: `#/adapters?status=${s}` })),
     ], status, 'Filter by status'));
-    const shown = status ? adapters.filter((a) => a.status === status) : adapters;
+    const shown = status ? adapters.filter((a) => filterOf(a) === status) : adapters;
     if (adapters.length === 0) {
       body.replaceChildren(emptyState({
         title: 'No adapters are registered',
@@ -217,7 +229,7 @@ export async function adaptersView(main, route, ctx) {
       return;
     }
     if (shown.length === 0) {
-      body.replaceChildren(empty(`No adapter is ${status}.`));
+      body.replaceChildren(empty(status === 'needs-setup' ? 'No adapter needs setting up.' : `No adapter is ${status}.`));
       return;
     }
     const focused = document.activeElement?.dataset?.focusKey;

@@ -190,7 +190,7 @@ export function filterTabs(tabs, current, label) {
  * is the status, or `label` when given. */
 export function pill(status, label) {
   const known = ['ok', 'running', 'pending', 'completed', 'error', 'cancelled', 'stopped',
-    'enabled', 'disabled', 'ready', 'connecting', 'unconfigured', 'configured'];
+    'enabled', 'disabled', 'ready', 'connecting', 'needs-setup', 'loading', 'configured'];
   const kind = known.includes(status) ? status : 'other';
   return h('span', { class: `pill pill-${kind}` }, label || status || 'unknown');
 }

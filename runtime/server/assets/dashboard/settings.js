@@ -17,7 +17,7 @@ async function fetchState(signal) {
     api('/adapters', { signal }).then((r) => r.adapters, () => []),
   ]);
   const waiting = new Map(adapters
-    .filter((a) => a.status === 'unconfigured' && a.missing_settings?.length)
+    .filter((a) => a.status === 'error' && a.missing_settings?.length)
     .map((a) => [a.name, a.missing_settings]));
   return { integrations, waiting };
 }

@@ -144,14 +144,14 @@ const PYTHON: Template = Template {
     setup: "Needs `pip install componentize-py==0.25.1` (it brings its own CPython). It builds \
             against the `agent-adapter` world, which imports only what its grant allows.",
     prepare: "pip install componentize-py==0.25.1",
-    build: "componentize-py -d wit -w service:adapter/agent-adapter@0.2.2 componentize -p . app -o {{name}}.wasm",
+    build: "componentize-py -d wit -w service:adapter/agent-adapter@0.2.3 componentize -p . app -o {{name}}.wasm",
     component: "{{name}}.wasm",
     file_rows: "| `app.py` | the adapter: `describe`, its routes |\n\
                 | `guest_util.py` | the plumbing: answers, `{\"error\": ...}`, request parts, a route table |\n",
     granted: "",
     serves: "\n\nIt sends no HTTP of its own: componentize-py 0.25 has no standard-library client \
              over `wasi:http` (`urllib` and `http.client` need sockets, which the sandbox does not \
-             give). Import `service:adapter/outbound-http@0.2.2` for that (world `adapter`, in \
+             give). Import `service:adapter/outbound-http@0.2.3` for that (world `adapter`, in \
              `wit/adapter.wit`) and name its origins in the grant (`outbound_hosts`).",
 };
 

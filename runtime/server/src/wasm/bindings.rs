@@ -13,8 +13,8 @@ pub mod v0_1 {
     });
 }
 
-/// `service:adapter@0.2.2`, the newest; it serves components built for 0.2.0 and 0.2.1 too (wasmtime
-/// links an import to a semver-compatible newer definition).
+/// `service:adapter@0.2.3`, the newest; it serves components built for 0.2.0 to 0.2.2 too
+/// (wasmtime links an import to a semver-compatible newer definition).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
         world: "adapter-host",

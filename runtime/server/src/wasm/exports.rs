@@ -14,7 +14,7 @@ use super::proxy;
 use super::state::{HostState, JobContext};
 
 /// The contract versions this host loads, oldest first.
-pub const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", "0.2.1", "0.2.2"];
+pub const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", "0.2.1", "0.2.2", "0.2.3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -30,8 +30,8 @@ impl Version {
         match text {
             "0.1.0" => Some(Self::V0_1),
             // 0.2.x only adds, so one set of bindings serves them all: the linker gives a
-            // 0.2.0 and 0.2.1 import the 0.2.2 definition, a superset.
-            "0.2.0" | "0.2.1" | "0.2.2" => Some(Self::V0_2),
+            // 0.2.0 to 0.2.2 import the 0.2.3 definition, a superset.
+            "0.2.0" | "0.2.1" | "0.2.2" | "0.2.3" => Some(Self::V0_2),
             _ => None,
         }
     }

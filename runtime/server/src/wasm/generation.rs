@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use service_contract::{
     AdapterEntry, AdapterError, AdapterKind, ConfigProblem, FailureKind, HttpRequest, HttpResponse,
-    Route,
+    Missing, Route,
 };
 use wasmtime::component::InstancePre;
 
@@ -325,7 +325,7 @@ impl Managed for Generation {
             .cloned()
             .collect();
         if secrets.required_ungranted.is_empty() {
-            return (!missing.is_empty()).then_some(ConfigProblem::Missing(missing));
+            return (!missing.is_empty()).then_some(ConfigProblem::Missing(Missing::All(missing)));
         }
         let problems: Vec<String> = missing
             .iter()

@@ -2,14 +2,11 @@
 //! of components only, kept on this side of the supervisor, which keeps their place (their
 //! requests get 503 with the reason, not 404).
 
-use service_contract::{AdapterEntry, AdapterKind, AdapterStatus, FailureKind};
+use service_contract::{AdapterEntry, AdapterKind, AdapterPhase, AdapterStatus, FailureKind};
 
 use crate::adapters::Supervisor;
 
-/// The note of a component's entry while it compiles.
-const LOADING: &str = "loading";
-
-/// A component being compiled: its entry says so, and its routes answer 503 until it is
+/// A component being compiled: its entry is `stopped` in phase `loading`, and its routes answer 503 until it is
 /// installed (a generation already serving keeps serving).
 pub fn loading(supervisor: &Supervisor, name: &str) {
     let refusal = format!("the {name} adapter is loading; try again shortly");
@@ -21,7 +18,7 @@ pub fn loading(supervisor: &Supervisor, name: &str) {
         .get(name)
         .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
     entry.status = AdapterStatus::Stopped;
-    entry.note = Some(LOADING.to_owned());
+    entry.phase = Some(AdapterPhase::Loading);
     registry.insert(entry);
 }
 
@@ -41,9 +38,7 @@ pub fn load_failed(supervisor: &Supervisor, name: &str, message: &str) {
     let mut entry = registry
         .get(name)
         .unwrap_or_else(|| AdapterEntry::new(name, AdapterKind::Wasm));
-    if entry.note.as_deref() == Some(LOADING) {
-        entry.note = None;
-    }
+    entry.phase = None;
     registry.insert(entry);
     registry.mark_error(name, FailureKind::LoadError, message);
 }

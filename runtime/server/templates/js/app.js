@@ -6,8 +6,8 @@
 // and requests to UPSTREAM's origin: the host sends `fetch` nowhere else. The plumbing
 // (answers, errors, the route table) is in guest-util.js.
 
-import { run } from 'service:adapter/agent@0.2.2';
-import { touch } from 'service:adapter/registry@0.2.2';
+import { run } from 'service:adapter/agent@0.2.3';
+import { touch } from 'service:adapter/registry@0.2.3';
 
 import { HttpError, bodyText, router, text } from './guest-util.js';
 

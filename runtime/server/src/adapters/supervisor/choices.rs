@@ -23,8 +23,8 @@ pub enum ToggleError {
     HeldBack { name: String, reason: String },
     #[error("{0}")]
     HookFailed(AdapterError),
-    #[error("adapter {name:?} is not configured: set {}", missing.join(", "))]
-    Unconfigured { name: String, missing: Vec<String> },
+    #[error("adapter {name:?} is not configured: set {settings}")]
+    Unconfigured { name: String, settings: String },
     #[error(transparent)]
     Internal(#[from] Error),
 }
@@ -179,16 +179,21 @@ impl Supervisor {
                     .map_err(ToggleError::HookFailed)?;
                 if choice == Choice::Made
                     && let Some(entry) = self.registry().get(name)
-                    && entry.status == AdapterStatus::Unconfigured
+                    && !entry.missing_settings.is_empty()
                 {
                     if disabled {
                         // Left as it was: off, its entry listing what it waits for.
                         let _ = self.stop(name, runner.as_ref()).await;
                         self.registry().mark_stopped_because(name, DISABLED);
                     }
+                    let ways = match entry.missing_settings_any_of.as_slice() {
+                        [] => vec![entry.missing_settings],
+                        ways => ways.to_vec(),
+                    };
+                    let ways: Vec<String> = ways.iter().map(|way| way.join(", ")).collect();
                     return Err(ToggleError::Unconfigured {
                         name: name.to_owned(),
-                        missing: entry.missing_settings,
+                        settings: ways.join("; or "),
                     });
                 }
                 self.set_disabled(name, false, choice).await;

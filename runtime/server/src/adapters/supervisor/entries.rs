@@ -42,7 +42,10 @@ impl Supervisor {
         };
         match self.off(name) {
             Some(reason) => self.registry().mark_stopped_because(name, &reason),
-            None if started => self.settle(name, runner.as_ref()),
+            // What its start found missing stays until it starts again.
+            None if started && !self.registry().needs_settings(name) => {
+                self.settle(name, runner.as_ref())
+            }
             None => {}
         }
     }
@@ -64,6 +67,7 @@ impl Supervisor {
             None => AdapterStatus::Running,
         };
         entry.note = off;
+        entry.phase = None;
         self.registry().insert(entry);
     }
 }

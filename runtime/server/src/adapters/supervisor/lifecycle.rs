@@ -98,25 +98,24 @@ impl Supervisor {
         }
     }
 
-    /// Runs `start`: running when it succeeds without recording a problem (an adapter that
-    /// finds a setting missing records it and returns, spec 3.2 rule 5).
+    /// Runs `start`: running when it succeeds without recording a problem. An adapter that
+    /// finds a setting missing records it and returns (spec 3.2 rule 5): that start succeeded,
+    /// and the entry says what it waits for.
     pub(super) async fn start(&self, name: &str, runner: &dyn Managed) -> Result<(), AdapterError> {
+        // Only what this start reports counts.
+        self.registry().clear_missing_settings(name);
         let errors_before = self.errors(name);
-        if self.status(name) == Some(AdapterStatus::Unconfigured) {
-            // Only what this start reports counts.
-            self.registry().mark_stopped(name);
-        }
         self.hook(name, runner.start(), self.start_limit).await?;
         if let Some(slot) = write(&self.slots).get_mut(name) {
             slot.started = Some(self.starts.fetch_add(1, Ordering::Relaxed));
         }
-        if self.errors(name) != errors_before {
+        let waits = self.registry().needs_settings(name);
+        if self.errors(name) != errors_before && !waits {
             let entry = self.registry().get(name);
             let message = entry.and_then(|e| e.error_message).unwrap_or_default();
             return Err(AdapterError::config(message));
         }
-        // A native that found settings missing said so while it started.
-        if self.status(name) != Some(AdapterStatus::Unconfigured) {
+        if !waits {
             self.settle(name, runner);
         }
         self.serving.notify_one();
@@ -130,10 +129,6 @@ impl Supervisor {
             None => self.registry().mark_running(name),
             Some(problem) => self.registry().report_config(name, &problem),
         }
-    }
-
-    pub(super) fn status(&self, name: &str) -> Option<AdapterStatus> {
-        self.registry().get(name).map(|e| e.status)
     }
 
     pub(super) async fn stop(&self, name: &str, runner: &dyn Managed) -> Result<(), AdapterError> {

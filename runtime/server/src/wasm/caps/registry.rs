@@ -1,6 +1,6 @@
 //! `registry`: the adapter's own registry entry. Always available.
 
-use service_contract::FailureKind;
+use service_contract::{FailureKind, Missing};
 use wasmtime::component::Linker;
 
 use super::super::bindings::{latest, v0_1};
@@ -67,6 +67,57 @@ impl latest::service::adapter::registry::Host for HostState {
         let entry = self.caller.services.registry.get(&self.caller.adapter);
         Ok(entry.map_or("stopped", |e| e.status.as_str()).to_owned())
     }
+
+    async fn needs_settings(&mut self, ways: Vec<Vec<String>>) -> wasmtime::Result<()> {
+        match missing(ways) {
+            Ok(missing) => self
+                .caller
+                .services
+                .registry
+                .mark_needs_settings(&self.caller.adapter, &missing),
+            Err(why) => self
+                .caller
+                .record(FailureKind::AdapterError, &format!("needs-settings: {why}")),
+        }
+        Ok(())
+    }
+}
+
+/// Ways to configure an adapter, per the contract's bounds: at most this many ways...
+const MAX_WAYS: usize = 8;
+/// ... of at most this many names...
+const MAX_NAMES: usize = 16;
+/// ... of at most this many characters.
+const MAX_NAME_CHARS: usize = 128;
+
+/// What a component says it waits for, checked: an entry stays small and names only variables.
+fn missing(mut ways: Vec<Vec<String>>) -> Result<Missing, String> {
+    ways.retain(|way| !way.is_empty());
+    if ways.is_empty() {
+        return Err("no setting named".into());
+    }
+    if ways.len() > MAX_WAYS || ways.iter().any(|way| way.len() > MAX_NAMES) {
+        return Err(format!(
+            "at most {MAX_WAYS} ways of at most {MAX_NAMES} names each"
+        ));
+    }
+    let is_variable = |name: &String| {
+        !name.is_empty()
+            && name.len() <= MAX_NAME_CHARS
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    };
+    if let Some(bad) = ways.iter().flatten().find(|name| !is_variable(name)) {
+        let shown: String = bad.chars().take(MAX_NAME_CHARS).collect();
+        return Err(format!(
+            "{shown:?} is not a variable name (A-Z, 0-9 and _, at most {MAX_NAME_CHARS} characters)"
+        ));
+    }
+    Ok(match ways.len() {
+        1 => Missing::All(ways.remove(0)),
+        _ => Missing::AnyOf(ways),
+    })
 }
 
 impl v0_1::service::adapter::registry::Host for HostState {
