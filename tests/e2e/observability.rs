@@ -487,3 +487,25 @@ async fn a_dead_or_stalled_collector_costs_the_runs_nothing() {
         assert!(found["service_runtime_otel_spans_queued"] <= 4.0);
     }
 }
+
+/// Known adapters' series start at 0 (Prometheus' advice: avoid missing metrics), so an alert
+/// on pending jobs sees 0, not "no data", on a server that has queued nothing yet.
+#[tokio::test]
+async fn known_adapters_series_start_at_zero() {
+    let server = Server::start();
+    let (status, _, text) = scrape(&server, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let found = samples(&text);
+    for adapter in ["teamchat", "webhook", "email", "scheduler"] {
+        for state in ["pending", "running"] {
+            let series = format!("service_runtime_jobs{{adapter=\"{adapter}\",state=\"{state}\"}}");
+            assert_eq!(found.get(&series), Some(&0.0), "{series}:\n{text}");
+        }
+    }
+    for series in [
+        "service_runtime_adapter_instances_in_use{adapter=\"teamchat\"}",
+        "service_runtime_adapter_limit_hits_total{adapter=\"teamchat\",kind=\"QuotaExceeded\"}",
+    ] {
+        assert_eq!(found.get(series), Some(&0.0), "{series}:\n{text}");
+    }
+}

@@ -417,3 +417,102 @@ async fn a_native_adapters_last_activity_survives_a_restart() {
         "{entry}"
     );
 }
+
+/// A reader that goes away (`| head -c 20`) ends every printing command quietly, as it ends
+/// Unix tools: by SIGPIPE, no panic, nothing on stderr. The listings are made longer than a
+/// pipe holds, so the command is still printing when its reader leaves.
+#[tokio::test]
+async fn a_command_whose_reader_goes_away_ends_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+
+    let server = Server::start();
+    for i in 0..1000 {
+        let schedule = json!({
+            "name": format!("schedule-{i:04}"),
+            "cron": "@daily",
+            "agent": "default",
+            "prompt": "a prompt long enough to fill the pipe buffer sooner rather than later",
+        });
+        let (status, body) = server.post("/api/schedules", schedule).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    for args in [&["schedule", "list", "--json"][..], &["schedule", "list"]] {
+        let mut child = crate::support::command(server.data_dir.parent().unwrap())
+            .arg("--data-dir")
+            .arg(&server.data_dir)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 20];
+        child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            (
+                out.status.signal(),
+                String::from_utf8_lossy(&out.stderr).as_ref()
+            ),
+            (Some(libc::SIGPIPE), ""),
+            "{args:?}: {:?}",
+            out.status
+        );
+    }
+}
+
+/// The API takes back the names it gives (spec 2.4): a schedule read with `GET
+/// /api/schedules/{name}` is created again from its own fields, and changed by them.
+#[tokio::test]
+async fn a_schedule_read_back_is_accepted_by_its_own_names() {
+    let server = Server::start();
+    let (status, _) = server
+        .post(
+            "/api/schedules",
+            json!({"name": "nightly", "cron": "@daily", "agent": "default", "prompt": "Tidy.", "catch_up": "skip"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, read) = server.get("/api/schedules/nightly").await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(
+        read,
+        schedule(&server, "nightly").await,
+        "as the list shows it"
+    );
+
+    let mut twin = json!({});
+    for field in [
+        "cron_expression",
+        "agent_profile_name",
+        "prompt",
+        "catch_up_policy",
+        "enabled",
+    ] {
+        twin[field] = read[field].clone();
+    }
+    twin["name"] = json!("nightly-twin");
+    let (status, created) = server.post("/api/schedules", twin.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    for (field, value) in twin.as_object().unwrap() {
+        assert_eq!(&created[field], value, "{field}");
+    }
+    let (status, changed) = server
+        .send(
+            Method::PATCH,
+            "/api/schedules/nightly-twin",
+            Some(json!({"cron_expression": "every 30m", "catch_up_policy": "all"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(
+        (&changed["cron_expression"], &changed["catch_up_policy"]),
+        (&json!("*/30 * * * *"), &json!("all"))
+    );
+    assert_error(
+        &server.get("/api/schedules/nobody").await,
+        StatusCode::NOT_FOUND,
+        "nobody",
+    );
+}

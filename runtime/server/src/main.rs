@@ -99,6 +99,7 @@ fn main() -> ExitCode {
         });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if cli::output::is_closed(&e) => cli::output::end_quietly(),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -109,7 +109,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 }
                 write_atomically(&dir.join(format!("{name}.wasm")), &bytes)?;
             }
-            println!(
+            outln!(
                 "installed {name} {} ({}…){}",
                 match generation.version.as_str() {
                     "" => "(wasi:http)",
@@ -121,7 +121,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 } else {
                     ""
                 }
-            );
+            )?;
             if takes_over {
                 eprintln!(
                     "warning: {name} takes the place of the bundled {name}, but not its grant: \
@@ -140,7 +140,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         }
         AdaptersCommand::List => {
             let app = App::open(data_dir, Role::Command).await?;
-            print!("{}", list(&inventory(app.components.loader())));
+            out!("{}", list(&inventory(app.components.loader())))?;
         }
         AdaptersCommand::New {
             name,
@@ -151,7 +151,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
         } => {
             scaffold::check_free(&name, replace)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            print!("{}", scaffold::create(&name, lang, world, &dir)?);
+            out!("{}", scaffold::create(&name, lang, world, &dir)?)?;
         }
         AdaptersCommand::Remove { name } if shared_database(data_dir)? => {
             let app = App::open(data_dir, Role::Command).await?;
@@ -164,7 +164,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 anyhow::bail!("no component named {name:?} in the shared database");
             }
             app.bus.publish_and_wait(Event::ComponentsChanged).await?;
-            println!("removed {name} from the shared database: every replica unloads it");
+            outln!("removed {name} from the shared database: every replica unloads it")?;
         }
         AdaptersCommand::Remove { name } => {
             let wasm = dir.join(format!("{name}.wasm"));
@@ -176,7 +176,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
             if grant.exists() {
                 std::fs::remove_file(grant)?;
             }
-            println!("removed {name}");
+            outln!("removed {name}")?;
         }
     }
     Ok(())

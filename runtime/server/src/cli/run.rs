@@ -9,7 +9,7 @@ use service_runtime::app::{App, Role};
 use service_runtime::engine::{Event, ProfileChoice, RunRequest};
 use service_runtime::replica;
 
-use super::through;
+use super::{output, through};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -50,7 +50,7 @@ pub async fn run(
     loop {
         tokio::select! {
             event = receiver.recv() => match event {
-                Some(event) => show(&mut stdout, &event)?,
+                Some(event) => show(&mut stdout, &event).map_err(output::failed)?,
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => cancel.cancel(),
@@ -59,10 +59,7 @@ pub async fn run(
     let outcome = run.await?;
     app.mcp.stop().await;
     match outcome {
-        Ok(output) => {
-            writeln!(stdout, "\ntrace_id: {}", output.trace_id)?;
-            Ok(())
-        }
+        Ok(output) => writeln!(stdout, "\ntrace_id: {}", output.trace_id).map_err(output::failed),
         Err(e) => match e.trace_id() {
             Some(trace_id) => anyhow::bail!("{e} (trace {trace_id})"),
             None => anyhow::bail!("{e}"),
@@ -119,8 +116,7 @@ async fn remote(
         let trace = frame["trace_id"].as_str().unwrap_or("-");
         match frame["type"].as_str() {
             Some("done") => {
-                writeln!(stdout, "\ntrace_id: {trace}")?;
-                return Ok(());
+                return writeln!(stdout, "\ntrace_id: {trace}").map_err(output::failed);
             }
             Some("error") => {
                 let message = frame["message"].as_str().unwrap_or("the run failed");
@@ -132,7 +128,7 @@ async fn remote(
                 frame["tool"].as_str().unwrap_or("a tool"),
                 frame["approval_id"].as_str().unwrap_or("-")
             ),
-            _ => show(&mut stdout, &serde_json::from_value(frame)?)?,
+            _ => show(&mut stdout, &serde_json::from_value(frame)?).map_err(output::failed)?,
         }
     }
 }

@@ -111,17 +111,17 @@ fn next_run_text(schedule: &Schedule) -> String {
     }
 }
 
-fn print_details(schedule: &Schedule) {
+fn print_details(schedule: &Schedule) -> anyhow::Result<()> {
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
-    println!("name:            {}", schedule.name);
-    println!("cron:            {}", schedule.cron_expression);
-    println!("agent:           {}", schedule.agent_profile_name);
-    println!("prompt:          {}", schedule.prompt);
-    println!("enabled:         {}", schedule.enabled);
-    println!("catch-up:        {}", schedule.catch_up_policy);
-    println!("next run:        {}", next_run_text(schedule));
-    println!("last run:        {}", dash(&schedule.last_run_at));
-    println!("last trace:      {}", dash(&schedule.last_trace_id));
+    outln!("name:            {}", schedule.name)?;
+    outln!("cron:            {}", schedule.cron_expression)?;
+    outln!("agent:           {}", schedule.agent_profile_name)?;
+    outln!("prompt:          {}", schedule.prompt)?;
+    outln!("enabled:         {}", schedule.enabled)?;
+    outln!("catch-up:        {}", schedule.catch_up_policy)?;
+    outln!("next run:        {}", next_run_text(schedule))?;
+    outln!("last run:        {}", dash(&schedule.last_run_at))?;
+    outln!("last trace:      {}", dash(&schedule.last_trace_id))
 }
 
 pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()> {
@@ -147,40 +147,43 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             let (db, tz) = open(data_dir).await?;
             warn_unknown_profile(&db, &agent)?;
             let schedule = db.blocking(|conn| manage::create(conn, &draft, &tz, Utc::now()))?;
-            println!(
+            outln!(
                 "created schedule {:?} ({}); next run: {}",
                 schedule.name,
                 schedule.cron_expression,
                 next_run_text(&schedule)
-            );
+            )?;
         }
         ScheduleCommand::List { json } => {
             let (db, _) = open(data_dir).await?;
             let schedules = db.blocking(|conn| store::list(conn))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&schedules)?);
+                outln!("{}", serde_json::to_string_pretty(&schedules)?)?;
             } else if schedules.is_empty() {
-                println!("no schedules; create one with `service-runtime schedule create`");
+                outln!("no schedules; create one with `service-runtime schedule create`")?;
             } else {
-                println!(
+                outln!(
                     "{:<20} {:<16} {:<14} {:<9} NEXT RUN",
-                    "NAME", "CRON", "AGENT", "CATCH-UP"
-                );
+                    "NAME",
+                    "CRON",
+                    "AGENT",
+                    "CATCH-UP"
+                )?;
                 for s in &schedules {
-                    println!(
+                    outln!(
                         "{:<20} {:<16} {:<14} {:<9} {}",
                         s.name,
                         s.cron_expression,
                         s.agent_profile_name,
                         s.catch_up_policy,
                         next_run_text(s)
-                    );
+                    )?;
                 }
             }
         }
         ScheduleCommand::Show { name } => {
             let (db, _) = open(data_dir).await?;
-            print_details(&db.blocking(|conn| store::require(conn, &name))?);
+            print_details(&db.blocking(|conn| store::require(conn, &name))?)?;
         }
         ScheduleCommand::Edit {
             name,
@@ -204,27 +207,27 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             }
             let schedule =
                 db.blocking(|conn| manage::edit(conn, &name, &changes, &tz, Utc::now()))?;
-            print_details(&schedule);
+            print_details(&schedule)?;
         }
         ScheduleCommand::Enable { name } => {
             let (db, tz) = open(data_dir).await?;
             let schedule =
                 db.blocking(|conn| manage::set_enabled(conn, &name, true, &tz, Utc::now()))?;
-            println!(
+            outln!(
                 "enabled {:?}; next run: {}",
                 schedule.name,
                 next_run_text(&schedule)
-            );
+            )?;
         }
         ScheduleCommand::Disable { name } => {
             let (db, tz) = open(data_dir).await?;
             db.blocking(|conn| manage::set_enabled(conn, &name, false, &tz, Utc::now()))?;
-            println!("disabled {name:?}");
+            outln!("disabled {name:?}")?;
         }
         ScheduleCommand::Delete { name } => {
             let (db, _) = open(data_dir).await?;
             db.blocking(|conn| store::delete(conn, &name))?;
-            println!("deleted {name:?}");
+            outln!("deleted {name:?}")?;
         }
         ScheduleCommand::Run { name } => {
             if let Some(url) = through::server(data_dir).await? {
@@ -286,7 +289,7 @@ fn report(
 ) -> anyhow::Result<()> {
     match outcome {
         Ok(text) => {
-            println!("{text}\ntrace_id: {trace}");
+            outln!("{text}\ntrace_id: {trace}")?;
             Ok(())
         }
         Err((true, failure)) => anyhow::bail!(

@@ -10,6 +10,8 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::api_error::ApiError;
 use super::guards;
+use service_contract::AdapterKind;
+
 use crate::job_queue;
 use crate::telemetry::metrics::{self, AdapterName, JobLabels, PoolLabels};
 
@@ -30,8 +32,13 @@ pub async fn show(
         Err(e) => return ApiError::from(e).into_response(),
     };
     let metrics = metrics::metrics();
-    // States, set afresh on every scrape (an adapter that went away goes from the listing).
+    // States, set afresh on every scrape (an adapter that went away goes from the listing);
+    // every known adapter's start at 0.
     metrics.jobs.clear();
+    metrics.instances_in_use.clear();
+    for entry in app.adapters.registry().entries() {
+        metrics.known_adapter(&entry.name, entry.kind == AdapterKind::Wasm);
+    }
     for (adapter, status, count) in open {
         let state = if status == "running" {
             "running"
@@ -43,7 +50,6 @@ pub async fn show(
             .get_or_create(&JobLabels { adapter, state })
             .set(count.into());
     }
-    metrics.instances_in_use.clear();
     for (adapter, in_use) in app.components.loader().sandbox().instances_in_use() {
         metrics
             .instances_in_use

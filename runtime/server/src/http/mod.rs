@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{any, delete, get, patch, post};
+use axum::routing::{any, delete, get, post};
 
 use tokio_util::sync::CancellationToken;
 
@@ -113,7 +113,9 @@ pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits)
         .route("/schedules", get(schedules::list).post(schedules::create))
         .route(
             "/schedules/{name}",
-            patch(schedules::update).delete(schedules::remove),
+            get(schedules::show)
+                .patch(schedules::update)
+                .delete(schedules::remove),
         )
         .route("/schedules/{name}/run", post(schedules::run))
         .route("/agents", get(agents::list).post(agents::create))

@@ -67,13 +67,27 @@ pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({ "schedules": schedules })))
 }
 
+/// The specification's field names (2.4), as `GET` answers them; the short ones (`cron`,
+/// `agent`, `catch_up`) are kept as aliases.
+/// One schedule, as the list shows it.
+pub async fn show(
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let schedule = app.db.call(move |conn| store::require(conn, &name)).await?;
+    Ok(Json(view(&schedule)))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewBody {
     name: String,
+    #[serde(rename = "cron_expression", alias = "cron")]
     cron: String,
+    #[serde(rename = "agent_profile_name", alias = "agent")]
     agent: String,
     prompt: String,
+    #[serde(rename = "catch_up_policy", alias = "catch_up")]
     catch_up: Option<String>,
     #[serde(default = "enabled_by_default")]
     enabled: bool,
@@ -109,9 +123,12 @@ pub async fn create(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChangesBody {
+    #[serde(rename = "cron_expression", alias = "cron")]
     cron: Option<String>,
+    #[serde(rename = "agent_profile_name", alias = "agent")]
     agent: Option<String>,
     prompt: Option<String>,
+    #[serde(rename = "catch_up_policy", alias = "catch_up")]
     catch_up: Option<String>,
     enabled: Option<bool>,
 }
@@ -133,7 +150,8 @@ pub async fn update(
             };
             if changes.is_empty() && body.enabled.is_none() {
                 return Err(Error::invalid(
-                    "nothing to change: give cron, agent, prompt, catch_up or enabled",
+                    "nothing to change: give cron_expression, agent_profile_name, prompt, \
+                     catch_up_policy or enabled",
                 ));
             }
             // One transaction: a change refused halfway leaves the schedule as it was.

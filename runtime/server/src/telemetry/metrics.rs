@@ -94,6 +94,9 @@ pub struct PoolLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// The errors of an adapter's entry that are limits it ran into.
+const LIMIT_KINDS: [&str; 3] = ["QuotaExceeded", "Timeout", "MemoryLimit"];
+
 /// Distinct values a label that requests choose (agent and model names) takes; later ones
 /// are counted as `other`, so no client can grow the exposition without bound.
 pub const MAX_LABEL_VALUES: usize = 100;
@@ -299,11 +302,8 @@ impl Metrics {
 
     /// Counts an error recorded on an adapter's entry when it is a limit it ran into.
     pub fn limit_hit(&self, adapter: &str, kind: &str) {
-        let kind = match kind {
-            "QuotaExceeded" => "QuotaExceeded",
-            "Timeout" => "Timeout",
-            "MemoryLimit" => "MemoryLimit",
-            _ => return,
+        let Some(kind) = LIMIT_KINDS.into_iter().find(|k| *k == kind) else {
+            return;
         };
         self.limit_hits
             .get_or_create(&LimitLabels {
@@ -311,6 +311,27 @@ impl Metrics {
                 kind,
             })
             .inc();
+    }
+
+    /// Starts a known adapter's series at 0 (its jobs; a component's instances and limit hits
+    /// too), so an alert on them sees 0 rather than no data. Call it after clearing `jobs`.
+    pub fn known_adapter(&self, adapter: &str, component: bool) {
+        for state in ["pending", "running"] {
+            let adapter = adapter.to_owned();
+            drop(self.jobs.get_or_create(&JobLabels { adapter, state }));
+        }
+        if component {
+            drop(self.instances_in_use.get_or_create(&AdapterName {
+                adapter: adapter.to_owned(),
+            }));
+            for kind in LIMIT_KINDS {
+                let adapter = adapter.to_owned();
+                drop(
+                    self.limit_hits
+                        .get_or_create(&LimitLabels { adapter, kind }),
+                );
+            }
+        }
     }
 
     pub fn adapter_request(&self, adapter: &str, status: u16, took: Duration) {
