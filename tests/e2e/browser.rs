@@ -2656,3 +2656,56 @@ async fn empty_lists_say_what_to_do_next() {
     }
     browser.finish(&[]).await;
 }
+
+/// A provider chosen on the Settings tab is the one the header shows and the next run uses,
+/// without a restart.
+#[tokio::test]
+async fn settings_tab_chooses_the_model_provider() {
+    let fake = llm::anthropic(vec![Reply::Text("from the chosen provider")]).await;
+    let server = Server::start();
+    server
+        .write_key("anthropic", "SERVICE_ANTHROPIC_BASE_URL", &fake.url)
+        .await;
+    server
+        .write_key("anthropic", "ANTHROPIC_API_KEY", "sk-ant-browser")
+        .await;
+    server
+        .write_key("openai", "SERVICE_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .await;
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("settings/provider").await;
+    // Two providers have settings and none is chosen: the header says to choose.
+    browser
+        .wait_for(
+            "the banner asking for a choice",
+            "const b = document.getElementById('provider-warning');
+             return !b.hidden && b.textContent.includes('several providers have settings (openai, anthropic)')",
+        )
+        .await;
+    let select = "#settings-provider-SERVICE_PROVIDER";
+    browser
+        .js(
+            "const s = document.querySelector(arguments[0]); s.value = 'anthropic';
+             s.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![json!(select)],
+        )
+        .await;
+    browser
+        .click("[data-integration=\"provider\"] [data-action=\"save\"]")
+        .await;
+    browser
+        .wait_for(
+            "the header to show the chosen provider",
+            "return document.getElementById('provider-text').textContent.startsWith('anthropic')
+                 && document.getElementById('provider-warning').hidden",
+        )
+        .await;
+    browser.screenshot("settings-provider").await;
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "hello"})).await;
+    assert_eq!(
+        (status, answer["text"].as_str()),
+        (StatusCode::OK, Some("from the chosen provider"))
+    );
+}

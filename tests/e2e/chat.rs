@@ -67,7 +67,8 @@ async fn offline_default_streams_a_labelled_answer_with_no_configuration() {
     let (_, health) = server.get("/api/health").await;
     assert_eq!(
         health["provider"],
-        json!({"name": "offline", "model": "offline", "configured": true})
+        json!({"name": "offline", "model": "offline", "configured": true,
+               "chosen_by": "nothing", "with_settings": []})
     );
 
     let frames = stream_frames(&server, json!({"prompt": "ping"})).await;
@@ -783,4 +784,155 @@ async fn tool_calls_of_one_turn_run_at_the_same_time() {
         gap < first.1.min(second.1),
         "the second started before the first ended: {spans:?}"
     );
+}
+
+/// The provider a run uses is chosen afresh for every run (spec 2.1's "the configured model"):
+/// the one provider with settings when none is chosen, the one chosen in Settings (stored like
+/// any key), and the process environment's over both.
+#[tokio::test]
+async fn a_provider_chosen_in_settings_applies_to_the_next_run_and_the_environment_wins() {
+    let openai = llm::openai(vec![Reply::Text("from openai")]).await;
+    let anthropic = llm::anthropic(vec![Reply::Text("from anthropic")]).await;
+    let server = Server::start();
+    let provider = async || server.get("/api/health").await.1["provider"].clone();
+    let answer = async || {
+        let (status, answer) = server.post("/api/chat", json!({"prompt": "who?"})).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        answer["text"].as_str().unwrap().to_owned()
+    };
+    assert!(answer().await.starts_with("[offline]"));
+
+    // A key written in Settings: the only provider with settings answers the next run.
+    server
+        .write_key("openai", "SERVICE_OPENAI_BASE_URL", &openai.url)
+        .await;
+    server
+        .write_key("openai", "OPENAI_API_KEY", "sk-test-key")
+        .await;
+    assert_eq!(
+        (
+            provider().await["name"].clone(),
+            provider().await["chosen_by"].clone()
+        ),
+        (json!("openai"), json!("only_configured"))
+    );
+    assert_eq!(answer().await, "from openai");
+
+    // A second provider's key: none is the only one, so none answers until one is chosen.
+    server
+        .write_key("anthropic", "SERVICE_ANTHROPIC_BASE_URL", &anthropic.url)
+        .await;
+    server
+        .write_key("anthropic", "ANTHROPIC_API_KEY", "sk-ant-test")
+        .await;
+    assert_eq!(
+        (
+            provider().await["name"].clone(),
+            provider().await["with_settings"].clone()
+        ),
+        (json!("offline"), json!(["openai", "anthropic"]))
+    );
+    server
+        .write_key("provider", "SERVICE_PROVIDER", "anthropic")
+        .await;
+    server
+        .write_key("provider", "SERVICE_MODEL", "claude-test")
+        .await;
+    let chosen = provider().await;
+    assert_eq!(
+        (&chosen["name"], &chosen["model"], &chosen["chosen_by"]),
+        (
+            &json!("anthropic"),
+            &json!("claude-test"),
+            &json!("setting")
+        )
+    );
+    assert_eq!(answer().await, "from anthropic");
+    assert_eq!(anthropic.requests()[0].body["model"], "claude-test");
+
+    // Only a provider's name is taken, and nothing is written otherwise.
+    let refused = server
+        .post(
+            "/api/integrations/provider/keys",
+            json!({"env_var": "SERVICE_PROVIDER", "value": "gemini"}),
+        )
+        .await;
+    assert_error(
+        &refused,
+        StatusCode::BAD_REQUEST,
+        "one of openai, anthropic, ollama, offline",
+    );
+    assert_eq!(refused.1["field"], "value");
+    assert_eq!(provider().await["name"], "anthropic");
+
+    // The process environment wins over a choice written in Settings.
+    let pinned = Server::start_with(&[("SERVICE_PROVIDER", "offline")]);
+    let written = pinned
+        .write_key("provider", "SERVICE_PROVIDER", "anthropic")
+        .await;
+    assert_eq!(
+        (
+            &written["overridden_by_environment"],
+            &written["applied_to"]
+        ),
+        (&json!(true), &json!([]))
+    );
+    let (_, health) = pinned.get("/api/health").await;
+    assert_eq!(
+        (
+            &health["provider"]["name"],
+            &health["provider"]["chosen_by"]
+        ),
+        (&json!("offline"), &json!("setting"))
+    );
+}
+
+/// With no provider, the offline responder still shows the pipeline: a conversation's earlier
+/// turns reach it, and asked to search notes it calls the tool and reports its answer.
+#[tokio::test]
+async fn the_offline_responder_shows_history_and_a_tool_call() {
+    let server = Server::start();
+    let (_, first) = server
+        .post("/api/chat", json!({"prompt": "my name is Ada"}))
+        .await;
+    let conversation = first["conversation_id"].as_str().unwrap();
+    let (_, second) = server
+        .post(
+            "/api/chat",
+            json!({"prompt": "what did I say?", "conversation_id": conversation}),
+        )
+        .await;
+    let text = second["text"].as_str().unwrap();
+    assert!(
+        text.contains("1 earlier message(s) of yours; the first was \"my name is Ada\""),
+        "{text}"
+    );
+
+    let frames = stream_frames(&server, json!({"prompt": "Search notes for oat milk"})).await;
+    assert_eq!(
+        types(&frames),
+        ["tool_call", "tool_result", "token", "done"]
+    );
+    assert_eq!(
+        (&frames[0]["name"], &frames[0]["input"]),
+        (&json!("search_notes"), &json!({"query": "oat milk"}))
+    );
+    assert!(
+        tokens(&frames).contains("The search_notes tool answered:"),
+        "{}",
+        tokens(&frames)
+    );
+    // An agent that may not use the tool gets words, not a call.
+    let (_, _) = server
+        .post(
+            "/api/agents",
+            json!({"name": "Bare", "system_prompt": "p", "tools": []}),
+        )
+        .await;
+    let frames = stream_frames(
+        &server,
+        json!({"prompt": "search notes for oat milk", "agent": "Bare"}),
+    )
+    .await;
+    assert_eq!(types(&frames), ["token", "done"]);
 }

@@ -115,10 +115,11 @@ async fn fake_openai() -> String {
 #[tokio::test]
 async fn verify_probes_the_provider_and_remembers_the_outcome() {
     let base = fake_openai().await;
-    let server = Server::start_with(&[
-        ("SERVICE_OPENAI_BASE_URL", &base),
-        ("OPENAI_API_KEY", "sk-good"),
-    ]);
+    let server = Server::start_with(&[("SERVICE_OPENAI_BASE_URL", &base)]);
+    // Written through the API, not the process environment (which would win over the next).
+    server
+        .write_key("openai", "OPENAI_API_KEY", "sk-good")
+        .await;
     let (status, body) = server
         .post("/api/integrations/openai/verify", json!(null))
         .await;

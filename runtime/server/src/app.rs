@@ -203,8 +203,9 @@ impl App {
         let context = Arc::new(AdapterContext {
             config: ContextConfig {
                 database_path: data_dir.join(db::FILE_NAME),
-                default_provider: engine.settings().kind.as_str().to_owned(),
-                default_model: engine.settings().model().to_owned(),
+                // As chosen at start: the context is frozen (spec 2.6).
+                default_provider: engine.provider_choice().kind.as_str().to_owned(),
+                default_model: engine.provider_choice().model().to_owned(),
             },
             data_dir: data_dir.to_owned(),
             registry: Arc::clone(&registry),

@@ -170,7 +170,7 @@ impl JobsSection {
 }
 
 /// `[provider]`: which LLM provider and model runs agents (the environment overrides both).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
     pub default: Option<String>,

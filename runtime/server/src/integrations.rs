@@ -48,7 +48,32 @@ enum HeaderValue {
     },
 }
 
+/// Variables that take one of a few values: the key write refuses others, and the dashboard
+/// offers them to pick from.
+pub const CHOICES: &[(&str, &[&str])] = &[(
+    crate::engine::settings::PROVIDER_VARIABLE,
+    &["openai", "anthropic", "ollama", "offline"],
+)];
+
+/// The values `variable` may take, when it is one of [`CHOICES`].
+pub fn choices(variable: &str) -> Option<&'static [&'static str]> {
+    CHOICES
+        .iter()
+        .find(|(name, _)| *name == variable)
+        .map(|(_, values)| *values)
+}
+
 pub const CATALOG: &[Integration] = &[
+    Integration {
+        id: "provider",
+        name: "Model provider",
+        env_vars: &[
+            crate::engine::settings::PROVIDER_VARIABLE,
+            crate::engine::settings::MODEL_VARIABLE,
+        ],
+        configured_by: Needs::Any(&[crate::engine::settings::PROVIDER_VARIABLE]),
+        probe: None,
+    },
     Integration {
         id: "openai",
         name: "OpenAI-compatible API",
@@ -287,6 +312,8 @@ pub struct Status {
     pub configured: bool,
     /// Which of its variables are set (never their values).
     pub set: BTreeMap<&'static str, bool>,
+    /// The values those of its variables that take one of a few may take.
+    pub choices: BTreeMap<&'static str, &'static [&'static str]>,
     /// Whether it has a live probe (`verify`).
     pub verifiable: bool,
     /// Outcome of the last probe; `None` when never probed since its settings last changed.
@@ -391,6 +418,11 @@ pub fn statuses(conn: &Conn, env: &SettingsStore) -> Result<Vec<Status>> {
                 env_vars: i.env_vars,
                 configured: i.is_configured(env),
                 set: i.env_vars.iter().map(|v| (*v, env.is_set(v))).collect(),
+                choices: i
+                    .env_vars
+                    .iter()
+                    .filter_map(|v| Some((*v, choices(v)?)))
+                    .collect(),
                 verifiable: i.has_probe(),
                 verified: last_verification(conn, i.id)?,
             })

@@ -81,13 +81,14 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _announced = crate::running_server::announce(&app.data_dir, addr)
         .map_err(|e| tracing::warn!("cannot write the server's URL to the data directory: {e}"))
         .ok();
+    let provider = app.engine.provider_choice();
     tracing::info!(
         data_dir = %app.data_dir.display(),
         database = %app.db.backend().as_str(),
         replica = %app.replica,
         %addr,
-        provider = %app.engine.settings().kind,
-        model = app.engine.settings().model(),
+        provider = %provider.kind,
+        model = provider.model(),
         "serving"
     );
     let background = CancellationToken::new();

@@ -1,11 +1,10 @@
 //! The settings store: secrets and other settings, from the environment and from keys written
 //! through the API.
 //!
-//! With SQLite, values are looked up in this order: keys written through the API while the
-//! server runs, the process environment, then `<data_dir>/.env` (loaded at start, never
-//! overriding the process environment). Writing a key updates `.env` (mode 0600) and takes
-//! effect at once, without mutating the process environment, which is unsound in a threaded
-//! program.
+//! With SQLite, values are looked up in this order: the process environment, which always
+//! wins, then keys written through the API and `<data_dir>/.env` (loaded at start). Writing a
+//! key updates `.env` (mode 0600) and takes effect at once unless the process environment sets
+//! it, without mutating the process environment, which is unsound in a threaded program.
 //!
 //! With replicas sharing PostgreSQL, a key written through the API is sealed into the
 //! database (see `sealed_settings`) and applies on every replica; the process environment
@@ -80,10 +79,10 @@ impl SettingsStore {
     pub fn get(&self, name: &str) -> Option<String> {
         let overlay = self.overlay.read().unwrap_or_else(PoisonError::into_inner);
         let value = match &self.shared {
-            None => overlay
-                .get(name)
-                .cloned()
-                .or_else(|| std::env::var(name).ok()),
+            None => std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .or_else(|| overlay.get(name).cloned()),
             Some(shared) => std::env::var(name)
                 .ok()
                 .or_else(|| read(&shared.values).get(name).cloned())

@@ -87,8 +87,8 @@ function errorCell(adapter) {
   if (!adapter.error_message) return h('span', { class: 'muted' }, '—');
   // One line cut with an ellipsis on wide screens, the full message on hover (title); narrow
   // screens (touch, no hover) wrap it whole. An adapter no longer in error shows its last
-  // error muted, as history.
-  const current = adapter.status === 'error';
+  // error muted, as history, and so does one that only waits for settings (not a failure).
+  const current = shownStatus(adapter) === 'error';
   return h('span', { class: `truncate ${current ? 'error-text' : 'muted'}`, title: adapter.error_message },
     adapter.error_at ? [timeEl(adapter.error_at), ': '] : null, adapter.error_message);
 }
@@ -142,7 +142,7 @@ function adapterCard(a, reload, integrations) {
     a.missing_settings?.length ? h('p', { class: 'setup' }, needs(a.missing_settings)) : null,
     h('dl', { class: 'meta' },
       row('Last activity', 'activity', timeEl(a.last_activity_at, 'never')),
-      row('Errors', 'errors', h('span', { class: a.error_count > 0 ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
+      row('Errors', 'errors', h('span', { class: a.error_count > 0 && shown === 'error' ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
       row('Last error', 'error', errorCell(a))),
     capabilities(a, cell),
     cell('action', 'div', { class: 'card-actions' }, setupLink(a, integrations), actionCell(a, reload)));

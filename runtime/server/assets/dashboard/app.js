@@ -117,7 +117,7 @@ async function render() {
 
 // --- header ---
 
-const PROVIDER_HELP = 'Set SERVICE_PROVIDER and its key, then restart.';
+const PROVIDER_HELP = 'Choose a provider and set its key on the Settings tab (or set SERVICE_PROVIDER); the next run uses it.';
 
 async function refreshHealth() {
   const text = document.getElementById('provider-text');
@@ -130,7 +130,10 @@ async function refreshHealth() {
     const offline = name === 'offline';
     state.className = `provider-state ${offline || !configured ? 'warn' : 'ok'}`;
     document.getElementById('provider').title = `LLM provider: ${name}, model: ${model}`;
-    if (offline) {
+    const candidates = health.provider.with_settings || [];
+    if (offline && candidates.length > 1) {
+      banner.textContent = `Offline provider: several providers have settings (${candidates.join(', ')}); choose one on the Settings tab (Model provider).`;
+    } else if (offline) {
       banner.textContent = `Offline provider: answers are canned, not from a real model. ${PROVIDER_HELP}`;
     } else if (!configured) {
       banner.textContent = `The ${name} provider is not configured, so agent runs will fail. Set its API key or base URL (see README, LLM providers).`;

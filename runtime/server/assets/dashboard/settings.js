@@ -1,11 +1,11 @@
-// Settings: every integration (an LLM provider, an adapter's platform, a token) with its
-// variables. A value typed here is written through the API (to the data directory's .env, or
+// Settings: every integration (which model provider runs agents, an LLM provider's key, an
+// adapter's platform, a token) with its variables. A value typed here is written through the API (to the data directory's .env, or
 // sealed in the shared database) and never shown back: the page only knows whether each
 // variable is set. Integrations with a live probe can be verified. `#/settings/<id>` opens the
 // page at one integration; the Adapters tab links there for an adapter waiting for settings.
 
 import {
-  ApiError, api, enc, formErrors, formField, h, needs, pill, report, spotlight, toast,
+  ApiError, api, dataChanged, enc, formErrors, formField, h, needs, pill, report, spotlight, toast,
 } from './lib.js';
 
 /** The integrations, and what each adapter waiting for settings lacks (by adapter name, which is
@@ -51,8 +51,13 @@ function savedMessage(status, saved) {
 }
 
 /** A password-type input per variable: a stored value is never shown, so the placeholder only
- * says whether one is set. */
-function variableInput() {
+ * says whether one is set. A variable that takes one of a few values (`choices`) is a select
+ * whose first option keeps what is set. */
+function variableInput(choices) {
+  if (choices) {
+    return h('select', null, h('option', { value: '' }, 'keep as set'),
+      choices.map((value) => h('option', { value }, value)));
+  }
   return h('input', { type: 'password', autocomplete: 'new-password', spellcheck: 'false' });
 }
 
@@ -61,7 +66,8 @@ function variableInput() {
 function integrationCard(status, refresh) {
   const { id } = status;
   const prefix = `settings-${id}`;
-  const inputs = Object.fromEntries(status.env_vars.map((variable) => [variable, variableInput()]));
+  const inputs = Object.fromEntries(status.env_vars.map((variable) =>
+    [variable, variableInput(status.choices?.[variable])]));
   const fields = status.env_vars.map((variable) =>
     formField(prefix, variable, h('code', null, variable), inputs[variable]));
   const states = h('span', { class: 'integration-states' });
@@ -104,7 +110,8 @@ function integrationCard(status, refresh) {
     waiting.replaceChildren(missing.length ? needs(missing, `The ${id} adapter is waiting. It needs`) : '');
     for (const [variable, input] of Object.entries(inputs)) {
       const set = Boolean(current.set?.[variable]);
-      input.placeholder = set ? 'set' : 'not set';
+      if (input.tagName === 'SELECT') input.options[0].textContent = set ? 'keep as set' : 'not set';
+      else input.placeholder = set ? 'set' : 'not set';
       input.dataset.set = String(set);
       input.closest('.field').dataset.needed = String(missing.includes(variable));
     }
@@ -145,6 +152,8 @@ function integrationCard(status, refresh) {
     }
     if (saved.length === 0) return;
     toast(savedMessage(status, saved), 'ok');
+    // The header shows the provider runs use, which a saved setting may have changed.
+    dataChanged();
     await refresh();
   }
 

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use self::pause::{ApprovalRules, Landing, Paused, PausedTurn, Then};
-use self::provider::{ChatRequest, Message, Provider, Usage};
-use self::settings::ProviderSettings;
+use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
+use self::settings::{ProviderChoice, ProviderSettings};
 use crate::agents::profiles::{self, Profile};
 use crate::conversations;
 use crate::db::{Conn, Db};
@@ -174,8 +174,14 @@ impl Engine {
         &self.tools
     }
 
-    pub fn settings(&self) -> &ProviderSettings {
-        &self.settings
+    /// The provider and model runs use now (chosen afresh for every run).
+    pub fn provider_choice(&self) -> ProviderChoice {
+        self.settings.current(&self.env)
+    }
+
+    /// The provider of the choice, with the credentials set now.
+    pub fn provider_of(&self, choice: &ProviderChoice) -> Result<Arc<dyn Provider>, ProviderError> {
+        choice.provider(&self.env, &self.http)
     }
 
     /// Prepares and executes a run.
@@ -197,6 +203,7 @@ impl Engine {
             return Err(RunError::EmptyPrompt);
         }
         let name = request.profile.name().to_owned();
+        let choice = self.provider_choice();
         let profile = {
             let name = name.clone();
             self.db.call(move |conn| profiles::get(conn, &name)).await?
@@ -205,9 +212,11 @@ impl Engine {
             .model
             .clone()
             .or_else(|| profile.as_ref().and_then(|p| p.default_model.clone()))
-            .unwrap_or_else(|| self.settings.model().to_owned());
-        let failed_trace =
-            |error: String| self.failed_trace(&request, &prompt, &name, &model, error);
+            .unwrap_or_else(|| choice.model().to_owned());
+        let failed_trace = |error: String| {
+            let provider = choice.kind.as_str();
+            self.failed_trace(&request, &prompt, &name, (provider, &model), error)
+        };
         if profile.is_none() && matches!(request.profile, ProfileChoice::Required(_)) {
             let trace_id = failed_trace(format!("no agent named {name:?}")).await?;
             return Err(RunError::UnknownAgent { name, trace_id });
@@ -226,7 +235,7 @@ impl Engine {
             let trace_id = failed_trace(message.clone()).await?;
             return Err(RunError::Failed { message, trace_id });
         }
-        let provider = match self.settings.provider(&self.env, &self.http) {
+        let provider = match self.provider_of(&choice) {
             Ok(provider) => provider,
             Err(error) => {
                 let trace_id = failed_trace(error.to_string()).await?;
@@ -248,13 +257,13 @@ impl Engine {
         request: &RunRequest,
         prompt: &str,
         profile: &str,
-        model: &str,
+        (provider, model): (&'static str, &str),
         error: String,
     ) -> Result<String, RunError> {
         let started = StartTrace {
             request: request.clone(),
             profile: Some(profile.to_owned()),
-            provider: self.settings.kind.as_str(),
+            provider,
             model: model.to_owned(),
             prompt: prompt.to_owned(),
         };

@@ -409,7 +409,7 @@ impl Engine {
         decided: Decided,
         cancel: &CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        let provider = match self.settings.provider(&self.env, &self.http) {
+        let provider = match self.provider_of(&self.provider_choice()) {
             Ok(provider) => provider,
             Err(error) => {
                 return Err(RunError::NotConfigured {

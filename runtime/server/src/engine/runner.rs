@@ -53,6 +53,6 @@ impl AgentRunner for Engine {
     }
 
     fn provider_name(&self) -> String {
-        self.settings.kind.as_str().to_owned()
+        self.provider_choice().kind.as_str().to_owned()
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use crate::approvals;
 use crate::db::{self, SCHEMA_VERSION};
+use crate::engine::settings;
 
 pub async fn show(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
     // Five counts take microseconds; run them on this thread when the connection is free.
@@ -37,7 +38,7 @@ pub async fn show(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
             )
         }
     };
-    let settings = app.engine.settings();
+    let choice = app.engine.provider_choice();
     let body = json!({
         "status": if status.is_success() { "ok" } else { "degraded" },
         "replica": app.replica,
@@ -51,9 +52,17 @@ pub async fn show(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
         // `starting` while adapters start and components compile (their routes answer 503).
         "adapters": if app.adapters.is_ready() { "ready" } else { "starting" },
         "provider": {
-            "name": settings.kind.as_str(),
-            "model": settings.model(),
-            "configured": settings.provider(&app.env, &app.http).is_ok(),
+            "name": choice.kind.as_str(),
+            "model": choice.model(),
+            "configured": app.engine.provider_of(&choice).is_ok(),
+            // `setting` (SERVICE_PROVIDER, the environment's or Settings'), `config_file`,
+            // `only_configured` (the one provider with settings) or `nothing` (offline).
+            "chosen_by": choice.chosen_by.as_str(),
+            // The providers whose settings are set, one of which may be chosen.
+            "with_settings": settings::configured(&app.env)
+                .iter()
+                .map(|kind| kind.as_str())
+                .collect::<Vec<_>>(),
         },
         "counts": counts,
     });

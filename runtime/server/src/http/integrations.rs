@@ -63,6 +63,20 @@ pub async fn write_key(
     if key.value.contains(['\n', '\r', '\0']) {
         return Err(Error::field("value", "value must be a single line").into());
     }
+    if let Some(values) = integrations::choices(&key.env_var)
+        && !values.contains(&key.value.as_str())
+    {
+        return Err(Error::field(
+            "value",
+            format!(
+                "{} must be one of {}, not {:?}",
+                key.env_var,
+                values.join(", "),
+                key.value
+            ),
+        )
+        .into());
+    }
     if key.value.len() > MAX_VALUE_BYTES {
         return Err(Error::field(
             "value",
