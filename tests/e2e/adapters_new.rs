@@ -185,6 +185,18 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
                 .body(body)
                 .send()
         };
+        // A route it serves for POST only, asked with GET: 405 naming the method it takes.
+        let wrong = reqwest::get(server.url(&format!("/api/adapters/{name}/ask")))
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                wrong.status(),
+                wrong.headers().get("allow").map(|v| v.to_str().unwrap())
+            ),
+            (StatusCode::METHOD_NOT_ALLOWED, Some("POST")),
+            "{name}"
+        );
         let answer = ask("Say hi").await.unwrap();
         assert_eq!(answer.status(), StatusCode::OK, "{name}");
         assert_eq!(answer.text().await.unwrap(), "Hi there.", "{name}");

@@ -600,3 +600,37 @@ async fn atlas_lists_todays_events() {
             .contains("today")
     );
 }
+
+/// Enabling the calendar without its settings is a 409 naming both ways to configure it, as
+/// for the other adapters (it was a 500), and leaves it disabled.
+#[tokio::test]
+async fn enabling_the_calendar_without_settings_names_both_ways() {
+    let server = Server::start();
+    eventually(30, async || {
+        server
+            .adapter("calendar")
+            .await
+            .filter(|e| e["status"] == "error")
+    })
+    .await;
+    let (status, body) = server
+        .post("/api/adapters/calendar/disable", json!(null))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server
+        .post("/api/adapters/calendar/enable", json!(null))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"],
+        "adapter \"calendar\" is not configured: set SERVICE_CALENDAR_CALDAV_URL, \
+         SERVICE_CALENDAR_CALDAV_USER, SERVICE_CALENDAR_CALDAV_PASSWORD; or \
+         SERVICE_CALENDAR_GOOGLE_CLIENT_ID, SERVICE_CALENDAR_GOOGLE_CLIENT_SECRET, \
+         SERVICE_CALENDAR_GOOGLE_REFRESH_TOKEN"
+    );
+    let entry = server.adapter("calendar").await.unwrap();
+    assert_eq!(
+        (&entry["status"], &entry["note"]),
+        (&json!("stopped"), &json!("disabled from the dashboard"))
+    );
+}

@@ -277,6 +277,13 @@ async fn errors_before_streaming_are_http_statuses() {
         )
         .await;
     assert_error(&unknown, StatusCode::NOT_FOUND, "no agent named");
+    assert_eq!(unknown.1["field"], "agent");
+    let (_, traces) = server.get("/api/traces").await;
+    assert_eq!(
+        traces["traces"],
+        json!([]),
+        "a request refused before it ran leaves no trace"
+    );
     let unconfigured = server
         .post("/api/chat/stream", json!({"prompt": "hi"}))
         .await;

@@ -2,6 +2,7 @@
 
 use reqwest::StatusCode;
 use rusqlite::Connection;
+use serde_json::json;
 
 use service_runtime::db::SCHEMA_VERSION;
 
@@ -203,4 +204,44 @@ async fn without_guildchat_compiled_in_its_entry_says_so_and_the_rest_runs() {
         .post("/api/chat", serde_json::json!({"prompt": "still here?"}))
         .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+/// Errors say what is accepted, and repeat what was sent only in part: a 5,000-character name
+/// comes back cut to 64 characters.
+#[tokio::test]
+async fn errors_say_what_is_accepted_and_cut_what_was_sent() {
+    let server = Server::start();
+    let (status, body) = server
+        .post("/api/approvals/some-id", json!({"decision": "maybe"}))
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str(), body["field"].as_str()),
+        (
+            StatusCode::BAD_REQUEST,
+            Some("decision must be approve or deny, not \"maybe\""),
+            Some("decision")
+        )
+    );
+
+    let long = "x".repeat(5_000);
+    let cut = format!("\"{}…\"", "x".repeat(64));
+    for (status, body) in [
+        server
+            .post(
+                "/api/schedules",
+                json!({"name": long, "cron": "@daily", "agent": "default", "prompt": "p"}),
+            )
+            .await,
+        server.get(&format!("/api/agents/{long}")).await,
+        server
+            .post("/api/chat", json!({"prompt": "hi", "agent": long}))
+            .await,
+        server
+            .post(&format!("/api/store/{long}/install"), json!(null))
+            .await,
+    ] {
+        let error = body["error"].as_str().unwrap();
+        assert!(status.is_client_error(), "{status}");
+        assert!(error.contains(&cut) && error.len() < 300, "{error}");
+    }
 }

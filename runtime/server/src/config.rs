@@ -332,8 +332,12 @@ impl FileConfig {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let config: Self =
-            toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("invalid {}", path.display()))
+    }
+
+    /// Reads the text of a `config.toml`, every section checked.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let config: Self = toml::from_str(text)?;
         config
             .jobs
             .check()
@@ -341,8 +345,7 @@ impl FileConfig {
             .and_then(|()| config.database.check())
             .and_then(|()| config.mcp.check())
             .and_then(|()| config.conversations.check())
-            .and_then(|()| config.approvals.check())
-            .with_context(|| format!("invalid {}", path.display()))?;
+            .and_then(|()| config.approvals.check())?;
         Ok(config)
     }
 }

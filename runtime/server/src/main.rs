@@ -12,6 +12,7 @@ use service_runtime::telemetry;
 mod cli;
 
 use cli::adapters::AdaptersCommand;
+use cli::mcp::McpCommand;
 use cli::schedule::ScheduleCommand;
 
 #[derive(Parser)]
@@ -61,8 +62,12 @@ enum Command {
         #[command(subcommand)]
         command: AdaptersCommand,
     },
-    /// Serve the agents over MCP on stdin and stdout (for desktop MCP clients)
-    Mcp,
+    /// Serve the agents over MCP on stdin and stdout (for desktop MCP clients), or import a
+    /// client's MCP servers
+    Mcp {
+        #[command(subcommand)]
+        command: Option<McpCommand>,
+    },
     /// Runs an MCP server's program for the runtime (internal)
     #[command(hide = true)]
     McpGuard {
@@ -129,7 +134,7 @@ fn run(
         } => runtime.block_on(cli::run::run(&data_dir, agent, model, prompt)),
         Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
         Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
-        Command::Mcp => runtime.block_on(cli::mcp::serve(&data_dir)),
+        Command::Mcp { command } => runtime.block_on(cli::mcp::run(&data_dir, command)),
         Command::McpGuard { .. } => unreachable!("the guard runs before the runtime starts"),
     }
 }

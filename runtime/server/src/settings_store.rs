@@ -109,7 +109,7 @@ impl SettingsStore {
     /// validates `value` (no line breaks) and tells the other replicas.
     pub fn write_key(&self, conn: &Conn, name: &str, value: &str) -> crate::error::Result<()> {
         match &self.shared {
-            None => Ok(self.write(name, value)?),
+            None => Ok(self.write_dotenv(name, value)?),
             Some(shared) => {
                 let key = shared
                     .key
@@ -191,9 +191,9 @@ impl SettingsStore {
             .collect()
     }
 
-    /// Stores `name=value` in `.env` (other lines kept) and makes it visible at once.
-    /// The caller validates `value` (no line breaks).
-    fn write(&self, name: &str, value: &str) -> anyhow::Result<()> {
+    /// Stores `name=value` in `.env` (other lines kept) and makes it visible at once; commands
+    /// run on the data directory write there too. The caller validates `value` (no line breaks).
+    pub fn write_dotenv(&self, name: &str, value: &str) -> anyhow::Result<()> {
         let mut overlay = self.overlay.write().unwrap_or_else(PoisonError::into_inner);
         let existing = match std::fs::read_to_string(&self.dotenv) {
             Ok(text) => text,
@@ -300,8 +300,9 @@ mod tests {
         std::fs::write(&path, "# keys\nSVC_TEST_KEEP=1\nSVC_TEST_KEY=old\n").unwrap();
         let env = SettingsStore::load(dir.path()).unwrap();
         assert_eq!(env.get("SVC_TEST_KEY").as_deref(), Some("old"));
-        env.write("SVC_TEST_KEY", "new \"quoted\" value").unwrap();
-        env.write("SVC_TEST_OTHER", "x").unwrap();
+        env.write_dotenv("SVC_TEST_KEY", "new \"quoted\" value")
+            .unwrap();
+        env.write_dotenv("SVC_TEST_OTHER", "x").unwrap();
         assert_eq!(
             env.get("SVC_TEST_KEY").as_deref(),
             Some("new \"quoted\" value")

@@ -348,3 +348,20 @@ async fn spec_2_5_the_readme_states_the_three_statuses_the_binary_answers() {
         assert!(["running", "stopped", "error"].contains(&status), "{entry}");
     }
 }
+
+/// Spec 9.2: releases follow Semantic Versioning. The changelog's newest entry is the version
+/// the binary reports, with the schema version it runs.
+#[tokio::test]
+async fn spec_9_the_changelog_names_this_release_and_its_schema() {
+    let server = Server::start();
+    let (_, health) = server.get("/api/health").await;
+    let changelog = include_str!("../../../CHANGELOG.md");
+    let newest = changelog.split("\n## ").nth(1).expect("a release entry");
+    let version = newest.lines().next().unwrap().trim();
+    assert_eq!(health["version"], version);
+    assert_eq!(
+        numbers_after(newest, "Schema: ").first().copied(),
+        health["schema_version"].as_u64(),
+        "{newest}"
+    );
+}

@@ -113,9 +113,48 @@ impl From<PathRejection> for ApiError {
     }
 }
 
+/// The most of one quoted value (a name the client sent, as `{:?}` writes it) an error repeats:
+/// a 5,000-character name comes back cut, not whole.
+const QUOTED_CHARS: usize = 64;
+
+/// `message` with every quoted value longer than [`QUOTED_CHARS`] cut (with `…`).
+fn clip_quoted(message: &str) -> Cow<'_, str> {
+    if message.len() <= QUOTED_CHARS {
+        return message.into();
+    }
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '"' {
+            continue;
+        }
+        // Inside a quoted value: up to its closing quote, escapes kept whole.
+        let (mut kept, mut escaped, mut cut) = (0, false, false);
+        for c in chars.by_ref() {
+            let closing = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            if closing {
+                if cut {
+                    out.push('…');
+                }
+                out.push(c);
+                break;
+            }
+            if kept < QUOTED_CHARS {
+                out.push(c);
+                kept += 1;
+            } else {
+                cut = true;
+            }
+        }
+    }
+    out.into()
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": self.message });
+        let mut body = json!({ "error": clip_quoted(&self.message) });
         if let Some(field) = self.field {
             body["field"] = json!(field.as_ref());
         }
@@ -130,3 +169,32 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_quoted_values_are_cut_and_the_rest_kept() {
+        let long = "x".repeat(5_000);
+        let message = format!("no agent named {long:?}; pick another \"one\"");
+        let cut = clip_quoted(&message);
+        assert_eq!(
+            cut,
+            format!(
+                "no agent named \"{}…\"; pick another \"one\"",
+                "x".repeat(QUOTED_CHARS)
+            )
+        );
+        let escaped = format!(
+            "bad name {:?}",
+            format!("{}\"{}", "a".repeat(10), "b".repeat(100))
+        );
+        assert!(
+            clip_quoted(&escaped).ends_with("…\""),
+            "{}",
+            clip_quoted(&escaped)
+        );
+        assert_eq!(clip_quoted("short \"one\""), "short \"one\"");
+    }
+}

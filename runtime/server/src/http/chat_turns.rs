@@ -12,7 +12,7 @@ use super::AppState;
 use super::api_error::{ApiError, ApiResult};
 use super::chat::{ChatBody, run_error};
 use super::conversations::unknown;
-use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::agents::profiles::{self, DEFAULT_PROFILE};
 use crate::bus::Event;
 use crate::conversations::line::Place;
 use crate::conversations::{self, DoubleTexting};
@@ -58,6 +58,17 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
             (found.agent, Some(found.id))
         }
     };
+    // A request naming no agent is refused before anything runs: no run, so no trace.
+    let known = {
+        let agent = agent.clone();
+        app.db.call(move |conn| profiles::get(conn, &agent)).await?
+    };
+    if known.is_none() {
+        return Err(
+            ApiError::new(StatusCode::NOT_FOUND, format!("no agent named {agent:?}"))
+                .with_field("agent"),
+        );
+    }
     let mut request = RunRequest {
         model,
         ..RunRequest::new(

@@ -98,11 +98,11 @@ impl Problem<'_> {
             let found = self.value.map_or("something else", kind_of);
             let expected = expected_text(expected.unwrap_or("something else"));
             format!("{subject} must be {expected}, not {found}")
-        } else if let Some(options) = message
-            .strip_prefix("unknown variant ")
-            .and_then(|rest| rest.split_once("expected one of "))
-        {
-            format!("{subject} must be one of {}", options.1.replace('`', ""))
+        } else if let Some(rest) = message.strip_prefix("unknown variant ") {
+            // `maybe`, expected `approve` or `deny` / expected one of `a`, `b`, `c`
+            let found = rest.split('`').nth(1).unwrap_or_default();
+            let accepted = expected.map_or_else(|| "something else".into(), |e| e.replace('`', ""));
+            format!("{subject} must be {accepted}, not {:?}", clip(found))
         } else if let (true, Some(expected)) = (
             message.starts_with("invalid value: ") || message.starts_with("invalid length "),
             expected,
@@ -122,6 +122,13 @@ impl Problem<'_> {
             format!("{}.{name}", self.path)
         }
     }
+}
+
+/// The most of a value found that an error repeats: a request may send megabytes.
+const SHOWN_CHARS: usize = 64;
+
+fn clip(text: &str) -> Cow<'_, str> {
+    service_contract::registry::clip(text, SHOWN_CHARS)
 }
 
 /// What serde expected, as a person would say it.

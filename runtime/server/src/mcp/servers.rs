@@ -3,6 +3,7 @@
 //! shown on its status. Tools stay registered while their server reconnects, answering with
 //! an error that says so.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use rmcp::service::Peer;
 use serde::Serialize;
 use serde_json::Value;
 use service_contract::tools::{Tool, ToolContext, ToolRegistry};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +62,13 @@ struct Slot {
     status: Mutex<Status>,
     /// The live session's peer, while connected.
     peer: Mutex<Option<Peer<RoleClient>>>,
+    /// Told when a session is up, for calls that wait while the server starts again.
+    connected: Notify,
+    /// Whether a session was ever up (only then is a call worth waiting for a restart).
+    was_up: AtomicBool,
+    /// How long a call waits for a server that is down to be up again: the first pause before
+    /// a restart and its handshake.
+    restart_wait: Duration,
     /// The registry names of its tools.
     registered: Mutex<Vec<String>>,
 }
@@ -81,6 +90,7 @@ impl McpServers {
         registry: Arc<ToolRegistry>,
         env: Arc<SettingsStore>,
     ) -> anyhow::Result<Arc<Self>> {
+        let connect_timeout = section.connect_timeout()?;
         let slots = section
             .servers()?
             .into_iter()
@@ -104,6 +114,9 @@ impl McpServers {
                     }),
                     server,
                     peer: Mutex::default(),
+                    connected: Notify::new(),
+                    was_up: AtomicBool::new(false),
+                    restart_wait: FIRST_PAUSE + connect_timeout,
                     registered: Mutex::default(),
                 })
             })
@@ -112,7 +125,7 @@ impl McpServers {
             slots,
             registry,
             env,
-            connect_timeout: section.connect_timeout()?,
+            connect_timeout,
             running: Mutex::default(),
             stop: CancellationToken::new(),
         }))
@@ -196,6 +209,8 @@ impl McpServers {
             status.server = connection.server_name();
         });
         *slot.peer.lock().unwrap_or_else(PoisonError::into_inner) = Some(connection.peer.clone());
+        slot.was_up.store(true, Ordering::Relaxed);
+        slot.connected.notify_waiters();
         let (peer, changed) = (
             connection.peer.clone(),
             Arc::clone(&connection.tools_changed),
@@ -302,6 +317,33 @@ impl Slot {
         Ok(name)
     }
 
+    /// The session's peer, waiting (at most `restart_wait`) while the server is down or its
+    /// session has just closed: a call made as a server restarts goes to the new session.
+    async fn live_peer(&self) -> Option<Peer<RoleClient>> {
+        let deadline = Instant::now() + self.restart_wait;
+        loop {
+            // Registered before looking, so a session that comes up meanwhile is not missed.
+            let connected = self.connected.notified();
+            tokio::pin!(connected);
+            connected.as_mut().enable();
+            let peer = self
+                .peer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(peer) = peer.filter(|peer| !peer.is_transport_closed()) {
+                return Some(peer);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            // A server that never came up is not waited for: it is not restarting.
+            if left.is_zero() || !self.was_up.load(Ordering::Relaxed) {
+                return None;
+            }
+            // A closed session is cleared by its keeper soon; look again then or when told.
+            let _ = tokio::time::timeout(left.min(Duration::from_millis(100)), connected).await;
+        }
+    }
+
     /// Calls `tool` on the server, within the call timeout, abandoned (the server is told)
     /// when the run is cancelled.
     async fn call(
@@ -311,18 +353,17 @@ impl Slot {
         cancel: &CancellationToken,
     ) -> Result<String, String> {
         let server = &self.server.name;
-        let peer = self
-            .peer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| {
-                let status = self.status();
-                let why = status
-                    .error
-                    .unwrap_or_else(|| "it is connecting".to_owned());
-                format!("the MCP server {server:?} is not connected: {why}")
-            })?;
+        let peer = tokio::select! {
+            peer = self.live_peer() => peer,
+            () = cancel.cancelled() => return Err("the run was cancelled".to_owned()),
+        };
+        let peer = peer.ok_or_else(|| {
+            let status = self.status();
+            let why = status
+                .error
+                .unwrap_or_else(|| "it is connecting".to_owned());
+            format!("the MCP server {server:?} is not connected: {why}")
+        })?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         // The tool call's span goes on at the server (MCP carries it in `_meta`).
         let trace = propagation::carrier();

@@ -36,8 +36,12 @@ pub struct McpSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerEntry {
-    /// The program and its arguments (no shell).
-    pub command: Option<Vec<String>>,
+    /// The program and its arguments (no shell): a list, or the program alone with `args`,
+    /// as desktop and editor clients write their `mcpServers`.
+    pub command: Option<CommandLine>,
+    /// The program's arguments, with `command` given as the program alone.
+    #[serde(default)]
+    pub args: Vec<String>,
     /// Variables the program gets besides `PATH`, `HOME`, `USER`, `LANG`, `LC_ALL` and
     /// `TMPDIR`; values may hold `{{secret:NAME}}`.
     #[serde(default)]
@@ -48,6 +52,17 @@ pub struct ServerEntry {
     pub headers: BTreeMap<String, String>,
     /// Overrides `[mcp] call_timeout_secs` for this server.
     pub timeout_secs: Option<u64>,
+}
+
+/// `command = ["npx", "-y", "server"]`, or `command = "npx"` beside `args = ["-y", "server"]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a program name, or a list of a program and its arguments"
+)]
+pub enum CommandLine {
+    Program(String),
+    Words(Vec<String>),
 }
 
 /// How a server is reached.
@@ -157,7 +172,21 @@ impl ServerEntry {
                     self.headers.is_empty(),
                     "{at}: headers are for a url; a command gets env"
                 );
-                let Some((program, args)) = command.split_first() else {
+                let words: Vec<String> = match command {
+                    CommandLine::Program(program) => std::iter::once(program)
+                        .chain(&self.args)
+                        .cloned()
+                        .collect(),
+                    CommandLine::Words(words) => {
+                        ensure!(
+                            self.args.is_empty(),
+                            "{at}: args go with a command given as the program alone; a \
+                             command list holds its arguments"
+                        );
+                        words.clone()
+                    }
+                };
+                let Some((program, args)) = words.split_first() else {
                     bail!("{at}: command must name a program");
                 };
                 ensure!(
@@ -179,8 +208,8 @@ impl ServerEntry {
             }
             (None, Some(url)) => {
                 ensure!(
-                    self.env.is_empty(),
-                    "{at}: env is for a command; a url gets headers"
+                    self.env.is_empty() && self.args.is_empty(),
+                    "{at}: env and args are for a command; a url gets headers"
                 );
                 let parsed = reqwest::Url::parse(url)
                     .map_err(|e| anyhow::anyhow!("{at}: url {url:?} is not a URL: {e}"))?;
@@ -208,12 +237,8 @@ impl ServerEntry {
 /// A value that names a credential must come from the environment, so `config.toml` never
 /// holds one; malformed placeholders are refused here rather than at every connection.
 fn check_value(at: &str, name: &str, value: &str) -> anyhow::Result<()> {
-    let lower = name.to_ascii_lowercase();
-    let credential = ["authorization", "token", "key", "secret", "password"]
-        .iter()
-        .any(|word| lower.contains(word));
     ensure!(
-        !credential || placeholders::has_placeholder(value),
+        !super::import::is_credential(name) || placeholders::has_placeholder(value),
         "{at}: {name} looks like a credential; config.toml never holds one: write \
          {{{{secret:NAME}}}} and set NAME in the environment or .env"
     );
@@ -254,6 +279,39 @@ mod tests {
         );
         assert_eq!(servers[1].transport.kind(), "http");
         assert_eq!(servers[1].call_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn reads_a_command_with_args_as_clients_write_it() {
+        let servers = parse(
+            "[servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"files-server\"]\n\
+             [servers.bare]\ncommand = \"files-server\"\n",
+        )
+        .unwrap();
+        let stdio = |server: &Server| match &server.transport {
+            Transport::Stdio { program, args, .. } => (program.clone(), args.clone()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            stdio(&servers[0]),
+            ("files-server".into(), Vec::<String>::new())
+        );
+        assert_eq!(
+            stdio(&servers[1]),
+            (
+                "npx".into(),
+                vec!["-y".to_owned(), "files-server".to_owned()]
+            )
+        );
+        let error = |text: &str| format!("{:#}", parse(text).unwrap_err());
+        assert!(
+            error("[servers.a]\ncommand = [\"npx\"]\nargs = [\"-y\"]\n").contains("args go with")
+        );
+        assert!(error("[servers.a]\ncommand = 7\n").contains("a program name, or a list"));
+        assert!(
+            error("[servers.a]\nurl = \"http://h/mcp\"\nargs = [\"x\"]\n")
+                .contains("args are for a command")
+        );
     }
 
     #[test]
