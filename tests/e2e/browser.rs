@@ -2709,3 +2709,123 @@ async fn settings_tab_chooses_the_model_provider() {
         (StatusCode::OK, Some("from the chosen provider"))
     );
 }
+
+/// What a newcomer met: an agent's `#rgb` color kept through an edit, a long conversation
+/// title that must not widen the Chat tab at 390 px, the schedules table at 1280 px (cron and
+/// buttons on one line), the file picker in the dark theme, the Tasks empty state at 390 px,
+/// and Run now showing as the schedule's last run.
+#[tokio::test]
+async fn a_newcomers_screens_fit_and_keep_what_they_show() {
+    let server = Server::start();
+    let (status, _) = server
+        .post(
+            "/api/agents",
+            json!({"name": "Violet", "system_prompt": "p", "color": "#a0f"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+
+    // The color picker cannot hold `#a0f`: it shows it spelled out, and an edit that leaves
+    // it alone keeps it.
+    browser.client.set_window_size(1280, 800).await.unwrap();
+    browser.open("agents").await;
+    browser.click("li[data-agent=\"Violet\"] button.edit").await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('agent-color').value",
+                vec![]
+            )
+            .await,
+        "#aa00ff"
+    );
+    browser.type_into("#agent-description", "purple").await;
+    browser.click("#agent-submit").await;
+    let saved = eventually(10, async || {
+        let (_, agent) = server.get("/api/agents/Violet").await;
+        (agent["description"] == "purple").then_some(agent)
+    })
+    .await;
+    assert_eq!(saved["color"], "#a0f");
+
+    // The file picker wears the theme.
+    browser.open("store").await;
+    let picker = browser
+        .js(
+            "return getComputedStyle(document.getElementById('import-file'), '::file-selector-button').backgroundColor",
+            vec![],
+        )
+        .await;
+    assert_eq!(picker, "rgb(27, 33, 43)");
+
+    // At 390 px, the Tasks empty state (before any run) and a chat with a long title (below)
+    // stay within the screen.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let overflow = "const main = document.querySelector('main');
+         return Math.max(document.documentElement.scrollWidth - window.innerWidth,
+                         main.scrollWidth - main.clientWidth)";
+    browser.open("tasks").await;
+    browser
+        .wait_for(
+            "the empty state",
+            "return document.querySelector('.empty-state') !== null",
+        )
+        .await;
+    let script = format!(
+        "const box = document.querySelector('.empty-state').getBoundingClientRect();
+         return {{right: box.right <= window.innerWidth, overflow: (() => {{ {overflow} }})()}}"
+    );
+    let empty = browser.js(&script, vec![]).await;
+    assert_eq!(empty, json!({"right": true, "overflow": 0}), "tasks");
+    browser.screenshot("narrow-tasks-empty").await;
+
+    browser.client.set_window_size(1280, 800).await.unwrap();
+
+    // Schedules at 1280: the cron on one line, the row's buttons on one line.
+    server
+        .post(
+            "/api/schedules",
+            json!({"name": "weekday-mornings", "cron": "30 6 * * 1-5", "agent": "default", "prompt": "Plan"}),
+        )
+        .await;
+    browser.open("schedules").await;
+    let row = browser
+        .wait_for(
+            "the schedule's row",
+            "const row = document.querySelector('tr[data-schedule=\"weekday-mornings\"]');
+             if (!row) return null;
+             const code = row.querySelector('code');
+             const tops = [...row.querySelectorAll('.row-actions button')].map(b => b.getBoundingClientRect().top);
+             return {cronLines: code.getClientRects().length, buttonRows: new Set(tops).size}",
+        )
+        .await;
+    assert_eq!(row, json!({"cronLines": 1, "buttonRows": 1}));
+    // Run now: the row says when, not "never".
+    browser
+        .click("tr[data-schedule=\"weekday-mornings\"] [data-action=\"run\"]")
+        .await;
+    browser
+        .wait_for(
+            "the run to show as the last run",
+            "const cells = document.querySelectorAll('tr[data-schedule=\"weekday-mornings\"] td');
+             return cells.length > 6 && !cells[6].textContent.includes('never')",
+        )
+        .await;
+
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let title = format!("{} and then some", "a very long first message ".repeat(12));
+    let (status, _) = server.post("/api/chat", json!({"prompt": title})).await;
+    assert_eq!(status, StatusCode::OK);
+    browser.open("chat").await;
+    browser
+        .wait_for(
+            "the recent conversations",
+            "return document.querySelectorAll('#chat-recent option').length > 1",
+        )
+        .await;
+    assert_eq!(browser.js(overflow, vec![]).await, 0, "chat");
+    browser.screenshot("narrow-chat-long-title").await;
+}

@@ -371,6 +371,13 @@ async fn schedules_are_created_changed_run_and_deleted_through_the_api() {
     })
     .await;
     assert!(task["trace_id"].is_string(), "{task}");
+    // A run started by hand is the schedule's last run too.
+    let ran = schedule(&server, "digest").await;
+    assert_eq!(
+        (ran["last_run_at"].is_string(), &ran["last_trace_id"]),
+        (true, &task["trace_id"]),
+        "{ran}"
+    );
     assert_eq!(
         server.post("/api/schedules/nope/run", Value::Null).await.0,
         StatusCode::NOT_FOUND

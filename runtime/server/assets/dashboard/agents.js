@@ -10,6 +10,13 @@ import {
 const DEFAULT_AGENT = 'default';
 const DEFAULT_COLOR = '#4f8cff';
 
+/** `color` as a color picker holds it (`#rrggbb`; `#rgb` spelled out), or null. */
+function pickerColor(color) {
+  if (/^#[0-9a-f]{6}$/i.test(color || '')) return color.toLowerCase();
+  const short = /^#([0-9a-f])([0-9a-f])([0-9a-f])$/i.exec(color || '');
+  return short ? `#${short.slice(1).map((d) => d + d).join('')}`.toLowerCase() : null;
+}
+
 function statusChips(agent) {
   const unavailable = agent.unavailable_tools || [];
   return h('span', { class: 'card-chips' },
@@ -147,7 +154,9 @@ function agentForm(tools, onSaved) {
     nameHint.textContent = 'An agent keeps its name: schedules and adapters refer to it.';
     inputs.description.value = agent.description || '';
     inputs.system_prompt.value = agent.system_prompt;
-    inputs.color.value = agent.color && /^#[0-9a-f]{6}$/i.test(agent.color) ? agent.color : DEFAULT_COLOR;
+    inputs.color.value = pickerColor(agent.color) || DEFAULT_COLOR;
+    // What the picker showed: a color left as it was is not sent (`#a0f` stays `#a0f`).
+    inputs.color.dataset.shown = inputs.color.value;
     inputs.default_model.value = agent.default_model || '';
     inputs.tools.value = agent.tools ? agent.tools.join(', ') : '';
     title.textContent = `Edit ${agent.name}`;
@@ -166,8 +175,8 @@ function agentForm(tools, onSaved) {
       description: inputs.description.value,
       default_model: inputs.default_model.value,
     };
-    // A color picker always holds a color; an agent without one keeps none unless it changed.
-    if (!editing || editing.color || inputs.color.value !== DEFAULT_COLOR) body.color = inputs.color.value;
+    // A color picker always holds a color: an edited agent's is sent only when it changed.
+    if (!editing || inputs.color.value !== inputs.color.dataset.shown) body.color = inputs.color.value;
     // Blank leaves the tool list unset (every ungated tool); anything else is the list.
     if (inputs.tools.value.trim()) body.tools = inputs.tools.value;
     else if (editing) body.tools = null;

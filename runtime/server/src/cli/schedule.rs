@@ -254,6 +254,7 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
                 agent: schedule.agent_profile_name,
                 prompt: schedule.prompt,
             };
+            app.dispatcher.stamp_run_now(&due.name).await?;
             let ran = tokio::select! {
                 ran = app.dispatcher.run(due) => ran?,
                 _ = tokio::signal::ctrl_c() => {

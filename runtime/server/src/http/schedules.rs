@@ -217,6 +217,8 @@ pub async fn run(
         agent: schedule.agent_profile_name,
         prompt: schedule.prompt,
     };
+    // Before answering, so a client that reloads sees it.
+    app.dispatcher.stamp_run_now(&due.name).await?;
     let dispatcher = Arc::clone(&app.dispatcher);
     // On a task of its own, as the scheduler's runs: a client that goes away cuts nothing.
     let run = tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! Running one due schedule: an agent run as a task of the schedule's, and the trace id
 //! written back.
 
+use chrono::Utc;
 use service_contract::agent::{ProfileChoice, RunFailure, RunReply, RunRequest};
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +34,17 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// Stamps a run started by hand, outside the cron (`schedule run`, Run now), as the
+    /// schedule's last run, as a fired slot is stamped before it runs; its next run is
+    /// unchanged. Call it just before [`Dispatcher::run`].
+    pub async fn stamp_run_now(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.tasks
+            .db
+            .call(move |conn| store::set_last_run(conn, &name, Utc::now()))
+            .await
+    }
+
     /// Runs the schedule's prompt with its profile as a task and writes the trace id back.
     /// Deleting the task while it runs cancels the run.
     pub async fn run(&self, due: Due) -> Result<Ran> {

@@ -248,6 +248,15 @@ pub fn record_plan(
     Ok(())
 }
 
+/// Stamps a run started outside the cron as the last run.
+pub fn set_last_run(conn: &Conn, name: &str, at: DateTime<Utc>) -> Result<()> {
+    conn.execute(
+        "UPDATE schedules SET last_run_at = ?2 WHERE name = ?1",
+        params![name, timestamp(at)],
+    )?;
+    Ok(())
+}
+
 pub fn set_last_trace(conn: &Conn, name: &str, trace_id: &str) -> Result<()> {
     conn.execute(
         "UPDATE schedules SET last_trace_id = ?2 WHERE name = ?1",
