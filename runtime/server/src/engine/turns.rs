@@ -44,6 +44,11 @@ impl Run<'_> {
             if let Some(turn) = paused.take() {
                 self.finish_turn(chat, turn).await?;
             }
+            // A run cancelled while its tools ran (their calls see it first) asks the model
+            // nothing more: the request would reach the provider before the run is dropped.
+            if self.cancel.is_cancelled() {
+                return Err(Stop::Cancelled);
+            }
             if self.iterations >= self.engine.max_iterations {
                 return Err(Stop::Error(format!(
                     "stopped after {} iterations without a final answer",
