@@ -292,6 +292,7 @@ pub fn count(conn: &Conn, table: &'static str) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     use super::*;
@@ -345,14 +346,18 @@ mod tests {
         // Writing as components do, on a side connection.
         let db = first.another().unwrap();
         let reader = Db::open_sqlite(&path).unwrap();
-        let writing = std::time::Instant::now() + Duration::from_secs(6);
+        // Writing until four logs' worth went through (however long a busy machine takes,
+        // within a minute), while readers never stop.
+        let writing = Arc::new(AtomicBool::new(true));
+        let give_up = std::time::Instant::now() + Duration::from_secs(60);
         // Read transactions overlapping each other, so some snapshot is always in use.
         let readers: Vec<_> = (0..3)
             .map(|i| {
                 let reader = reader.another().unwrap();
+                let writing = Arc::clone(&writing);
                 std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(50 * i));
-                    while std::time::Instant::now() < writing {
+                    while writing.load(Ordering::Relaxed) {
                         reader
                             .blocking(|conn| {
                                 // A deferred transaction: a reader, holding its snapshot.
@@ -372,7 +377,7 @@ mod tests {
             .collect();
         let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
         let (mut written, mut largest, mut round) = (0u64, 0u64, 0u64);
-        while std::time::Instant::now() < writing {
+        while written <= 4 * WAL_LIMIT && std::time::Instant::now() < give_up {
             round += 1;
             db.blocking(|conn| {
                 conn.transaction(|tx| {
@@ -394,11 +399,15 @@ mod tests {
             written += 20 * 20_000;
             largest = largest.max(wal.metadata().map_or(0, |m| m.len()));
         }
+        writing.store(false, Ordering::Relaxed);
         for reader in readers {
             reader.join().unwrap();
         }
         stop.cancel();
-        assert!(written > 4 * WAL_LIMIT, "wrote only {written} bytes");
+        assert!(
+            written > 4 * WAL_LIMIT,
+            "wrote only {written} bytes in a minute"
+        );
         // The limit and, at most, the one transaction that went past it.
         assert!(
             largest < WAL_LIMIT + (1 << 20),
