@@ -87,7 +87,8 @@ fn tool_call(request: &ChatRequest, last: &str) -> Option<ToolCall> {
     {
         return None;
     }
-    let lower = last.to_lowercase();
+    // ASCII only: byte offsets stay those of `last`.
+    let lower = last.to_ascii_lowercase();
     let at = lower.find(ASK)?;
     let query = last
         .get(at + ASK.len()..)?

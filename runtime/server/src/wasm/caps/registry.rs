@@ -137,3 +137,33 @@ impl v0_1::service::adapter::registry::Host for HostState {
         latest::service::adapter::registry::Host::status(self).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("VAR_{i}")).collect()
+    }
+
+    #[test]
+    fn what_a_component_says_it_waits_for_is_bounded() {
+        assert_eq!(
+            missing(vec![names(2)]),
+            Ok(Missing::All(names(2))),
+            "one way"
+        );
+        assert!(matches!(
+            missing(vec![names(1), names(1)]),
+            Ok(Missing::AnyOf(_))
+        ));
+        assert!(missing(vec![]).is_err());
+        assert!(missing(vec![vec![]; 3]).is_err());
+        assert!(missing(vec![names(1); MAX_WAYS + 1]).is_err());
+        assert!(missing(vec![names(MAX_NAMES + 1)]).is_err());
+        assert!(missing(vec![vec!["lower".into()]]).is_err());
+        let long = "A".repeat(MAX_NAME_CHARS + 1);
+        let refused = missing(vec![vec![long]]).unwrap_err();
+        assert!(refused.len() < 300, "the name is cut: {refused}");
+    }
+}
