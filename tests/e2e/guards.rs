@@ -7,6 +7,10 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use service_runtime::access::{
+    self,
+    tokens::{self, NewToken},
+};
 use service_runtime::agents::profiles::{self, ProfileInput};
 use service_runtime::app::{App, Role};
 use service_runtime::http::guards::Binding;
@@ -151,13 +155,15 @@ async fn a_host_or_origin_read_two_ways_is_a_bad_request() {
 
 /// The loopback guard judges the socket's peer address. A real non-loopback peer cannot reach
 /// a test server bound to 127.0.0.1, so this drives the same router in process with the peer
-/// address a remote client would have.
+/// address a remote client would have. Bound to a network address, the server wants a
+/// credential from everyone; the specification's two loopback-only endpoints (spec 4.1, 5)
+/// refuse even an admin elsewhere, the other writes need only their permission.
 #[tokio::test]
 async fn loopback_only_endpoints_refuse_remote_peers() {
     let tmp = tempfile::tempdir().unwrap();
     let service = App::open(tmp.path(), Role::Server).await.unwrap();
     let db = service.db.clone();
-    let task_id = db
+    let (task_id, admin) = db
         .blocking(|conn| {
             let task = tasks::create(
                 conn,
@@ -172,52 +178,62 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
                 ..ProfileInput::default()
             };
             profiles::insert(conn, &temp.validate()?)?;
-            Ok(task.task_id)
+            let new = NewToken::new("ops", access::Role::Admin, None, "test")?;
+            Ok((task.task_id, tokens::create(conn, &new)?.1))
         })
         .unwrap();
     let app = router(
-        AppState::new(&service).unwrap(),
-        Binding { loopback: false },
+        AppState::new(&service, Binding { loopback: false }).unwrap(),
         Default::default(),
     );
 
-    let call = |method: Method, uri: String, body: Value, peer: [u8; 4]| {
-        let request = Request::builder()
+    let call = |method: Method, uri: String, body: Value, peer: [u8; 4], token: Option<&str>| {
+        let mut request = Request::builder()
             .method(method)
             .uri(uri)
             .header("host", "10.0.0.2:8765")
             .header("content-type", "application/json")
-            .extension(ConnectInfo(SocketAddr::from((peer, 40000))))
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        app.clone().oneshot(request)
+            .extension(ConnectInfo(SocketAddr::from((peer, 40000))));
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        app.clone()
+            .oneshot(request.body(Body::from(body.to_string())).unwrap())
     };
     let remote = [10, 0, 0, 9];
     let key = json!({"env_var": "ANTHROPIC_API_KEY", "value": "x"});
+    let delete_task = format!("/api/tasks/{task_id}");
+    let write_key = "/api/integrations/anthropic/keys".to_owned();
 
-    let answer = call(
-        Method::DELETE,
-        format!("/api/tasks/{task_id}"),
-        json!(null),
-        remote,
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
-    let answer = call(
-        Method::POST,
-        "/api/integrations/anthropic/keys".into(),
-        key.clone(),
-        remote,
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
-    let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
-        .await
-        .unwrap();
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    assert!(body["error"].as_str().unwrap().contains("local machine"));
+    // Nobody, from anywhere, this machine included: 401.
+    for peer in [remote, [127, 0, 0, 1]] {
+        for (method, uri) in [
+            (Method::DELETE, delete_task.clone()),
+            (Method::POST, write_key.clone()),
+            (Method::DELETE, "/api/agents/Temp".into()),
+            (Method::POST, "/api/adapters/scheduler/disable".into()),
+        ] {
+            let answer = call(method, uri.clone(), key.clone(), peer, None)
+                .await
+                .unwrap();
+            assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{uri}");
+        }
+    }
+    // An admin elsewhere: the specification's two are refused.
+    for (method, uri) in [
+        (Method::DELETE, delete_task.clone()),
+        (Method::POST, write_key.clone()),
+    ] {
+        let answer = call(method, uri, key.clone(), remote, Some(&admin))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert!(body["error"].as_str().unwrap().contains("local machine"));
+    }
     assert!(
         db.blocking(|conn| tasks::get(conn, &task_id))
             .unwrap()
@@ -225,59 +241,29 @@ async fn loopback_only_endpoints_refuse_remote_peers() {
         "task untouched"
     );
     assert!(!tmp.path().join(".env").exists(), "no key written");
-    let answer = call(
-        Method::DELETE,
-        "/api/agents/Temp".into(),
-        json!(null),
-        remote,
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
-    assert!(
-        db.blocking(|conn| profiles::get(conn, "Temp"))
-            .unwrap()
-            .is_some(),
-        "agent untouched"
-    );
+    // The other writes need only the permission.
     for toggle in ["disable", "enable"] {
         let answer = call(
             Method::POST,
             format!("/api/adapters/scheduler/{toggle}"),
             json!(null),
             remote,
+            Some(&admin),
         )
         .await
         .unwrap();
-        assert_eq!(answer.status(), StatusCode::FORBIDDEN, "{toggle}");
+        assert_eq!(answer.status(), StatusCode::OK, "{toggle}");
     }
 
-    // The same requests from a loopback peer go through.
-    let answer = call(
-        Method::DELETE,
-        format!("/api/tasks/{task_id}"),
-        json!(null),
-        [127, 0, 0, 1],
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::OK);
-    let answer = call(
-        Method::POST,
-        "/api/integrations/anthropic/keys".into(),
-        key,
-        [127, 0, 0, 1],
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::OK);
-    let answer = call(
-        Method::DELETE,
-        "/api/agents/Temp".into(),
-        json!(null),
-        [127, 0, 0, 1],
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status(), StatusCode::OK);
+    // The same admin on this machine: everything goes through.
+    for (method, uri, body) in [
+        (Method::DELETE, delete_task, json!(null)),
+        (Method::POST, write_key, key),
+        (Method::DELETE, "/api/agents/Temp".to_owned(), json!(null)),
+    ] {
+        let answer = call(method, uri.clone(), body, [127, 0, 0, 1], Some(&admin))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{uri}");
+    }
 }

@@ -1,6 +1,7 @@
 //! Black-box tests: each starts the real `service-runtime` binary on a free port with its own
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
+mod access;
 mod adapters_list;
 mod adapters_new;
 mod agents;
@@ -24,6 +25,7 @@ mod isolation;
 mod javascript;
 mod mail_servers;
 mod mcp;
+mod netns;
 mod observability;
 mod python;
 mod radicale;

@@ -61,7 +61,11 @@ impl Server {
 
     fn spawn(data_dir: PathBuf, env: Vec<(String, String)>) -> Self {
         let server = Self::spawn_starting(data_dir, env);
-        serve::wait_until_ready(&server.url, std::time::Duration::from_secs(60));
+        serve::wait_until_ready(
+            &server.url,
+            &server.data_dir,
+            std::time::Duration::from_secs(60),
+        );
         server
     }
 

@@ -86,14 +86,20 @@ pub fn wait_until_optimized(url: &str, within: Duration) {
 }
 
 /// Waits (blocking: servers start outside async code too) until the server at `url` says on
-/// `/api/health` that its adapters have started and its components are loaded.
-pub fn wait_until_ready(url: &str, within: Duration) {
+/// `/api/health` that its adapters have started and its components are loaded. It asks as the
+/// owner (the key the server writes to `data_dir`), as commands on its machine do: a server
+/// that asks callers to sign in tells strangers its status only.
+pub fn wait_until_ready(url: &str, data_dir: &Path, within: Duration) {
     let addr = url.trim_start_matches("http://");
     let mut answer = String::new();
     let ready = wait::until_blocking(within, Duration::from_millis(20), || {
         answer.clear();
+        let key = std::fs::read_to_string(data_dir.join("server.key")).ok()?;
         if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
-            let request = format!("GET /api/health HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+            let request = format!(
+                "GET /api/health HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\r\n",
+                key.trim()
+            );
             let _ = stream.write_all(request.as_bytes());
             let _ = stream.read_to_string(&mut answer);
         }

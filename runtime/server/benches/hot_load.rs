@@ -59,7 +59,7 @@ impl Server {
         let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
         // The bundled components load and are optimized first, so they do not compete with
         // the copy timed.
-        serve::wait_until_ready(&url, GIVE_UP);
+        serve::wait_until_ready(&url, data.path(), GIVE_UP);
         serve::wait_until_optimized(&url, GIVE_UP);
         let adapters = data.path().join("adapters");
         std::fs::write(adapters.join("echo.toml"), GRANT).unwrap();

@@ -178,7 +178,7 @@ fn main() {
 
         let client = reqwest::Client::new();
         let base = server.url.clone();
-        serve::wait_until_ready(&base, Duration::from_secs(120));
+        serve::wait_until_ready(&base, tmp.path(), Duration::from_secs(120));
         serve::wait_until_optimized(&base, Duration::from_secs(120));
         // Warm-up.
         measure(&client, &base, "/api/adapters/echo/hello").await;

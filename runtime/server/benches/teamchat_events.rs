@@ -308,8 +308,8 @@ fn main() {
             replica: app.replica.clone(),
         };
         tokio::spawn(worker.run(Default::default()));
-        let state = AppState::new(&app).unwrap();
-        let base = serve(http::router(state, Binding { loopback: true }, Default::default())).await;
+        let state = AppState::new(&app, Binding { loopback: true }).unwrap();
+        let base = serve(http::router(state, Default::default())).await;
         let client = reqwest::Client::new();
         let wasm_url = format!("{base}/api/adapters/teamchat/events");
         let native_url = format!("{base}/api/adapters/{NATIVE}/events");

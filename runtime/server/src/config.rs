@@ -44,6 +44,8 @@ pub struct FileConfig {
     /// `[approvals]`: how long a tool call waits for a person.
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub auth: AuthSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
@@ -259,6 +261,19 @@ impl ApprovalsSection {
 pub enum WebSearchSection {
     Searxng { url: String },
     Brave { url: Option<String> },
+}
+
+/// `[auth]`: who may call (see `access`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// Every request needs a credential even on a loopback bind.
+    #[serde(default)]
+    pub required: bool,
+    /// The specification's loopback-only endpoints (the task delete, the key write) take
+    /// admins from other machines too: a departure from the specification.
+    #[serde(default)]
+    pub remote_admin: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -3,6 +3,7 @@
 //! The binary (`src/main.rs`) is only the command line; everything else lives here so the
 //! tests can reach it.
 
+pub mod access;
 pub mod adapters;
 pub mod agents;
 pub mod allowances;

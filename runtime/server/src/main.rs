@@ -14,6 +14,7 @@ mod cli;
 use cli::adapters::AdaptersCommand;
 use cli::mcp::McpCommand;
 use cli::schedule::ScheduleCommand;
+use cli::tokens::TokensCommand;
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +68,11 @@ enum Command {
     Mcp {
         #[command(subcommand)]
         command: Option<McpCommand>,
+    },
+    /// Manage API tokens (for scripts and other machines; sent as Authorization: Bearer)
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
     },
     /// Runs an MCP server's program for the runtime (internal)
     #[command(hide = true)]
@@ -135,6 +141,7 @@ fn run(
         Command::Schedule { command } => runtime.block_on(cli::schedule::run(&data_dir, command)),
         Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
         Command::Mcp { command } => runtime.block_on(cli::mcp::run(&data_dir, command)),
+        Command::Tokens { command } => runtime.block_on(cli::tokens::run(&data_dir, command)),
         Command::McpGuard { .. } => unreachable!("the guard runs before the runtime starts"),
     }
 }

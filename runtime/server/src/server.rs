@@ -59,12 +59,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {host}:{port}"))?;
     let addr = listener.local_addr()?;
 
-    let state = AppState::new(&app)?;
     let binding = Binding {
         loopback: addr.ip().is_loopback(),
     };
+    let state = AppState::new(&app, binding)?;
+    let access = Arc::clone(&state.access);
     let limits = Limits::from_config(&app.config.server);
-    let router = http::router(state, binding, limits);
+    let router = http::router(state, limits);
 
     // Installed before anything slow, so a signal during start-up shuts down cleanly too.
     let signal = shutdown_signal()?;
@@ -78,7 +79,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // a component compiling never holds the server from listening.
     println!("service-runtime listening on http://{addr}");
     // Commands (`run`, `schedule run`) go through this server while it runs.
-    let _announced = crate::running_server::announce(&app.data_dir, addr)
+    let _announced = crate::running_server::announce(&app.data_dir, addr, access.local_key())
         .map_err(|e| tracing::warn!("cannot write the server's URL to the data directory: {e}"))
         .ok();
     let provider = app.engine.provider_choice();

@@ -10,3 +10,4 @@ pub mod run;
 pub mod scaffold;
 pub mod schedule;
 pub mod through;
+pub mod tokens;

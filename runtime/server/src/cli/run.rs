@@ -8,6 +8,7 @@ use service_runtime::agents::profiles::DEFAULT_PROFILE;
 use service_runtime::app::{App, Role};
 use service_runtime::engine::{Event, ProfileChoice, RunRequest};
 use service_runtime::replica;
+use service_runtime::running_server::Running;
 
 use super::{output, through};
 use eventsource_stream::Eventsource;
@@ -25,8 +26,8 @@ pub async fn run(
     model: Option<String>,
     prompt: String,
 ) -> anyhow::Result<()> {
-    if let Some(url) = through::server(data_dir).await? {
-        return remote(&url, agent, model, prompt).await;
+    if let Some(server) = through::server(data_dir).await? {
+        return remote(&server, agent, model, prompt).await;
     }
     let app = App::open(data_dir, Role::Command).await?;
     // The run's trace names this process, which says it is alive while it runs.
@@ -89,13 +90,14 @@ fn show(stdout: &mut impl Write, event: &Event) -> std::io::Result<()> {
 /// The run on the server, streamed (`POST /api/chat/stream`); Ctrl-C closes the stream, which
 /// cancels it there.
 async fn remote(
-    url: &str,
+    server: &Running,
     agent: Option<String>,
     model: Option<String>,
     prompt: String,
 ) -> anyhow::Result<()> {
-    let response = reqwest::Client::new()
-        .post(format!("{url}/api/chat/stream"))
+    let response = server
+        .client()
+        .post(format!("{}/api/chat/stream", server.url))
         .json(&json!({ "prompt": prompt, "agent": agent, "model": model }))
         .send()
         .await?;

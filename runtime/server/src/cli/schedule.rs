@@ -23,6 +23,7 @@ use service_runtime::settings_store::SettingsStore;
 use service_runtime::tasks;
 
 use super::through;
+use service_runtime::running_server::Running;
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
@@ -230,8 +231,8 @@ pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()
             outln!("deleted {name:?}")?;
         }
         ScheduleCommand::Run { name } => {
-            if let Some(url) = through::server(data_dir).await? {
-                return run_on_server(&url, &name).await;
+            if let Some(server) = through::server(data_dir).await? {
+                return run_on_server(&server, &name).await;
             }
             let app = App::open(data_dir, Role::Command).await?;
             let (schedule, mut in_progress) = app.db.blocking(|conn| {
@@ -304,13 +305,13 @@ fn report(
 }
 
 /// `schedule run` on the server (`POST /api/schedules/{name}/run?wait=true`).
-async fn run_on_server(url: &str, name: &str) -> anyhow::Result<()> {
-    let mut url = reqwest::Url::parse(url)?;
+async fn run_on_server(server: &Running, name: &str) -> anyhow::Result<()> {
+    let mut url = reqwest::Url::parse(&server.url)?;
     url.path_segments_mut()
         .map_err(|()| anyhow::anyhow!("the server URL cannot take a path"))?
         .extend(["api", "schedules", name, "run"]);
     url.set_query(Some("wait=true"));
-    let response = reqwest::Client::new().post(url).send().await?;
+    let response = server.client().post(url).send().await?;
     if !response.status().is_success() {
         return Err(through::refused(response).await);
     }

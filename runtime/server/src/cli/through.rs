@@ -3,21 +3,21 @@
 
 use std::path::Path;
 
-use service_runtime::running_server;
+use service_runtime::running_server::{self, Running};
 use service_runtime::settings_store::SettingsStore;
 
-/// The running server's URL, or `None` to run in this process.
-pub async fn server(data_dir: &Path) -> anyhow::Result<Option<String>> {
+/// The running server, or `None` to run in this process.
+pub async fn server(data_dir: &Path) -> anyhow::Result<Option<Running>> {
     let env = SettingsStore::load(data_dir)?;
-    let url = running_server::find(data_dir, &env).await;
-    match &url {
-        Some(url) => eprintln!("[through the server at {url}]"),
+    let running = running_server::find(data_dir, &env).await;
+    match &running {
+        Some(running) => eprintln!("[through the server at {}]", running.url),
         None => eprintln!(
             "[no server runs for {}: running in this process]",
             data_dir.display()
         ),
     }
-    Ok(url)
+    Ok(running)
 }
 
 /// An answer that is not a success, as the error a command exits with (the API's message).

@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 20;
+pub const SCHEMA_VERSION: u32 = 21;
 
 struct Step {
     sqlite: &'static str,
@@ -114,6 +114,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0020_adapter_activity.sql"),
         postgres: Some(sql!("postgres/0020_adapter_activity.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0021_access_tokens.sql"),
+        postgres: Some(sql!("postgres/0021_access_tokens.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },

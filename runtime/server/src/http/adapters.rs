@@ -9,7 +9,6 @@ use service_contract::AdapterEntry;
 use super::AppState;
 use super::api::PathParam;
 use super::api_error::{ApiError, ApiResult};
-use super::guards::LoopbackPeer;
 use crate::adapters::ToggleError;
 use crate::bus::Event;
 
@@ -42,18 +41,16 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
     })
 }
 
-/// Runs the adapter's `start`; the choice persists across restarts. Loopback peers only.
+/// Runs the adapter's `start`; the choice persists across restarts.
 pub async fn enable(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<AdapterEntry>> {
     toggle(&app, &name, true).await
 }
 
-/// Runs the adapter's `stop`; the choice persists across restarts. Loopback peers only.
+/// Runs the adapter's `stop`; the choice persists across restarts.
 pub async fn disable(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<AdapterEntry>> {

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
-use super::guards::LoopbackPeer;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles::{self, NewProfile, Profile, ProfileInput, ProfilePatch};
 use crate::agents::{references, store, tool_names};
@@ -112,11 +111,10 @@ pub async fn references(
     Ok(Json(found))
 }
 
-/// Deletes a profile (not `default`). Loopback peers only. Schedules and adapters that name it
+/// Deletes a profile (not `default`). Schedules and adapters that name it
 /// are left as they are and listed in the answer: they now follow the rule for a missing
 /// profile.
 pub async fn remove(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
-use super::guards::LoopbackPeer;
 use crate::approvals::{self, Decided, Decision};
 use crate::error::Error;
 
@@ -54,9 +53,8 @@ pub struct DecisionBody {
     note: Option<String>,
 }
 
-/// Loopback peers only. Decides once: a second decision is a 409 and changes nothing.
+/// Decides once: a second decision is a 409 and changes nothing.
 pub async fn decide(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
     JsonBody(body): JsonBody<DecisionBody>,

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{Page, PathParam, QueryParams};
 use super::api_error::ApiResult;
-use super::guards::LoopbackPeer;
 use crate::conversations;
 use crate::error::Error;
 
@@ -54,9 +53,7 @@ pub async fn show(
     Ok(Json(body))
 }
 
-/// Loopback peers only.
 pub async fn remove(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

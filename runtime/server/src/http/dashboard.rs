@@ -1,12 +1,9 @@
 //! The dashboard: static assets embedded in the binary, `index.html` at `/` and the rest under
 //! `/assets/{file}`. Plain HTML, CSS and ES modules; no build step.
 
-use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
-use super::AppState;
 use super::api::PathParam;
 use super::api_error::ApiError;
 
@@ -67,19 +64,13 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-async fn index() -> Response {
+pub async fn index() -> Response {
     serve(HTML, include_str!("../../assets/dashboard/index.html"))
 }
 
-async fn asset(PathParam(file): PathParam<String>) -> Response {
+pub async fn asset(PathParam(file): PathParam<String>) -> Response {
     match ASSETS.iter().find(|(name, ..)| *name == file) {
         Some((_, content_type, body)) => serve(content_type, body),
         None => ApiError::new(StatusCode::NOT_FOUND, "no such asset").into_response(),
     }
-}
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(index))
-        .route("/assets/{file}", get(asset))
 }

@@ -17,84 +17,28 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::AppState;
 use super::api_error::ApiError;
 
-/// Extracting this succeeds only for requests whose TCP peer is on this machine.
+/// Extracting this succeeds only for requests whose TCP peer is on this machine (spec 4.1 and
+/// 5: the task delete and the key write), or for any peer with `[auth] remote_admin`.
 pub struct LoopbackPeer;
 
-impl<S: Send + Sync> FromRequestParts<S> for LoopbackPeer {
+impl FromRequestParts<AppState> for LoopbackPeer {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
         match peer {
             Some(ConnectInfo(addr)) if addr.ip().to_canonical().is_loopback() => Ok(Self),
+            Some(_) if app.access.remote_admin() => Ok(Self),
             _ => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
-                "this endpoint only accepts requests from the local machine (127.0.0.1)",
+                "this endpoint only accepts requests from the local machine (127.0.0.1); \
+                 [auth] remote_admin = true opens it to admins elsewhere",
             )),
         }
     }
-}
-
-/// For endpoints a token variable opens to other machines (`/mcp`, `/metrics`): with the token
-/// set, whoever sends it as a bearer token, this machine included (401 otherwise); without it,
-/// this machine only (403 otherwise). Judged from the socket's peer, never a header.
-pub fn token_or_loopback(
-    token: Option<String>,
-    variable: &str,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-) -> Result<(), TokenRefusal> {
-    match token {
-        Some(token) => {
-            let sent = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "));
-            if sent.is_some_and(|sent| same_secret(sent, &token)) {
-                return Ok(());
-            }
-            Err(TokenRefusal {
-                status: StatusCode::UNAUTHORIZED,
-                message: format!("send the token of {variable} as a bearer token"),
-            })
-        }
-        None if peer.ip().to_canonical().is_loopback() => Ok(()),
-        None => Err(TokenRefusal {
-            status: StatusCode::FORBIDDEN,
-            message: format!(
-                "this is served to the local machine only; set {variable} to serve others"
-            ),
-        }),
-    }
-}
-
-/// Why [`token_or_loopback`] turned a request away.
-pub struct TokenRefusal {
-    status: StatusCode,
-    message: String,
-}
-
-impl IntoResponse for TokenRefusal {
-    fn into_response(self) -> Response {
-        let unauthorized = self.status == StatusCode::UNAUTHORIZED;
-        let mut response = ApiError::new(self.status, self.message).into_response();
-        if unauthorized {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
-        }
-        response
-    }
-}
-
-/// Compares digests, so the time taken says nothing about how much of the token was right.
-fn same_secret(sent: &str, token: &str) -> bool {
-    use sha2::{Digest, Sha256};
-    let (a, b) = (Sha256::digest(sent), Sha256::digest(token));
-    a.iter().zip(b.iter()).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// How the server is bound, which decides whether the Host check applies.
@@ -247,7 +191,7 @@ impl PartialEq for Authority<'_> {
 
 /// `/api/adapters/<name>/<anything but enable or disable>`, the prefix itself included (a
 /// `wasi:http` component's `/`).
-fn is_component_route(path: &str) -> bool {
+pub fn is_component_route(path: &str) -> bool {
     let Some(rest) = path.strip_prefix("/api/adapters/") else {
         return false;
     };

@@ -1,5 +1,6 @@
 //! `GET /api/health`: liveness, which replica answered, and whether its database is
-//! reachable (503 when it is not, so a load balancer sends requests elsewhere).
+//! reachable (503 when it is not, so a load balancer sends requests elsewhere). A caller who
+//! is not signed in learns the status only.
 
 use axum::Json;
 use axum::extract::State;
@@ -7,11 +8,14 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::identity::Caller;
+use crate::access::Permission;
 use crate::approvals;
 use crate::db::{self, SCHEMA_VERSION};
 use crate::engine::settings;
 
-pub async fn show(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
+/// Everyone gets the status; callers who may read the service's status get the rest.
+pub async fn show(State(app): State<AppState>, caller: Caller) -> (StatusCode, Json<Value>) {
     // Five counts take microseconds; run them on this thread when the connection is free.
     // A hop to the blocking pool and back is what a probe waits for most while guests keep
     // every core busy (p99 about 1 ms instead of 0.3 ms in the isolation bench).
@@ -38,9 +42,17 @@ pub async fn show(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
             )
         }
     };
+    let status_word = if status.is_success() {
+        "ok"
+    } else {
+        "degraded"
+    };
+    if !matches!(&caller, Caller::Known(principal) if principal.may(Permission::ReadStatus)) {
+        return (status, Json(json!({ "status": status_word })));
+    }
     let choice = app.engine.provider_choice();
     let body = json!({
-        "status": if status.is_success() { "ok" } else { "degraded" },
+        "status": status_word,
         "replica": app.replica,
         "database": {
             "kind": app.db.backend().as_str(),

@@ -1,18 +1,14 @@
-//! `/mcp`: the agents over MCP's Streamable HTTP transport. Without `SERVICE_MCP_TOKEN` only
-//! this machine may call it; with it every caller, this machine included, must send it as a
-//! bearer token. A foreign `Origin` is refused by the browser guard on every method. Each
+//! `/mcp`: the agents over MCP's Streamable HTTP transport, for callers who may chat (an API
+//! token's holder, the local owner); with `SERVICE_MCP_TOKEN` set, whoever sends it too, and
+//! every caller, this machine included, must send a token. A foreign `Origin` is refused by the browser guard on every method. Each
 //! request is served on its own (no session state), so any replica can take any request.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{AppState, guards};
+use super::AppState;
 use crate::mcp::Agents;
 
 /// The bearer token MCP clients must send, when set.
@@ -31,18 +27,4 @@ pub fn service(app: &AppState) -> StreamableHttpService<Agents, NeverSessionMana
         Arc::new(NeverSessionManager::default()),
         config,
     )
-}
-
-/// Lets through the local machine, or with the token set, whoever sends it.
-pub async fn authorize(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let token = app.env.get(TOKEN_VARIABLE);
-    match guards::token_or_loopback(token, TOKEN_VARIABLE, peer, request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal.into_response(),
-    }
 }

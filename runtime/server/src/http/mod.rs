@@ -13,16 +13,20 @@ mod dashboard;
 mod decode;
 pub mod guards;
 mod health;
+pub mod identity;
 mod integrations;
 pub mod limits;
 pub mod listener;
 pub mod mcp;
 mod mcp_servers;
+mod me;
 pub mod metrics;
 mod request_spans;
+pub mod routes;
 mod schedules;
 mod store;
 mod tasks;
+mod tokens;
 mod tools;
 mod traces;
 mod write_deadline;
@@ -31,10 +35,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{any, delete, get, post};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::access::{Access, Permission};
 use crate::adapters::Supervisor;
 use crate::app::App;
 use crate::bus::Bus;
@@ -44,6 +48,8 @@ use crate::mcp::{Agents, McpServers};
 use crate::settings_store::SettingsStore;
 use crate::tasks::RunningTasks;
 use crate::wasm::Components;
+use guards::Binding;
+use routes::Routes;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -75,11 +81,21 @@ pub struct AppState {
     pub approvals_decided: Arc<tokio::sync::Notify>,
     /// Runs schedules (the scheduler adapter, `schedule run` and the API share it).
     pub dispatcher: Arc<crate::scheduler::Dispatcher>,
+    /// How the server is bound.
+    pub binding: Binding,
+    /// Who may call, and the credentials that say so.
+    pub access: Arc<Access>,
 }
 
 impl AppState {
-    pub fn new(app: &App) -> anyhow::Result<Self> {
+    pub fn new(app: &App, binding: Binding) -> anyhow::Result<Self> {
         Ok(Self {
+            binding,
+            access: Arc::new(Access::new(
+                app.db.clone(),
+                &app.config.auth,
+                binding.loopback,
+            )),
             db: app.db.clone(),
             env: Arc::clone(&app.env),
             engine: Arc::clone(&app.engine),
@@ -102,69 +118,100 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState, binding: guards::Binding, limits: limits::Limits) -> Router {
-    let api = Router::new()
-        .route("/health", get(health::show))
-        .route("/adapters", get(adapters::list))
-        .route("/adapters/{name}/enable", post(adapters::enable))
-        .route("/adapters/{name}/disable", post(adapters::disable))
-        .route("/adapters/{name}/", any(components::dispatch_root))
-        .route("/adapters/{name}/{*rest}", any(components::dispatch))
-        .route("/schedules", get(schedules::list).post(schedules::create))
-        .route(
-            "/schedules/{name}",
-            get(schedules::show)
-                .patch(schedules::update)
-                .delete(schedules::remove),
+/// The server's routes, each with the permission its caller needs.
+pub fn routes(state: &AppState) -> Routes {
+    use Permission::*;
+    let api = Routes::default()
+        .get("/health", Open, health::show)
+        .get("/me", Open, me::show)
+        .get("/adapters", ReadStatus, adapters::list)
+        .post("/adapters/{name}/enable", ManageAdapters, adapters::enable)
+        .post(
+            "/adapters/{name}/disable",
+            ManageAdapters,
+            adapters::disable,
         )
-        .route("/schedules/{name}/run", post(schedules::run))
-        .route("/agents", get(agents::list).post(agents::create))
-        .route(
-            "/agents/{name}",
-            get(agents::show)
-                .patch(agents::update)
-                .delete(agents::remove),
-        )
-        .route("/agents/{name}/references", get(agents::references))
-        .route("/agents/{name}/export", get(agents::export))
-        .route("/store", get(store::list))
-        .route("/store/import", post(store::import))
-        .route("/store/{slug}", get(store::show))
-        .route("/store/{slug}/install", post(store::install))
-        .route("/chat", post(chat::complete))
-        .route("/chat/stream", post(chat::stream))
-        .route("/conversations", get(conversations::list))
-        .route("/approvals", get(approvals::list))
-        .route("/approvals/{id}", post(approvals::decide))
-        .route(
+        // Adapters' platform routes check their platform's signature.
+        .any("/adapters/{name}/", Open, components::dispatch_root)
+        .any("/adapters/{name}/{*rest}", Open, components::dispatch)
+        .get("/schedules", ReadStatus, schedules::list)
+        .post("/schedules", ManageSchedules, schedules::create)
+        .get("/schedules/{name}", ReadStatus, schedules::show)
+        .patch("/schedules/{name}", ManageSchedules, schedules::update)
+        .delete("/schedules/{name}", ManageSchedules, schedules::remove)
+        .post("/schedules/{name}/run", ManageSchedules, schedules::run)
+        .get("/agents", ReadAgents, agents::list)
+        .post("/agents", ManageAgents, agents::create)
+        .get("/agents/{name}", ReadAgents, agents::show)
+        .patch("/agents/{name}", ManageAgents, agents::update)
+        .delete("/agents/{name}", ManageAgents, agents::remove)
+        .get("/agents/{name}/references", ReadAgents, agents::references)
+        .get("/agents/{name}/export", ReadAgents, agents::export)
+        .get("/store", ReadAgents, store::list)
+        .post("/store/import", ManageAgents, store::import)
+        .get("/store/{slug}", ReadAgents, store::show)
+        .post("/store/{slug}/install", ManageAgents, store::install)
+        .post("/chat", Chat, chat::complete)
+        .post("/chat/stream", Chat, chat::stream)
+        // Conversations, approvals and traces hold what people wrote.
+        .get("/conversations", ManageConversations, conversations::list)
+        .get(
             "/conversations/{id}",
-            get(conversations::show).delete(conversations::remove),
+            ManageConversations,
+            conversations::show,
         )
-        .route("/tools", get(tools::list))
-        .route("/tasks", get(tasks::list))
-        .route("/tasks/{task_id}", delete(tasks::remove))
-        .route("/traces", get(traces::list))
-        .route("/traces/{id}", get(traces::show))
-        .route("/integrations", get(integrations::list))
-        .route("/integrations/{id}/keys", post(integrations::write_key))
-        .route("/integrations/{id}/verify", post(integrations::verify))
-        .route("/mcp/servers", get(mcp_servers::list))
-        .route_layer(middleware::from_fn(request_spans::trace))
-        .method_not_allowed_fallback(api::method_not_allowed);
-    let mcp = Router::new()
-        .nest_service("/mcp", mcp::service(&state))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            mcp::authorize,
-        ))
-        .layer(middleware::from_fn(request_spans::trace));
-    Router::new()
+        .delete(
+            "/conversations/{id}",
+            ManageConversations,
+            conversations::remove,
+        )
+        .get("/approvals", ManageConversations, approvals::list)
+        .post("/approvals/{id}", ManageConversations, approvals::decide)
+        .get("/traces", ManageConversations, traces::list)
+        .get("/traces/{id}", ManageConversations, traces::show)
+        .get("/tools", ReadStatus, tools::list)
+        .get("/tasks", ReadStatus, tasks::list)
+        .delete("/tasks/{task_id}", CancelTasks, tasks::remove)
+        .get("/integrations", ReadStatus, integrations::list)
+        .post(
+            "/integrations/{id}/keys",
+            ManageSettings,
+            integrations::write_key,
+        )
+        .post(
+            "/integrations/{id}/verify",
+            ManageSettings,
+            integrations::verify,
+        )
+        .get("/mcp/servers", ReadStatus, mcp_servers::list)
+        .get("/tokens", ManageAccess, tokens::list)
+        .post("/tokens", ManageAccess, tokens::create)
+        .delete("/tokens/{name}", ManageAccess, tokens::revoke)
+        .map(|api| {
+            api.route_layer(middleware::from_fn(request_spans::trace))
+                .method_not_allowed_fallback(api::method_not_allowed)
+        });
+    let mcp = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn(request_spans::trace))
+        .service(mcp::service(state));
+    Routes::default()
         .nest("/api", api)
-        .merge(mcp)
-        .route("/metrics", get(metrics::show))
-        .merge(dashboard::router())
+        .service("/mcp", Chat, mcp)
+        .get("/metrics", ReadStatus, metrics::show)
+        .get("/", Open, dashboard::index)
+        .get("/assets/{file}", Open, dashboard::asset)
+}
+
+pub fn router(state: AppState, limits: limits::Limits) -> Router {
+    let binding = state.binding;
+    let (routes, _) = routes(&state).into_parts();
+    routes
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(limits, limits::read_body))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            identity::identify,
+        ))
         .layer(middleware::from_fn_with_state(
             binding,
             guards::browser_guard,

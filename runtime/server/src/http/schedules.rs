@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
-use super::guards::LoopbackPeer;
 use service_contract::RunFailureKind;
 
 use crate::agents::profiles;
@@ -170,9 +169,8 @@ pub async fn update(
     answer(&app, changed).await
 }
 
-/// Loopback peers only. Its runs so far stay, as tasks and traces.
+/// Its runs so far stay, as tasks and traces.
 pub async fn remove(
-    _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

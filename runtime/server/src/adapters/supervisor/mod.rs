@@ -376,9 +376,9 @@ mod tests {
         let pinger = Arc::new(Pinger::default());
         let adapters = supervise(&app, vec![Arc::clone(&pinger) as Arc<dyn Adapter>], None);
         adapters.start_natives().await;
-        let mut state = AppState::new(&app).unwrap();
+        let mut state = AppState::new(&app, Binding { loopback: true }).unwrap();
         state.adapters = Arc::clone(&adapters);
-        let service = router(state, Binding { loopback: true }, Default::default());
+        let service = router(state, Default::default());
         let call = |method: &str, path: &str| {
             let request = axum::http::Request::builder()
                 .method(method)

@@ -1,0 +1,221 @@
+//! Who is calling: principals, their roles and what each may do, and how a request's
+//! credentials name one.
+//!
+//! Two modes, chosen by the bind. Bound to a loopback address (and `[auth] required` not
+//! set), whoever reaches the port is this machine's user: the owner, who may do everything,
+//! unless the request names someone else with a credential. Bound to any other address, or
+//! with `required`, a request without a credential is anonymous and reaches only the routes
+//! open to everyone.
+
+pub mod credential;
+pub mod roles;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::AuthSection;
+use crate::db::Db;
+use crate::error::Result;
+pub use roles::{Permission, Role};
+
+/// How long a token's lookup is trusted: a token revoked on another replica is refused
+/// within this.
+const CACHE_FOR: Duration = Duration::from_millis(500);
+
+/// How often a token's last use is written (a write per request would cost more than the
+/// request).
+const TOUCH_EVERY: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Who a request comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Principal {
+    pub kind: PrincipalKind,
+    /// Unique within its kind: a token's name, `owner`, the variable of a shared token.
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrincipalKind {
+    /// This machine's user: a loopback request in local mode, or a command run on the data
+    /// directory (it sends the key the server wrote there).
+    Owner,
+    /// An API token.
+    Token,
+    /// `SERVICE_MCP_TOKEN` or `SERVICE_METRICS_TOKEN`, each for its one endpoint.
+    SharedToken,
+}
+
+impl Principal {
+    pub fn owner() -> Self {
+        Self {
+            kind: PrincipalKind::Owner,
+            id: "owner".into(),
+            name: "this machine's user".into(),
+            role: Role::Admin,
+        }
+    }
+
+    /// A shared token of `variable`, holding `role`.
+    pub fn shared(variable: &str, role: Role) -> Self {
+        Self {
+            kind: PrincipalKind::SharedToken,
+            id: variable.into(),
+            name: variable.into(),
+            role,
+        }
+    }
+
+    /// How records name this principal (`token:ci`, `owner`).
+    pub fn label(&self) -> String {
+        match self.kind {
+            PrincipalKind::Owner => "owner".into(),
+            PrincipalKind::Token => format!("token:{}", self.id),
+            PrincipalKind::SharedToken => self.id.clone(),
+        }
+    }
+
+    pub fn may(&self, permission: Permission) -> bool {
+        self.role.may(permission)
+    }
+}
+
+/// Why a credential was refused (401).
+#[derive(Debug)]
+pub struct Refused(pub &'static str);
+
+struct Cached {
+    principal: Option<Principal>,
+    at: Instant,
+}
+
+/// The server's view of access: its mode and the credentials it accepts.
+pub struct Access {
+    db: Db,
+    required: bool,
+    remote_admin: bool,
+    /// Digest of the key this server process wrote to its data directory for commands.
+    local_key: String,
+    local_key_text: String,
+    tokens: Mutex<HashMap<String, Cached>>,
+}
+
+impl Access {
+    /// `loopback`: whether the server listens on a loopback address only.
+    pub fn new(db: Db, config: &AuthSection, loopback: bool) -> Self {
+        let local_key_text = format!("{}{}", tokens::PREFIX, credential::random_text());
+        Self {
+            db,
+            required: config.required || !loopback,
+            remote_admin: config.remote_admin,
+            local_key: credential::digest(&local_key_text),
+            local_key_text,
+            tokens: Mutex::default(),
+        }
+    }
+
+    /// Whether a request without a credential needs one (else it is the owner's).
+    pub fn sign_in_required(&self) -> bool {
+        self.required
+    }
+
+    /// `[auth] remote_admin`: the specification's loopback-only endpoints take admins from
+    /// other machines too.
+    pub fn remote_admin(&self) -> bool {
+        self.remote_admin
+    }
+
+    /// The key that makes a command on this machine the owner; written to the data directory
+    /// (owner-only) while the server runs.
+    pub fn local_key(&self) -> &str {
+        &self.local_key_text
+    }
+
+    /// The principal a bearer token names.
+    pub async fn bearer(&self, secret: &str) -> std::result::Result<Principal, Refused> {
+        let digest = credential::digest(secret);
+        if same(&digest, &self.local_key) {
+            return Ok(Principal::owner());
+        }
+        if let Some(cached) = self.cached(&digest) {
+            return cached.ok_or(Refused(UNKNOWN_TOKEN));
+        }
+        let found = self.lookup(secret).await.map_err(|e| {
+            tracing::warn!("cannot check a token: {e}");
+            Refused("the token cannot be checked now; try again shortly")
+        })?;
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                digest,
+                Cached {
+                    principal: found.clone(),
+                    at: Instant::now(),
+                },
+            );
+        found.ok_or(Refused(UNKNOWN_TOKEN))
+    }
+
+    /// Forgets what was looked up, so a token revoked here is refused at once.
+    pub fn forget_tokens(&self) {
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    fn cached(&self, digest: &str) -> Option<Option<Principal>> {
+        let mut cache = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        // Bounded by what was looked up within the last half second.
+        cache.retain(|_, cached| now.duration_since(cached.at) < CACHE_FOR);
+        cache.get(digest).map(|cached| cached.principal.clone())
+    }
+
+    async fn lookup(&self, secret: &str) -> Result<Option<Principal>> {
+        let secret = secret.to_owned();
+        self.db
+            .call(move |conn| {
+                let now = chrono::Utc::now();
+                let Some(token) = tokens::find(conn, &secret)? else {
+                    return Ok(None);
+                };
+                if token.expired(now) {
+                    return Ok(None);
+                }
+                let stale = token
+                    .last_used_at
+                    .as_deref()
+                    .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                    .is_none_or(|at| now - at.to_utc() >= TOUCH_EVERY);
+                if stale {
+                    tokens::touch(conn, &token.name)?;
+                }
+                Ok(Some(Principal {
+                    kind: PrincipalKind::Token,
+                    id: token.name.clone(),
+                    name: token.name,
+                    role: token.role,
+                }))
+            })
+            .await
+    }
+}
+
+const UNKNOWN_TOKEN: &str = "the token is not valid: unknown, expired or revoked";
+
+/// Compares digests in time that does not depend on where they differ.
+pub fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
