@@ -15,10 +15,10 @@ use service_runtime::http::{self, AppState};
 use crate::netns::Peer;
 use crate::support::{Server, cli};
 
-const REQUIRED: &str = "[auth]\nrequired = true\n";
+pub(crate) const REQUIRED: &str = "[auth]\nrequired = true\n";
 
 /// A token made by `tokens create` on the server's data directory: its last line.
-fn token(server: &Server, name: &str, role: &str) -> String {
+pub(crate) fn token(server: &Server, name: &str, role: &str) -> String {
     let out = cli(
         &server.data_dir,
         &["tokens", "create", "--name", name, "--role", role],

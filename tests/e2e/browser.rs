@@ -2829,3 +2829,78 @@ async fn a_newcomers_screens_fit_and_keep_what_they_show() {
     assert_eq!(browser.js(overflow, vec![]).await, 0, "chat");
     browser.screenshot("narrow-chat-long-title").await;
 }
+
+/// A server that asks everyone to sign in: the dashboard asks for a token, says who is signed
+/// in, shows a 403 naming the permission, and signs out.
+#[tokio::test]
+async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
+    let server = Server::start_with_config(crate::access::REQUIRED, &[]);
+    let member = crate::access::token(&server, "reader", "member");
+    let admin = crate::access::token(&server, "ops", "admin");
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser
+        .client
+        .goto(&format!("{}/#/agents", browser.base))
+        .await
+        .unwrap();
+    browser.ready("signin").await;
+    browser.screenshot("signin").await;
+
+    browser.type_into("#signin-token", "srt_not-a-token").await;
+    browser.click("#signin-submit").await;
+    let error = browser
+        .wait_for(
+            "the refusal",
+            "return document.getElementById('signin-error').textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().contains("not valid"), "{error}");
+
+    browser
+        .js("document.getElementById('signin-token').value = ''", vec![])
+        .await;
+    browser.type_into("#signin-token", &member).await;
+    browser.click("#signin-submit").await;
+    browser.ready("agents").await;
+    assert_eq!(browser.text("#who-name").await, "reader · member");
+
+    // A member may not create an agent: the form says which permission that needs.
+    browser.type_into("#agent-name", "Researcher").await;
+    browser
+        .type_into("#agent-system_prompt", "You research things.")
+        .await;
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for(
+            "the permission to be named",
+            "return document.body.innerText.includes('manage_agents')",
+        )
+        .await;
+    browser.screenshot("signin-forbidden").await;
+
+    browser.click("#sign-out").await;
+    browser.ready("signin").await;
+    browser.type_into("#signin-token", &admin).await;
+    browser.click("#signin-submit").await;
+    browser.ready("agents").await;
+    browser.type_into("#agent-name", "Researcher").await;
+    browser
+        .type_into("#agent-system_prompt", "You research things.")
+        .await;
+    browser.click("#agent-submit").await;
+    browser
+        .wait_for(
+            "the new agent",
+            "return document.body.innerText.includes('Researcher')",
+        )
+        .await;
+    let (status, _) = server.get("/api/agents/Researcher").await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the test's own call has no token"
+    );
+    browser.finish(&[401, 403]).await;
+}

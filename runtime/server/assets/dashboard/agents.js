@@ -3,7 +3,7 @@
 // field; tools the agent lists but cannot use now are marked, with the reason.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, dot, enc, formErrors, formField, h, report, spotlight, toast,
+  ApiError, api, confirmDialog, dataChanged, dot, download, enc, formErrors, formField, h, report, spotlight, toast,
   toolChips,
 } from './lib.js';
 
@@ -56,6 +56,7 @@ function agentCard(agent, { onEdit, onDelete }) {
       h('a', {
         class: 'button ghost export', href: `/api/agents/${enc(agent.name)}/export`, download: '',
         'aria-label': `Export ${agent.name} as a bundle file`,
+        onclick: (event) => download(event).catch(report),
       }, 'Export'),
       removable
         ? h('button', {

@@ -1,7 +1,8 @@
 // The dashboard shell: hash routing between the tabs, the header's provider status, and the
 // lifecycle (polling, aborting) of the view on screen.
 
-import { api, problem, toast } from './lib.js';
+import { api, credential, h, problem, toast } from './lib.js';
+import { signinView } from './signin.js';
 import { chatView } from './chat.js';
 import { agentsView } from './agents.js';
 import { storeView } from './store.js';
@@ -81,8 +82,40 @@ class ViewContext {
 
 let context = null;
 let firstRender = true;
+/** What `/api/me` said: who this tab is, and whether the server asks everyone to sign in. */
+let me = null;
+
+/** Shows who is signed in, with a way out for a tab that signed in with a token. */
+function showWho() {
+  const who = document.getElementById('who');
+  const principal = me && me.principal;
+  who.hidden = !principal || principal.kind === 'owner';
+  if (who.hidden) return;
+  who.replaceChildren(
+    h('span', { id: 'who-name', title: `role: ${principal.role}` }, `${principal.name} · ${principal.role}`),
+    h('button', { type: 'button', class: 'ghost', id: 'sign-out', onclick: signOut }, 'Sign out'));
+}
+
+function signOut() {
+  credential.clear();
+  me = { principal: null, sign_in_required: true };
+  showWho();
+  render();
+}
 
 async function render() {
+  if (me && !me.principal) {
+    if (context) context.end();
+    context = null;
+    document.title = 'Sign in · service-runtime';
+    signinView(main, (signedIn) => {
+      me = signedIn;
+      showWho();
+      refreshHealth();
+      render();
+    });
+    return;
+  }
   const route = parseHash();
   if (!VIEWS[route.tab]) {
     location.replace('#/chat');
@@ -125,6 +158,11 @@ async function refreshHealth() {
   const banner = document.getElementById('provider-warning');
   try {
     const health = await api('/health');
+    if (!health.provider) {
+      text.textContent = 'sign in to see the provider';
+      state.className = 'provider-state';
+      return;
+    }
     const { name, model, configured } = health.provider;
     text.textContent = name === model ? name : `${name} · ${model}`;
     const offline = name === 'offline';
@@ -167,6 +205,21 @@ if (!location.hash || location.hash === '#' || location.hash === '#/') {
   history.replaceState(null, '', '#/chat');
 }
 document.addEventListener('dashboard:changed', refreshHealth);
-refreshHealth();
-setInterval(refreshHealth, 15000);
-render();
+// A request refused for want of a credential (a token revoked or expired meanwhile).
+document.addEventListener('dashboard:signed-out', () => {
+  if (!me || !me.principal) return;
+  me = { principal: null, sign_in_required: true };
+  showWho();
+  render();
+});
+(async () => {
+  try {
+    me = await api('/me');
+  } catch {
+    me = null;
+  }
+  showWho();
+  refreshHealth();
+  setInterval(refreshHealth, 15000);
+  render();
+})();

@@ -50,9 +50,32 @@ async function bodyOf(response) {
   }
 }
 
+const TOKEN_KEY = 'service-runtime.token';
+
+/** The API token this browser tab signed in with: kept for the tab's session only, sent with
+ * every request. A 401 forgets it and tells the shell (`dashboard:signed-out`). */
+export const credential = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (token) => sessionStorage.setItem(TOKEN_KEY, token),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+function withCredential(headers) {
+  const token = credential.get();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return headers;
+}
+
+function refused(response) {
+  if (response.status === 401) {
+    credential.clear();
+    document.dispatchEvent(new CustomEvent('dashboard:signed-out'));
+  }
+}
+
 /** Calls `/api{path}`; resolves with the JSON answer or rejects with an ApiError. */
 export async function api(path, { method = 'GET', body, signal } = {}) {
-  const init = { method, signal, headers: { Accept: 'application/json' } };
+  const init = { method, signal, headers: withCredential({ Accept: 'application/json' }) };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -65,8 +88,32 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
     throw new ApiError(0, { error: 'cannot reach the server' });
   }
   const data = await bodyOf(response);
-  if (!response.ok) throw new ApiError(response.status, data);
+  if (!response.ok) {
+    refused(response);
+    throw new ApiError(response.status, data);
+  }
   return data;
+}
+
+/** A download link's click: the browser follows it, unless this tab signed in with a token,
+ * which a link cannot carry; then the file is fetched with it and saved. */
+export async function download(event) {
+  if (!credential.get()) return;
+  event.preventDefault();
+  const link = event.currentTarget;
+  const response = await fetch(link.href, { headers: withCredential({}) });
+  if (!response.ok) {
+    refused(response);
+    throw new ApiError(response.status, await bodyOf(response));
+  }
+  const disposition = response.headers.get('content-disposition') || '';
+  const name = (disposition.match(/filename="?([^";]+)"?/) || [])[1] || 'download';
+  const url = URL.createObjectURL(await response.blob());
+  const save = h('a', { href: url, download: name });
+  document.body.append(save);
+  save.click();
+  save.remove();
+  URL.revokeObjectURL(url);
 }
 
 /** Reads a `text/event-stream` answer and calls `onFrame` with each `data:` payload parsed;
@@ -74,11 +121,14 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
 export async function postEventStream(path, body, { signal, onFrame, onOpen }) {
   const response = await fetch(`/api${path}`, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    headers: withCredential({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
     body: JSON.stringify(body),
     signal,
   });
-  if (!response.ok) throw new ApiError(response.status, await bodyOf(response));
+  if (!response.ok) {
+    refused(response);
+    throw new ApiError(response.status, await bodyOf(response));
+  }
   if (onOpen) onOpen(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';

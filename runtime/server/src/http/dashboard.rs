@@ -39,6 +39,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     asset!("schedules.js", JS),
     asset!("traces.js", JS),
     asset!("settings.js", JS),
+    asset!("signin.js", JS),
     asset!("style.css", CSS),
     asset!("favicon.svg", SVG),
 ];
