@@ -100,22 +100,22 @@ pub struct Access {
     db: Db,
     required: bool,
     remote_admin: bool,
-    /// Digest of the key this server process wrote to its data directory for commands.
+    /// The key this server process writes to its data directory for commands, and its digest.
     local_key: String,
-    local_key_text: String,
+    local_key_digest: String,
     tokens: Mutex<HashMap<String, Cached>>,
 }
 
 impl Access {
     /// `loopback`: whether the server listens on a loopback address only.
     pub fn new(db: Db, config: &AuthSection, loopback: bool) -> Self {
-        let local_key_text = format!("{}{}", tokens::PREFIX, credential::random_text());
+        let local_key = format!("{}{}", tokens::PREFIX, credential::random_text());
         Self {
             db,
             required: config.required || !loopback,
             remote_admin: config.remote_admin,
-            local_key: credential::digest(&local_key_text),
-            local_key_text,
+            local_key_digest: credential::digest(&local_key),
+            local_key,
             tokens: Mutex::default(),
         }
     }
@@ -134,13 +134,13 @@ impl Access {
     /// The key that makes a command on this machine the owner; written to the data directory
     /// (owner-only) while the server runs.
     pub fn local_key(&self) -> &str {
-        &self.local_key_text
+        &self.local_key
     }
 
     /// The principal a bearer token names.
     pub async fn bearer(&self, secret: &str) -> std::result::Result<Principal, Refused> {
         let digest = credential::digest(secret);
-        if same(&digest, &self.local_key) {
+        if same(&digest, &self.local_key_digest) {
             return Ok(Principal::owner());
         }
         if let Some(cached) = self.cached(&digest) {
