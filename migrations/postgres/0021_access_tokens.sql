@@ -9,3 +9,19 @@ CREATE TABLE IF NOT EXISTS access_tokens (
     expires_at   TEXT,
     last_used_at TEXT
 );
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS decided_by TEXT;
+
+-- The audit log: see the SQLite step of the same number.
+CREATE TABLE IF NOT EXISTS audit_log (
+    id        TEXT PRIMARY KEY NOT NULL,
+    at        TEXT NOT NULL,
+    at_ms     BIGINT NOT NULL,
+    principal TEXT,
+    role      TEXT,
+    action    TEXT NOT NULL,
+    target    TEXT NOT NULL,
+    status    INTEGER NOT NULL,
+    peer      TEXT NOT NULL,
+    replica   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at_ms);

@@ -568,3 +568,116 @@ async fn a_server_on_the_network_asks_every_stranger_and_keeps_the_specs_loopbac
     );
     assert_eq!(status, 200, "{answer}");
 }
+
+#[tokio::test]
+async fn every_change_and_every_refused_credential_is_audited_without_secrets() {
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let admin = token(&server, "ops", "admin");
+    let viewer = token(&server, "reader", "viewer");
+    let agent = json!({"name": "Scout", "system_prompt": "x"});
+    let (status, _, _) = call(
+        &server,
+        Method::POST,
+        "/api/agents",
+        Some(&admin),
+        Some(agent.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, _) = call(
+        &server,
+        Method::POST,
+        "/api/agents",
+        Some(&viewer),
+        Some(agent),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let forged = "srt_forged-and-never-to-be-written-anywhere";
+    let (status, _, _) = call(&server, Method::GET, "/api/tasks", Some(forged), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = call(&server, Method::GET, "/api/agents", Some(&admin), None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let entries = crate::support::eventually(10, async || {
+        let (_, audit, _) = call(&server, Method::GET, "/api/audit", Some(&admin), None).await;
+        (audit["total"] == 3).then_some(audit)
+    })
+    .await;
+    let (_, health, _) = call(&server, Method::GET, "/api/health", Some(&admin), None).await;
+    let summary: Vec<(Value, Value, Value, Value, Value)> = entries["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["peer"], "127.0.0.1");
+            assert_eq!(e["replica"], health["replica"]);
+            (
+                e["principal"].clone(),
+                e["role"].clone(),
+                e["action"].clone(),
+                e["target"].clone(),
+                e["status"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                json!(null),
+                json!(null),
+                json!("credential refused"),
+                json!("/api/tasks"),
+                json!(401)
+            ),
+            (
+                json!("token:reader"),
+                json!("viewer"),
+                json!("POST /api/agents"),
+                json!("/api/agents"),
+                json!(403)
+            ),
+            (
+                json!("token:ops"),
+                json!("admin"),
+                json!("POST /api/agents"),
+                json!("/api/agents"),
+                json!(201)
+            ),
+        ]
+    );
+    assert!(!entries.to_string().contains(&forged[4..]));
+
+    let (_, mine, _) = call(
+        &server,
+        Method::GET,
+        "/api/audit?principal=token:ops",
+        Some(&admin),
+        None,
+    )
+    .await;
+    assert_eq!(mine["total"], 1);
+    let (_, refused, _) = call(
+        &server,
+        Method::GET,
+        "/api/audit?action=credential",
+        Some(&admin),
+        None,
+    )
+    .await;
+    assert_eq!(refused["total"], 1);
+    let (status, _, _) = call(
+        &server,
+        Method::GET,
+        "/api/audit?limit=0",
+        Some(&admin),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _, _) = call(&server, Method::GET, "/api/audit", Some(&viewer), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+    assert!(!log.contains(&forged[4..]));
+}

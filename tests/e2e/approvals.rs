@@ -98,8 +98,12 @@ async fn an_approved_call_runs_once_and_the_answer_lands_in_the_conversation() {
     let path = format!("/api/approvals/{id}");
     let (status, decided) = server.post(&path, json!({"decision": "approve"})).await;
     assert_eq!(
-        (status, decided["status"].as_str()),
-        (StatusCode::OK, Some("approved"))
+        (
+            status,
+            decided["status"].as_str(),
+            decided["decided_by"].as_str()
+        ),
+        (StatusCode::OK, Some("approved"), Some("owner"))
     );
     let messages = answered(&server, &conversation).await;
     let texts: Vec<(&str, &str)> = messages

@@ -27,6 +27,9 @@ pub struct Approval {
     pub note: Option<String>,
     pub requested_at: String,
     pub decided_at: Option<String>,
+    /// Who decided: `owner`, `token:<name>`, `adapter:<name>` (the chat platform's user is
+    /// the adapter's to record); `null` while pending, when it expired, or before v0.14.
+    pub decided_by: Option<String>,
 }
 
 /// A person's answer.
@@ -76,7 +79,7 @@ pub struct Claimed {
 }
 
 const COLUMNS: &str = "id, tool, input, agent, conversation_id, task_id, trace_id, status, note, \
-                       requested_at, decided_at, source";
+                       requested_at, decided_at, source, decided_by";
 
 fn from_row(r: &Row<'_>) -> Result<Approval> {
     let input: String = r.get(2)?;
@@ -93,6 +96,7 @@ fn from_row(r: &Row<'_>) -> Result<Approval> {
         requested_at: r.get(9)?,
         decided_at: r.get(10)?,
         source: r.get(11)?,
+        decided_by: r.get(12)?,
     })
 }
 
@@ -143,11 +147,17 @@ pub fn list(conn: &Conn, status: Option<&str>, limit: u32) -> Result<Vec<Approva
 }
 
 /// Decides a pending approval once; a second decision changes nothing.
-pub fn decide(conn: &Conn, id: &str, decision: Decision, note: Option<&str>) -> Result<Decided> {
+pub fn decide(
+    conn: &Conn,
+    id: &str,
+    decision: Decision,
+    note: Option<&str>,
+    by: &str,
+) -> Result<Decided> {
     let changed = conn.execute(
-        "UPDATE approvals SET status = ?2, note = ?3, decided_at = ?4 \
+        "UPDATE approvals SET status = ?2, note = ?3, decided_at = ?4, decided_by = ?5 \
          WHERE id = ?1 AND status = 'pending'",
-        params![id, decision.status(), note, db::now()],
+        params![id, decision.status(), note, db::now(), by],
     )?;
     Ok(match (changed, get(conn, id)?) {
         (_, None) => Decided::Unknown,
@@ -166,7 +176,7 @@ pub fn decide_for(
 ) -> Result<Decided> {
     match get(conn, id)? {
         Some(approval) if approval.source.as_deref() == Some(source) => {
-            decide(conn, id, decision, note)
+            decide(conn, id, decision, note, &format!("adapter:{source}"))
         }
         _ => Ok(Decided::Unknown),
     }
@@ -318,20 +328,25 @@ mod tests {
             let id = request(conn, &new).unwrap();
             assert_eq!(pending_count(conn).unwrap(), 1);
             assert!(claim(conn, "r1", 60_000).unwrap().is_none(), "undecided");
-            let Decided::Now(decided) = decide(conn, &id, Decision::Approve, Some("fine")).unwrap()
+            let Decided::Now(decided) =
+                decide(conn, &id, Decision::Approve, Some("fine"), "token:ops").unwrap()
             else {
                 panic!("first decision")
             };
             assert_eq!(
-                (decided.status.as_str(), decided.note.as_deref()),
-                ("approved", Some("fine"))
+                (
+                    decided.status.as_str(),
+                    decided.note.as_deref(),
+                    decided.decided_by.as_deref()
+                ),
+                ("approved", Some("fine"), Some("token:ops"))
             );
             assert!(matches!(
-                decide(conn, &id, Decision::Deny, None).unwrap(),
-                Decided::Before(a) if a.status == "approved"
+                decide(conn, &id, Decision::Deny, None, "owner").unwrap(),
+                Decided::Before(a) if a.status == "approved" && a.decided_by.as_deref() == Some("token:ops")
             ));
             assert_eq!(
-                decide(conn, "nope", Decision::Deny, None).unwrap(),
+                decide(conn, "nope", Decision::Deny, None, "owner").unwrap(),
                 Decided::Unknown
             );
 

@@ -274,6 +274,31 @@ pub struct AuthSection {
     /// admins from other machines too: a departure from the specification.
     #[serde(default)]
     pub remote_admin: bool,
+    /// Days an audit entry is kept (1 to 3650): default 90.
+    pub audit_keep_days: Option<u64>,
+    /// Audit entries kept at most, the oldest dropped first (1,000 to 10,000,000): default
+    /// 100,000.
+    pub audit_max_rows: Option<u64>,
+}
+
+impl AuthSection {
+    pub fn audit_keep(&self) -> Duration {
+        Duration::from_secs(self.audit_keep_days.unwrap_or(90) * 86_400)
+    }
+
+    pub fn audit_max_rows(&self) -> u64 {
+        self.audit_max_rows.unwrap_or(100_000)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=3650).contains(&self.audit_keep_days.unwrap_or(90)) {
+            bail!("[auth] audit_keep_days must be between 1 and 3650");
+        }
+        if !(1_000..=10_000_000).contains(&self.audit_max_rows()) {
+            bail!("[auth] audit_max_rows must be between 1000 and 10000000");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -360,7 +385,8 @@ impl FileConfig {
             .and_then(|()| config.database.check())
             .and_then(|()| config.mcp.check())
             .and_then(|()| config.conversations.check())
-            .and_then(|()| config.approvals.check())?;
+            .and_then(|()| config.approvals.check())
+            .and_then(|()| config.auth.check())?;
         Ok(config)
     }
 }

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::audit;
 use crate::adapters::{Singletons, Supervisor};
 use crate::app::{App, Role};
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
@@ -187,6 +188,8 @@ async fn start_adapters(
 fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
     let db = app.db.another()?;
     let keep = app.config.jobs.keep_finished();
+    let audit_keep_ms = app.config.auth.audit_keep().as_millis() as i64;
+    let audit_max_rows = app.config.auth.audit_max_rows();
     tokio::spawn(async move {
         let mut often = tokio::time::interval(Duration::from_secs(10));
         let mut hourly = tokio::time::interval(Duration::from_secs(3600));
@@ -198,11 +201,16 @@ fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
                         Ok(gone) => tracing::debug!(gone, "deleted finished jobs past [jobs] keep_finished"),
                         Err(e) => tracing::warn!("cannot delete old finished jobs: {e}"),
                     }
+                    let trimmed = db.call(move |conn| audit::trim(conn, audit_keep_ms, audit_max_rows));
+                    if let Err(e) = trimmed.await {
+                        tracing::warn!("cannot trim the audit log: {e}");
+                    }
                 }
                 _ = hourly.tick() => {
                     if let Err(e) = db.call(|conn| kv_store::purge_expired(conn)).await {
                         tracing::warn!("cannot purge expired kv entries: {e}");
                     }
+
                 }
                 () = stop.cancelled() => return,
             }

@@ -7,6 +7,7 @@
 //! with `required`, a request without a credential is anonymous and reaches only the routes
 //! open to everyone.
 
+pub mod audit;
 pub mod credential;
 pub mod roles;
 pub mod tokens;

@@ -120,7 +120,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0021_access_tokens.sql"),
         postgres: Some(sql!("postgres/0021_access_tokens.sql")),
-        sqlite_columns: &[],
+        sqlite_columns: &[
+            // Who decided an approval: `owner`, `token:<name>`, `adapter:<name>`.
+            ("approvals", "decided_by", "TEXT"),
+        ],
         sqlite_after: "",
     },
 ];

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
+use crate::access::Principal;
 use crate::approvals::{self, Decided, Decision};
 use crate::error::Error;
 
@@ -55,6 +56,7 @@ pub struct DecisionBody {
 
 /// Decides once: a second decision is a 409 and changes nothing.
 pub async fn decide(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
     JsonBody(body): JsonBody<DecisionBody>,
@@ -71,7 +73,15 @@ pub async fn decide(
     let wanted = id.clone();
     let decided = app
         .db
-        .call(move |conn| approvals::decide(conn, &wanted, body.decision, note.as_deref()))
+        .call(move |conn| {
+            approvals::decide(
+                conn,
+                &wanted,
+                body.decision,
+                note.as_deref(),
+                &caller.label(),
+            )
+        })
         .await?;
     match decided {
         Decided::Now(approval) => {

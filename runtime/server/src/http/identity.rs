@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::api_error::ApiError;
 use super::guards::is_component_route;
-use super::{mcp, metrics};
+use super::{audit, mcp, metrics};
 use crate::access::{self, Permission, Principal, Role, credential};
 
 /// Who a request comes from, set by [`identify`].
@@ -42,6 +42,7 @@ pub async fn identify(
             Some(value) => {
                 let Some(secret) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer "))
                 else {
+                    audit::write(&app, None, "credential refused", path, 401, peer);
                     return unauthorized("send an API token as Authorization: Bearer <token>");
                 };
                 match (shared, shared_value) {
@@ -55,7 +56,10 @@ pub async fn identify(
                     }
                     _ => match app.access.bearer(secret.trim()).await {
                         Ok(principal) => Caller::Known(principal),
-                        Err(refused) => return unauthorized(refused.0),
+                        Err(refused) => {
+                            audit::write(&app, None, "credential refused", path, 401, peer);
+                            return unauthorized(refused.0);
+                        }
                     },
                 }
             }

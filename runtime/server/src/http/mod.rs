@@ -5,6 +5,7 @@ mod agents;
 pub mod api;
 pub mod api_error;
 mod approvals;
+mod audit;
 mod chat;
 mod chat_turns;
 mod components;
@@ -187,6 +188,7 @@ pub fn routes(state: &AppState) -> Routes {
         .get("/tokens", ManageAccess, tokens::list)
         .post("/tokens", ManageAccess, tokens::create)
         .delete("/tokens/{name}", ManageAccess, tokens::revoke)
+        .get("/audit", ManageAccess, audit::list)
         .map(|api| {
             api.route_layer(middleware::from_fn(request_spans::trace))
                 .method_not_allowed_fallback(api::method_not_allowed)
@@ -206,6 +208,7 @@ pub fn router(state: AppState, limits: limits::Limits) -> Router {
     let binding = state.binding;
     let (routes, _) = routes(&state).into_parts();
     routes
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::record))
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(limits, limits::read_body))
         .layer(middleware::from_fn_with_state(

@@ -1,0 +1,119 @@
+//! `/api/audit` (admins): the audit log, and the layer that writes it: every request that may
+//! change state (any method but GET, HEAD and OPTIONS) on a route of the server, adapters'
+//! platform routes aside (platforms, not people, call them), with its answer's status.
+
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::{Page, QueryParams};
+use super::api_error::ApiResult;
+use super::guards::is_component_route;
+use super::identity::Caller;
+use crate::access::Principal;
+use crate::access::audit::{self, Event, Filter};
+
+#[derive(Deserialize)]
+pub struct AuditQuery {
+    principal: Option<String>,
+    action: Option<String>,
+    #[serde(flatten)]
+    page: Page,
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    QueryParams(query): QueryParams<AuditQuery>,
+) -> ApiResult<Json<Value>> {
+    let (limit, offset) = query.page.resolve(100)?;
+    let filter = Filter {
+        principal: query.principal.filter(|p| !p.is_empty()),
+        action: query.action.filter(|a| !a.is_empty()),
+    };
+    let (entries, total) = app
+        .db
+        .call(move |conn| audit::list(conn, &filter, limit, offset))
+        .await?;
+    Ok(Json(
+        json!({ "entries": entries, "limit": limit, "offset": offset, "total": total }),
+    ))
+}
+
+/// Records the request once it is answered.
+pub async fn record(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    route: Option<MatchedPath>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) || is_component_route(&path)
+    {
+        return next.run(request).await;
+    }
+    let action = format!(
+        "{} {}",
+        request.method(),
+        route.as_ref().map_or(path.as_str(), MatchedPath::as_str)
+    );
+    let principal = match request.extensions().get::<Caller>() {
+        Some(Caller::Known(principal)) => Some(principal.clone()),
+        _ => None,
+    };
+    let response = next.run(request).await;
+    write(
+        &app,
+        principal.as_ref(),
+        &action,
+        &path,
+        response.status().as_u16(),
+        peer,
+    );
+    response
+}
+
+/// Writes an entry after the answer, so recording never holds a request; a failed write is a
+/// warning in the log.
+pub fn write(
+    app: &AppState,
+    principal: Option<&Principal>,
+    action: &str,
+    target: &str,
+    status: u16,
+    peer: SocketAddr,
+) {
+    let (principal, action, target) = (principal.cloned(), action.to_owned(), target.to_owned());
+    let (peer, replica) = (peer.ip().to_canonical().to_string(), app.replica.clone());
+    let db = app.db.clone();
+    tokio::spawn(async move {
+        let written = db
+            .call(move |conn| {
+                audit::record(
+                    conn,
+                    &Event {
+                        principal: principal.as_ref(),
+                        action: &action,
+                        target: &target,
+                        status,
+                        peer: &peer,
+                        replica: &replica,
+                    },
+                )
+            })
+            .await;
+        if let Err(e) = written {
+            tracing::warn!("cannot write an audit entry: {e}");
+        }
+    });
+}
