@@ -26,3 +26,12 @@ CREATE TABLE IF NOT EXISTS audit_log (
     replica   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at_ms);
+
+-- Agent runs each principal started per minute of the database's clock (`[auth]
+-- runs_per_minute`); rows of past minutes are deleted.
+CREATE TABLE IF NOT EXISTS run_budget (
+    principal TEXT NOT NULL,
+    minute    INTEGER NOT NULL,
+    runs      INTEGER NOT NULL,
+    PRIMARY KEY (principal, minute)
+);

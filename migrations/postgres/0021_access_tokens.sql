@@ -25,3 +25,11 @@ CREATE TABLE IF NOT EXISTS audit_log (
     replica   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at_ms);
+
+-- Runs per principal and minute: see the SQLite step of the same number.
+CREATE TABLE IF NOT EXISTS run_budget (
+    principal TEXT NOT NULL,
+    minute    BIGINT NOT NULL,
+    runs      INTEGER NOT NULL,
+    PRIMARY KEY (principal, minute)
+);

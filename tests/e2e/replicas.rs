@@ -25,6 +25,8 @@ use crate::wasm::ECHO_GRANT;
 struct Cluster {
     database: String,
     env: Vec<(&'static str, String)>,
+    /// Each replica's `config.toml`.
+    config: String,
     replicas: Vec<Option<Server>>,
     dirs: tempfile::TempDir,
 }
@@ -35,11 +37,22 @@ impl Cluster {
         Self::on(postgres_server()?, count, env)
     }
 
+    /// [`Cluster::start`], every replica with this `config.toml`.
+    fn start_configured(count: usize, config: &str) -> Option<Self> {
+        let mut cluster = Self::on(postgres_server()?, 0, &[])?;
+        cluster.config = config.to_owned();
+        for _ in 0..count {
+            cluster.add();
+        }
+        Some(cluster)
+    }
+
     fn on(server: &PostgresServer, count: usize, env: &[(&'static str, String)]) -> Option<Self> {
         let database = server.fresh_database();
         let mut cluster = Self {
             database,
             env: env.to_vec(),
+            config: String::new(),
             replicas: Vec::new(),
             dirs: tempfile::tempdir().unwrap(),
         };
@@ -64,6 +77,7 @@ impl Cluster {
             format!("SERVICE_DATABASE_URL={}\n", self.database),
         )
         .unwrap();
+        std::fs::write(dir.join("config.toml"), &self.config).unwrap();
         let server = Server::start_in(&dir, &self.env);
         self.replicas.push(Some(server));
         index
@@ -628,4 +642,71 @@ async fn a_bad_database_url_is_a_clear_start_up_error_and_writes_nothing() {
 
 fn sql_in(database: &PostgresServer, url: &str, statement: &str) -> String {
     database.sql(url, statement).unwrap()
+}
+
+/// A token made on one replica works on the other; revoked there, it is refused here within a
+/// second; and the run budget of a token is one budget, whichever replica the runs go to.
+#[tokio::test]
+async fn tokens_and_run_budgets_are_the_same_on_every_replica() {
+    let Some(cluster) =
+        Cluster::start_configured(2, "[auth]\nrequired = true\nruns_per_minute = 3\n")
+    else {
+        return;
+    };
+    let (a, b) = (cluster.at(0), cluster.at(1));
+    let operator = crate::access::token(a, "ops", "operator");
+    let admin = crate::access::token(b, "root", "admin");
+    let client = reqwest::Client::new();
+    let chat = async |server: &Server, token: &str| {
+        client
+            .post(server.url("/api/chat"))
+            .bearer_auth(token)
+            .json(&json!({"prompt": "hello"}))
+            .send()
+            .await
+            .unwrap()
+    };
+    // Three runs this minute, wherever they go; the fourth waits for the next minute.
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second > 50 {
+        tokio::time::sleep(Duration::from_secs(61 - second as u64)).await;
+    }
+    for server in [a, b, a] {
+        assert_eq!(chat(server, &operator).await.status(), StatusCode::OK);
+    }
+    let refused = chat(b, &operator).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("token:ops started 3 agent runs this minute"),
+        "{body}"
+    );
+    // Another principal has a budget of its own.
+    assert_eq!(chat(a, &admin).await.status(), StatusCode::OK);
+
+    // Revoked on one replica: refused on the other once its half-second lookup is stale.
+    let revoked = client
+        .delete(b.url("/api/tokens/ops"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let after = client
+        .get(a.url("/api/agents"))
+        .bearer_auth(&operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), StatusCode::UNAUTHORIZED);
 }

@@ -279,6 +279,9 @@ pub struct AuthSection {
     /// Audit entries kept at most, the oldest dropped first (1,000 to 10,000,000): default
     /// 100,000.
     pub audit_max_rows: Option<u64>,
+    /// Agent runs one principal other than the owner may start per minute (1 to 100,000):
+    /// default 60.
+    pub runs_per_minute: Option<u32>,
 }
 
 impl AuthSection {
@@ -290,7 +293,14 @@ impl AuthSection {
         self.audit_max_rows.unwrap_or(100_000)
     }
 
+    pub fn runs_per_minute(&self) -> u32 {
+        self.runs_per_minute.unwrap_or(60)
+    }
+
     fn check(&self) -> anyhow::Result<()> {
+        if !(1..=100_000).contains(&self.runs_per_minute()) {
+            bail!("[auth] runs_per_minute must be between 1 and 100000");
+        }
         if !(1..=3650).contains(&self.audit_keep_days.unwrap_or(90)) {
             bail!("[auth] audit_keep_days must be between 1 and 3650");
         }

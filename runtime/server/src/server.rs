@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::audit;
+use crate::access::{audit, budget};
 use crate::adapters::{Singletons, Supervisor};
 use crate::app::{App, Role};
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
@@ -204,6 +204,9 @@ fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
                     let trimmed = db.call(move |conn| audit::trim(conn, audit_keep_ms, audit_max_rows));
                     if let Err(e) = trimmed.await {
                         tracing::warn!("cannot trim the audit log: {e}");
+                    }
+                    if let Err(e) = db.call(|conn| budget::trim(conn)).await {
+                        tracing::warn!("cannot delete past minutes' run counts: {e}");
                     }
                 }
                 _ = hourly.tick() => {

@@ -8,6 +8,7 @@
 //! open to everyone.
 
 pub mod audit;
+pub mod budget;
 pub mod credential;
 pub mod roles;
 pub mod tokens;
@@ -101,6 +102,7 @@ pub struct Access {
     db: Db,
     required: bool,
     remote_admin: bool,
+    runs_per_minute: u32,
     /// The key this server process writes to its data directory for commands, and its digest.
     local_key: String,
     local_key_digest: String,
@@ -115,6 +117,7 @@ impl Access {
             db,
             required: config.required || !loopback,
             remote_admin: config.remote_admin,
+            runs_per_minute: config.runs_per_minute(),
             local_key_digest: credential::digest(&local_key),
             local_key,
             tokens: Mutex::default(),
@@ -162,6 +165,22 @@ impl Access {
                 },
             );
         found.ok_or(Refused(UNKNOWN_TOKEN))
+    }
+
+    /// Counts an agent run `principal` starts; `Err` with the seconds to wait once it started
+    /// `[auth] runs_per_minute` this minute. The owner's runs are not counted.
+    pub async fn spend_run(&self, principal: &Principal) -> Result<std::result::Result<(), u64>> {
+        if principal.kind == PrincipalKind::Owner {
+            return Ok(Ok(()));
+        }
+        let (label, limit) = (principal.label(), self.runs_per_minute);
+        self.db
+            .call(move |conn| budget::spend(conn, &label, limit))
+            .await
+    }
+
+    pub fn runs_per_minute(&self) -> u32 {
+        self.runs_per_minute
     }
 
     /// Forgets what was looked up, so a token revoked here is refused at once.

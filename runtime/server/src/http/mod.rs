@@ -24,6 +24,7 @@ mod me;
 pub mod metrics;
 mod request_spans;
 pub mod routes;
+mod run_budget;
 mod schedules;
 mod store;
 mod tasks;
@@ -140,7 +141,12 @@ pub fn routes(state: &AppState) -> Routes {
         .get("/schedules/{name}", ReadStatus, schedules::show)
         .patch("/schedules/{name}", ManageSchedules, schedules::update)
         .delete("/schedules/{name}", ManageSchedules, schedules::remove)
-        .post("/schedules/{name}/run", ManageSchedules, schedules::run)
+        .post_run(
+            "/schedules/{name}/run",
+            ManageSchedules,
+            schedules::run,
+            state,
+        )
         .get("/agents", ReadAgents, agents::list)
         .post("/agents", ManageAgents, agents::create)
         .get("/agents/{name}", ReadAgents, agents::show)
@@ -152,8 +158,8 @@ pub fn routes(state: &AppState) -> Routes {
         .post("/store/import", ManageAgents, store::import)
         .get("/store/{slug}", ReadAgents, store::show)
         .post("/store/{slug}/install", ManageAgents, store::install)
-        .post("/chat", Chat, chat::complete)
-        .post("/chat/stream", Chat, chat::stream)
+        .post_run("/chat", Chat, chat::complete, state)
+        .post_run("/chat/stream", Chat, chat::stream, state)
         // Conversations, approvals and traces hold what people wrote.
         .get("/conversations", ManageConversations, conversations::list)
         .get(
@@ -195,6 +201,10 @@ pub fn routes(state: &AppState) -> Routes {
         });
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(request_spans::trace))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            run_budget::spend,
+        ))
         .service(mcp::service(state));
     Routes::default()
         .nest("/api", api)

@@ -14,6 +14,7 @@ use tower::Service;
 
 use super::AppState;
 use super::identity::require;
+use super::run_budget;
 use crate::access::Permission;
 
 /// A route's method, path and permission.
@@ -48,6 +49,22 @@ impl Routes {
         handler: H,
     ) -> Self {
         self.add("POST", MethodFilter::POST, path, permission, handler)
+    }
+
+    /// A POST that starts agent runs: the caller's permission is checked first, then their run
+    /// budget is spent (`run_budget`).
+    pub fn post_run<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &str,
+        permission: Permission,
+        handler: H,
+        state: &AppState,
+    ) -> Self {
+        let route = on(MethodFilter::POST, handler).route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            run_budget::spend,
+        ));
+        self.add_route("POST", path, permission, route)
     }
 
     pub fn patch<H: Handler<T, AppState>, T: 'static>(
@@ -121,16 +138,24 @@ impl Routes {
     }
 
     fn add<H: Handler<T, AppState>, T: 'static>(
-        mut self,
+        self,
         method: &'static str,
         filter: MethodFilter,
         path: &str,
         permission: Permission,
         handler: H,
     ) -> Self {
-        self.router = self
-            .router
-            .route(path, guarded(on(filter, handler), permission));
+        self.add_route(method, path, permission, on(filter, handler))
+    }
+
+    fn add_route(
+        mut self,
+        method: &'static str,
+        path: &str,
+        permission: Permission,
+        route: MethodRouter<AppState>,
+    ) -> Self {
+        self.router = self.router.route(path, guarded(route, permission));
         self.declare(method, path, permission)
     }
 
