@@ -57,6 +57,12 @@ async fn call(
     )
 }
 
+/// `GET path` with `token`: the status and the JSON answer.
+async fn get_as(server: &Server, path: &str, token: &str) -> (StatusCode, Value) {
+    let (status, body, _) = call(server, Method::GET, path, Some(token), None).await;
+    (status, body)
+}
+
 /// Every route the server has, with its permission, as the router declares them.
 async fn declared() -> Vec<http::routes::Declared> {
     let tmp = tempfile::tempdir().unwrap();
@@ -168,7 +174,7 @@ async fn tokens_made_on_the_command_line_hold_their_role_are_stored_hashed_and_r
     let viewer = token(&server, "ci", "viewer");
     assert!(viewer.starts_with("srt_") && viewer.len() > 40, "{viewer}");
 
-    let (status, _, _) = call(&server, Method::GET, "/api/tasks", Some(&viewer), None).await;
+    let (status, _) = get_as(&server, "/api/tasks", &viewer).await;
     assert_eq!(status, StatusCode::OK);
     let (status, body, _) = call(
         &server,
@@ -246,7 +252,7 @@ async fn tokens_made_on_the_command_line_hold_their_role_are_stored_hashed_and_r
     let out = cli(&server.data_dir, &["tokens", "revoke", "ci"]);
     assert!(out.status.success());
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let (status, body, _) = call(&server, Method::GET, "/api/tasks", Some(&viewer), None).await;
+    let (status, body) = get_as(&server, "/api/tasks", &viewer).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert!(body["error"].as_str().unwrap().contains("not valid"));
 
@@ -271,7 +277,7 @@ async fn api_tokens_are_shown_once_and_forged_expired_or_revoked_ones_are_refuse
     let member = made["token"].as_str().unwrap().to_owned();
     assert_eq!(made["created_by"], "token:ops");
     assert!(made["expires_at"].is_string());
-    let (_, listed, _) = call(&server, Method::GET, "/api/tokens", Some(&admin), None).await;
+    let (_, listed) = get_as(&server, "/api/tokens", &admin).await;
     assert_eq!(listed["tokens"].as_array().unwrap().len(), 2);
     assert!(!listed.to_string().contains(&member[8..]), "{listed}");
 
@@ -323,7 +329,7 @@ async fn api_tokens_are_shown_once_and_forged_expired_or_revoked_ones_are_refuse
             assert_eq!(answer["field"], field, "{answer}");
         }
     }
-    let (_, listed, _) = call(&server, Method::GET, "/api/tokens", Some(&admin), None).await;
+    let (_, listed) = get_as(&server, "/api/tokens", &admin).await;
     assert_eq!(listed["tokens"].as_array().unwrap().len(), 2);
 
     // Forged, malformed, expired, revoked: 401 for each.
@@ -351,7 +357,7 @@ async fn api_tokens_are_shown_once_and_forged_expired_or_revoked_ones_are_refuse
         })
         .unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let (status, _, _) = call(&server, Method::GET, "/api/agents", Some(&member), None).await;
+    let (status, _) = get_as(&server, "/api/agents", &member).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "expired");
     let (status, _, _) = call(
         &server,
@@ -393,18 +399,18 @@ async fn strangers_learn_the_status_only_and_metrics_and_mcp_take_tokens() {
     );
 
     let viewer = token(&server, "scraper", "viewer");
-    let (_, health, _) = call(&server, Method::GET, "/api/health", Some(&viewer), None).await;
+    let (_, health) = get_as(&server, "/api/health", &viewer).await;
     assert!(
         health["replica"].is_string() && health["counts"].is_object(),
         "{health}"
     );
-    let (_, me, _) = call(&server, Method::GET, "/api/me", Some(&viewer), None).await;
+    let (_, me) = get_as(&server, "/api/me", &viewer).await;
     assert_eq!(me["principal"]["role"], "viewer");
     assert_eq!(me["principal"]["kind"], "token");
 
     let (status, _, _) = call(&server, Method::GET, "/metrics", None, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, metrics, _) = call(&server, Method::GET, "/metrics", Some(&viewer), None).await;
+    let (status, metrics) = get_as(&server, "/metrics", &viewer).await;
     assert_eq!(status, StatusCode::OK);
     assert!(metrics.as_str().unwrap().contains("# TYPE"));
 
@@ -596,15 +602,15 @@ async fn every_change_and_every_refused_credential_is_audited_without_secrets() 
     let forged = "srt_forged-and-never-to-be-written-anywhere";
     let (status, _, _) = call(&server, Method::GET, "/api/tasks", Some(forged), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _, _) = call(&server, Method::GET, "/api/agents", Some(&admin), None).await;
+    let (status, _) = get_as(&server, "/api/agents", &admin).await;
     assert_eq!(status, StatusCode::OK);
 
     let entries = crate::support::eventually(10, async || {
-        let (_, audit, _) = call(&server, Method::GET, "/api/audit", Some(&admin), None).await;
+        let (_, audit) = get_as(&server, "/api/audit", &admin).await;
         (audit["total"] == 3).then_some(audit)
     })
     .await;
-    let (_, health, _) = call(&server, Method::GET, "/api/health", Some(&admin), None).await;
+    let (_, health) = get_as(&server, "/api/health", &admin).await;
     let summary: Vec<(Value, Value, Value, Value, Value)> = entries["entries"]
         .as_array()
         .unwrap()
@@ -649,34 +655,13 @@ async fn every_change_and_every_refused_credential_is_audited_without_secrets() 
     );
     assert!(!entries.to_string().contains(&forged[4..]));
 
-    let (_, mine, _) = call(
-        &server,
-        Method::GET,
-        "/api/audit?principal=token:ops",
-        Some(&admin),
-        None,
-    )
-    .await;
+    let (_, mine) = get_as(&server, "/api/audit?principal=token:ops", &admin).await;
     assert_eq!(mine["total"], 1);
-    let (_, refused, _) = call(
-        &server,
-        Method::GET,
-        "/api/audit?action=credential",
-        Some(&admin),
-        None,
-    )
-    .await;
+    let (_, refused) = get_as(&server, "/api/audit?action=credential", &admin).await;
     assert_eq!(refused["total"], 1);
-    let (status, _, _) = call(
-        &server,
-        Method::GET,
-        "/api/audit?limit=0",
-        Some(&admin),
-        None,
-    )
-    .await;
+    let (status, _) = get_as(&server, "/api/audit?limit=0", &admin).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, _, _) = call(&server, Method::GET, "/api/audit", Some(&viewer), None).await;
+    let (status, _) = get_as(&server, "/api/audit", &viewer).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
     assert!(!log.contains(&forged[4..]));

@@ -2867,11 +2867,7 @@ async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
     assert_eq!(browser.text("#who-name").await, "reader · member");
 
     // A member may not create an agent: the form says which permission that needs.
-    browser.type_into("#agent-name", "Researcher").await;
-    browser
-        .type_into("#agent-system_prompt", "You research things.")
-        .await;
-    browser.click("#agent-submit").await;
+    submit_researcher(&browser).await;
     browser
         .wait_for(
             "the permission to be named",
@@ -2885,11 +2881,7 @@ async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
     browser.type_into("#signin-token", &admin).await;
     browser.click("#signin-submit").await;
     browser.ready("agents").await;
-    browser.type_into("#agent-name", "Researcher").await;
-    browser
-        .type_into("#agent-system_prompt", "You research things.")
-        .await;
-    browser.click("#agent-submit").await;
+    submit_researcher(&browser).await;
     browser
         .wait_for(
             "the new agent",
@@ -2903,4 +2895,12 @@ async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
         "the test's own call has no token"
     );
     browser.finish(&[401, 403]).await;
+}
+
+async fn submit_researcher(browser: &Browser) {
+    browser.type_into("#agent-name", "Researcher").await;
+    browser
+        .type_into("#agent-system_prompt", "You research things.")
+        .await;
+    browser.click("#agent-submit").await;
 }

@@ -283,7 +283,9 @@ async fn what_a_guest_makes_the_host_store_is_bounded() {
 
     // A job failing with 8 MB messages, every attempt: its task keeps the newest few KB.
     let task_id = said("/fail-job?bytes=8000000").await;
-    let failed = eventually(30, async || {
+    // Three attempts with backoff, each copying 8 MB on the guest lane: on a machine busy with
+    // other tests that takes a while.
+    let failed = eventually(90, async || {
         let (_, tasks) = server.get("/api/tasks?status=error").await;
         tasks["tasks"]
             .as_array()?
