@@ -164,7 +164,11 @@ impl Server {
     /// Waits until every component runs its optimized code (the baseline compiler's served
     /// until then).
     pub fn wait_until_optimized(&self) {
-        serve::wait_until_optimized(&self.url, std::time::Duration::from_secs(180));
+        serve::wait_until_optimized(
+            &self.url,
+            &self.data_dir,
+            std::time::Duration::from_secs(180),
+        );
     }
 
     /// This adapter's registry entry, if it has one.

@@ -54,11 +54,17 @@ pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<Stri
     (child, url)
 }
 
-/// The body of `GET <path>` from the server at `url` (HTTP/1.0, blocking), if it answered.
-fn get(url: &str, path: &str) -> Option<String> {
+/// The body of `GET <path>` from the server at `url` (HTTP/1.0, blocking), if it answered. It
+/// asks as the owner (the key the server writes to `data_dir`), as commands on its machine do:
+/// a server that asks callers to sign in tells strangers little.
+fn get(url: &str, data_dir: &Path, path: &str) -> Option<String> {
+    let key = std::fs::read_to_string(data_dir.join("server.key")).ok()?;
     let addr = url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\r\n",
+        key.trim()
+    );
     stream.write_all(request.as_bytes()).ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
@@ -69,9 +75,10 @@ fn get(url: &str, path: &str) -> Option<String> {
 
 /// Waits until every component of the server at `url` runs its optimized code (benches time
 /// that code, and its compiles would compete with what they time).
-pub fn wait_until_optimized(url: &str, within: Duration) {
+pub fn wait_until_optimized(url: &str, data_dir: &Path, within: Duration) {
     let optimized = wait::until_blocking(within, Duration::from_millis(50), || {
-        let listed: serde_json::Value = serde_json::from_str(&get(url, "/api/adapters")?).ok()?;
+        let listed: serde_json::Value =
+            serde_json::from_str(&get(url, data_dir, "/api/adapters")?).ok()?;
         listed["adapters"]
             .as_array()?
             .iter()
@@ -86,23 +93,11 @@ pub fn wait_until_optimized(url: &str, within: Duration) {
 }
 
 /// Waits (blocking: servers start outside async code too) until the server at `url` says on
-/// `/api/health` that its adapters have started and its components are loaded. It asks as the
-/// owner (the key the server writes to `data_dir`), as commands on its machine do: a server
-/// that asks callers to sign in tells strangers its status only.
+/// `/api/health` that its adapters have started and its components are loaded.
 pub fn wait_until_ready(url: &str, data_dir: &Path, within: Duration) {
-    let addr = url.trim_start_matches("http://");
     let mut answer = String::new();
     let ready = wait::until_blocking(within, Duration::from_millis(20), || {
-        answer.clear();
-        let key = std::fs::read_to_string(data_dir.join("server.key")).ok()?;
-        if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
-            let request = format!(
-                "GET /api/health HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\r\n",
-                key.trim()
-            );
-            let _ = stream.write_all(request.as_bytes());
-            let _ = stream.read_to_string(&mut answer);
-        }
+        answer = get(url, data_dir, "/api/health").unwrap_or_default();
         answer.contains(r#""adapters":"ready""#).then_some(())
     });
     assert!(

@@ -43,6 +43,8 @@ fn start(data_dir: &Path, config: &str) -> Server {
     let (child, url) = serve::spawn_serving(serve, data_dir);
     let url = url.expect("the server did not start");
     serve::wait_until_ready(&url, data_dir, Duration::from_secs(120));
+    // The bundled components' optimizing compiles would compete with what is timed.
+    serve::wait_until_optimized(&url, data_dir, Duration::from_secs(180));
     Server { child, url }
 }
 

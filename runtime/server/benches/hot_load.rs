@@ -60,7 +60,7 @@ impl Server {
         // The bundled components load and are optimized first, so they do not compete with
         // the copy timed.
         serve::wait_until_ready(&url, data.path(), GIVE_UP);
-        serve::wait_until_optimized(&url, GIVE_UP);
+        serve::wait_until_optimized(&url, data.path(), GIVE_UP);
         let adapters = data.path().join("adapters");
         std::fs::write(adapters.join("echo.toml"), GRANT).unwrap();
         Self {

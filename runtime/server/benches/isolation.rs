@@ -179,7 +179,7 @@ fn main() {
         let client = reqwest::Client::new();
         let base = server.url.clone();
         serve::wait_until_ready(&base, tmp.path(), Duration::from_secs(120));
-        serve::wait_until_optimized(&base, Duration::from_secs(120));
+        serve::wait_until_optimized(&base, tmp.path(), Duration::from_secs(120));
         // Warm-up.
         measure(&client, &base, "/api/adapters/echo/hello").await;
         let cores = std::thread::available_parallelism().map_or(2, usize::from);

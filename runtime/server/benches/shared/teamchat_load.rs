@@ -169,7 +169,7 @@ impl Server {
         let (child, url) = serve::spawn_serving(serve, data_dir);
         let url = url.unwrap_or_else(|line| panic!("the server did not start: {line:?}"));
         serve::wait_until_ready(&url, data_dir, Duration::from_secs(120));
-        serve::wait_until_optimized(&url, Duration::from_secs(120));
+        serve::wait_until_optimized(&url, data_dir, Duration::from_secs(120));
         Self { child, url }
     }
 
