@@ -11,25 +11,12 @@ use super::wait;
 
 /// A command for `bin` with a clean environment: nothing leaks in from the developer's shell
 /// (real keys, a real data directory).
-///
-/// The server runs in a session of its own, as it does under systemd, in a container or started
-/// from a terminal: Linux shares CPU between sessions first (autogroups), so its guest lane,
-/// the lowest priority within its own session, competes only with its own API threads and not
-/// with the compilers and other servers the test run starts.
 pub fn clean_command(bin: &str, home: &Path, rust_log: &str) -> Command {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("RUST_LOG", rust_log);
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
     cmd
 }
 

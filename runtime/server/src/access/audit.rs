@@ -26,6 +26,8 @@ pub struct Entry {
 
 /// What an entry says of a request.
 pub struct Event<'a> {
+    /// When it was answered (unix ms), taken then: entries are written after the answer.
+    pub at_ms: i64,
     pub principal: Option<&'a Principal>,
     pub action: &'a str,
     pub target: &'a str,
@@ -40,8 +42,10 @@ pub fn record(conn: &Conn, event: &Event<'_>) -> Result<()> {
          replica) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             uuid::Uuid::new_v4().to_string(),
-            db::now(),
-            db::now_ms(),
+            chrono::DateTime::from_timestamp_millis(event.at_ms)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            event.at_ms,
             event.principal.map(Principal::label),
             event.principal.map(|p| p.role.as_str()),
             event.action,
@@ -134,6 +138,7 @@ mod tests {
 
     fn event<'a>(principal: Option<&'a Principal>, action: &'a str) -> Event<'a> {
         Event {
+            at_ms: db::now_ms(),
             principal,
             action,
             target: "/api/agents/x",

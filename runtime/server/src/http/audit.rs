@@ -95,6 +95,7 @@ pub fn write(
 ) {
     let (principal, action, target) = (principal.cloned(), action.to_owned(), target.to_owned());
     let (peer, replica) = (peer.ip().to_canonical().to_string(), app.replica.clone());
+    let at_ms = crate::db::now_ms();
     let db = app.db.clone();
     tokio::spawn(async move {
         let written = db
@@ -102,6 +103,7 @@ pub fn write(
                 audit::record(
                     conn,
                     &Event {
+                        at_ms,
                         principal: principal.as_ref(),
                         action: &action,
                         target: &target,
