@@ -323,6 +323,7 @@ async fn received_before_close(stream: &mut TcpStream, limit: Duration) -> usize
 
 #[tokio::test]
 async fn a_client_that_never_reads_holds_its_share_for_the_write_deadline_only() {
+    let _heavy = crate::support::heavy().await;
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).unwrap();

@@ -31,6 +31,7 @@ async fn entry(server: &Server, name: &str) -> Value {
 /// Twice as many spinning guests as the machine has cores, as jobs and as requests at once.
 #[tokio::test]
 async fn spinning_guests_never_hold_the_api_or_a_neighbour() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     let grant = hostile_grant("handle_http_ms = 30000\nrun_job_ms = 30000");
@@ -83,6 +84,7 @@ async fn spinning_guests_never_hold_the_api_or_a_neighbour() {
 
 #[tokio::test]
 async fn an_adapter_gets_its_own_share_of_instances_and_job_workers() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start_with_config("[jobs]\nworkers = 2\n", &[]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     let grant = hostile_grant("handle_http_ms = 3000\nmax_instances = 1\njobs_pending = 20");
@@ -136,6 +138,7 @@ async fn an_adapter_gets_its_own_share_of_instances_and_job_workers() {
 
 #[tokio::test]
 async fn a_guest_stays_within_its_quotas_and_says_so() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
     let grant = hostile_grant(
@@ -234,6 +237,7 @@ async fn task_counts(server: &Server) -> Value {
 
 #[tokio::test]
 async fn what_a_guest_makes_the_host_store_is_bounded() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start_with_config("[jobs]\nkeep_finished = 5\n", &[]);
     let grant = "agent = true\njobs = true\n[limits]\njobs_pending = 100\n";
     drop_in(&server, "hostile", &guest("hostile"), grant);
@@ -320,6 +324,7 @@ async fn what_a_guest_makes_the_host_store_is_bounded() {
 
 #[tokio::test]
 async fn what_describe_and_list_tools_may_say_is_bounded() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     let many_routes = variant("hostile", "many-routes", &[("HOSTILE_ROUTES", "many")]);
     let bad_route = variant("hostile", "bad-route", &[("HOSTILE_ROUTES", "bad")]);
@@ -364,6 +369,7 @@ async fn what_describe_and_list_tools_may_say_is_bounded() {
 
 #[tokio::test]
 async fn an_adapter_answer_cannot_act_as_the_dashboard() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     drop_in(&server, "hostile", &guest("hostile"), &hostile_grant(""));
     loaded(&server, "hostile").await;
@@ -408,6 +414,7 @@ async fn an_adapter_answer_cannot_act_as_the_dashboard() {
 
 #[tokio::test]
 async fn agent_runs_of_an_adapter_are_bounded_and_need_the_agent_grant() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     let grant = format!("{ECHO_GRANT}[limits]\nagent_runs_per_minute = 2\n");
     drop_in(&server, "echo", &guest("echo"), &grant);
@@ -459,6 +466,7 @@ async fn agent_runs_of_an_adapter_are_bounded_and_need_the_agent_grant() {
 /// A model that always calls `echo_agent`, whose component runs an agent, which calls it again.
 #[tokio::test]
 async fn a_delegation_chain_through_a_component_keeps_its_depth_and_budget() {
+    let _heavy = crate::support::heavy().await;
     let script = (0..200)
         .map(|_| Reply::Tools(vec![("t1", "echo_agent", json!({"prompt": "go deeper"}))]))
         .collect();
@@ -521,6 +529,7 @@ async fn instances_exhausted(server: &Server, adapter: &str, cap: usize) -> bool
 
 #[tokio::test]
 async fn adapters_at_their_largest_share_leave_a_neighbour_its_instances() {
+    let _heavy = crate::support::heavy().await;
     // All from one client address, which may hold them all here.
     let server = Server::start_with_config("[server]\nmax_connections_per_peer = 256\n", &[]);
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
@@ -571,6 +580,7 @@ async fn adapters_at_their_largest_share_leave_a_neighbour_its_instances() {
 
 #[tokio::test]
 async fn a_limit_past_its_range_is_a_grant_error_naming_the_range() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     drop_in(
         &server,
@@ -594,6 +604,7 @@ async fn a_limit_past_its_range_is_a_grant_error_naming_the_range() {
 
 #[tokio::test]
 async fn a_component_cannot_take_a_native_adapters_name() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     let impostor = variant("hostile", "scheduler", &[("HOSTILE_NAME", "scheduler")]);
     drop_in(&server, "scheduler", &impostor, &hostile_grant(""));
@@ -623,6 +634,7 @@ async fn a_component_cannot_take_a_native_adapters_name() {
 
 #[tokio::test]
 async fn a_file_taking_a_bundled_name_gets_none_of_its_grant() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start_with(&[("SERVICE_TEAMCHAT_BOT_TOKEN", "xoxb-not-for-strangers")]);
     let stranger = variant("hostile", "teamchat", &[("HOSTILE_NAME", "teamchat")]);
     let installed = cli(
@@ -674,6 +686,7 @@ async fn a_file_taking_a_bundled_name_gets_none_of_its_grant() {
 
 #[tokio::test]
 async fn slow_hooks_never_hold_the_server_and_a_hanging_stop_still_disables() {
+    let _heavy = crate::support::heavy().await;
     let tmp = tempfile::tempdir().unwrap();
     let data_dir = tmp.path().join("data");
     {
@@ -736,6 +749,7 @@ async fn slow_hooks_never_hold_the_server_and_a_hanging_stop_still_disables() {
 
 #[tokio::test]
 async fn a_secret_goes_only_to_the_origins_its_grant_binds_it_to() {
+    let _heavy = crate::support::heavy().await;
     let seen = spawn_fake(axum::Router::new().route(
         "/x",
         axum::routing::get(|headers: axum::http::HeaderMap| async move {
@@ -773,6 +787,7 @@ async fn a_secret_goes_only_to_the_origins_its_grant_binds_it_to() {
 
 #[tokio::test]
 async fn tasks_come_in_pages() {
+    let _heavy = crate::support::heavy().await;
     let server = Server::start();
     server
         .db()

@@ -314,6 +314,7 @@ fn gone(pid: &str) -> bool {
 
 #[tokio::test]
 async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runtime() {
+    let _heavy = crate::support::heavy().await;
     if !sdk_available() {
         return;
     }

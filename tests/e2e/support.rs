@@ -328,3 +328,12 @@ pub async fn eventually<T>(seconds: u64, check: impl AsyncFnMut() -> Option<T>) 
     let within = std::time::Duration::from_secs(seconds);
     wait::eventually("the condition", within, check).await
 }
+
+/// Tests whose guests compute hard (big answers and jobs copied on the guest lane, spinning
+/// guests, stalled servers) take this for their whole run, so no two of them share the
+/// machine's two cores at once: each passes alone, and two together starved each other's
+/// guest lane past their waits.
+pub async fn heavy() -> tokio::sync::MutexGuard<'static, ()> {
+    static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    HEAVY.lock().await
+}

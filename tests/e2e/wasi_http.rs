@@ -37,6 +37,7 @@ async fn authorization(headers: HeaderMap) -> String {
 
 #[tokio::test]
 async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
+    let _heavy = crate::support::heavy().await;
     let reached = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&reached);
     let away = spawn_fake(Router::new().route(
