@@ -2830,44 +2830,82 @@ async fn a_newcomers_screens_fit_and_keep_what_they_show() {
     browser.screenshot("narrow-chat-long-title").await;
 }
 
-/// A server that asks everyone to sign in: the dashboard asks for a token, says who is signed
-/// in, shows a 403 naming the permission, and signs out.
+/// A server that asks everyone to sign in: the first admin sets a password through the link
+/// the server printed and works through the session cookie; a wrong password is refused; a
+/// token signs in too, a 403 names the missing permission, and each signs out.
 #[tokio::test]
-async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
+async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission() {
     let server = Server::start_with_config(crate::access::REQUIRED, &[]);
+    let link = crate::people::first_admin_link(&server).await;
     let member = crate::access::token(&server, "reader", "member");
-    let admin = crate::access::token(&server, "ops", "admin");
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
+    let fragment = link.split_once('#').unwrap().1;
+    browser
+        .client
+        .goto(&format!("{}/#{fragment}", browser.base))
+        .await
+        .unwrap();
+    browser.ready("link").await;
+    let address: String =
+        serde_json::from_value(browser.js("return location.hash", vec![]).await).unwrap();
+    assert!(
+        !address.contains("link"),
+        "the secret leaves the address bar: {address}"
+    );
+    browser.screenshot("set-password").await;
+    browser.type_into("#link-name", "ada").await;
+    browser
+        .type_into("#link-password", "correct horse battery staple")
+        .await;
+    browser.click("#link-form-submit").await;
+    browser.ready("chat").await;
+    assert_eq!(browser.text("#who-name").await, "ada · admin");
+
+    // The session's writes carry the anti-forgery token.
     browser
         .client
         .goto(&format!("{}/#/agents", browser.base))
         .await
         .unwrap();
+    browser.ready("agents").await;
+    submit_researcher(&browser).await;
+    browser
+        .wait_for(
+            "the new agent",
+            "return document.body.innerText.includes('Researcher')",
+        )
+        .await;
+
+    browser.click("#sign-out").await;
     browser.ready("signin").await;
     browser.screenshot("signin").await;
-
-    browser.type_into("#signin-token", "srt_not-a-token").await;
-    browser.click("#signin-submit").await;
+    browser.type_into("#signin-name", "ada").await;
+    browser
+        .type_into("#signin-password", "not the password at all")
+        .await;
+    browser.click("#signin-form-submit").await;
     let error = browser
         .wait_for(
             "the refusal",
-            "return document.getElementById('signin-error').textContent",
+            "return document.getElementById('signin-form-error').textContent",
         )
         .await;
-    assert!(error.as_str().unwrap().contains("not valid"), "{error}");
+    assert_eq!(error, "wrong name or password");
 
-    browser
-        .js("document.getElementById('signin-token').value = ''", vec![])
-        .await;
+    // A token, kept for the tab only.
+    browser.click(".signin-token summary").await;
     browser.type_into("#signin-token", &member).await;
-    browser.click("#signin-submit").await;
+    browser.click("#token-form-submit").await;
     browser.ready("agents").await;
     assert_eq!(browser.text("#who-name").await, "reader · member");
-
     // A member may not create an agent: the form says which permission that needs.
-    submit_researcher(&browser).await;
+    browser.type_into("#agent-name", "Second").await;
+    browser
+        .type_into("#agent-system_prompt", "You research things.")
+        .await;
+    browser.click("#agent-submit").await;
     browser
         .wait_for(
             "the permission to be named",
@@ -2878,21 +2916,18 @@ async fn the_dashboard_signs_in_with_a_token_and_names_a_missing_permission() {
 
     browser.click("#sign-out").await;
     browser.ready("signin").await;
-    browser.type_into("#signin-token", &admin).await;
-    browser.click("#signin-submit").await;
-    browser.ready("agents").await;
-    submit_researcher(&browser).await;
+    browser.type_into("#signin-name", "ada").await;
     browser
-        .wait_for(
-            "the new agent",
-            "return document.body.innerText.includes('Researcher')",
-        )
+        .type_into("#signin-password", "correct horse battery staple")
         .await;
+    browser.click("#signin-form-submit").await;
+    browser.ready("agents").await;
+    assert_eq!(browser.text("#who-name").await, "ada · admin");
     let (status, _) = server.get("/api/agents/Researcher").await;
     assert_eq!(
         status,
         StatusCode::UNAUTHORIZED,
-        "the test's own call has no token"
+        "the test's own call has no credential"
     );
     browser.finish(&[401, 403]).await;
 }

@@ -27,6 +27,7 @@ mod mail_servers;
 mod mcp;
 mod netns;
 mod observability;
+mod people;
 mod python;
 mod radicale;
 mod replicas;

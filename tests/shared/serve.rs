@@ -21,7 +21,8 @@ pub fn clean_command(bin: &str, home: &Path, rust_log: &str) -> Command {
 }
 
 /// Spawns `serve --port 0` (stdout piped) and reads the address it prints first; `Err` holds
-/// what it printed instead.
+/// what it printed instead. What it prints later (a first-admin link) goes to
+/// `<data_dir>/server.stdout`.
 pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<String, String>) {
     let mut child = serve
         .args(["serve", "--port", "0", "--data-dir"])
@@ -30,9 +31,14 @@ pub fn spawn_serving(mut serve: Command, data_dir: &Path) -> (Child, Result<Stri
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
+    let rest = data_dir.join("server.stdout");
+    std::thread::spawn(move || {
+        if let Ok(mut file) = std::fs::File::create(rest) {
+            let _ = std::io::copy(&mut stdout, &mut file);
+        }
+    });
     let url = line
         .trim()
         .strip_prefix("service-runtime listening on ")

@@ -282,6 +282,10 @@ pub struct AuthSection {
     /// Agent runs one principal other than the owner may start per minute (1 to 100,000):
     /// default 60.
     pub runs_per_minute: Option<u32>,
+    /// Hours a session lasts unused (1 to 720): default 24.
+    pub session_idle_hours: Option<u32>,
+    /// Days a session lasts at most (1 to 365): default 14.
+    pub session_max_days: Option<u32>,
 }
 
 impl AuthSection {
@@ -297,6 +301,13 @@ impl AuthSection {
         self.runs_per_minute.unwrap_or(60)
     }
 
+    pub fn session_lives(&self) -> crate::access::sessions::Lives {
+        crate::access::sessions::Lives {
+            idle: chrono::Duration::hours(self.session_idle_hours.unwrap_or(24).into()),
+            absolute: chrono::Duration::days(self.session_max_days.unwrap_or(14).into()),
+        }
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         if !(1..=100_000).contains(&self.runs_per_minute()) {
             bail!("[auth] runs_per_minute must be between 1 and 100000");
@@ -306,6 +317,14 @@ impl AuthSection {
         }
         if !(1_000..=10_000_000).contains(&self.audit_max_rows()) {
             bail!("[auth] audit_max_rows must be between 1000 and 10000000");
+        }
+        if !(1..=720).contains(&self.session_idle_hours.unwrap_or(24))
+            || !(1..=365).contains(&self.session_max_days.unwrap_or(14))
+        {
+            bail!(
+                "[auth] session_idle_hours must be between 1 and 720, session_max_days between \
+                 1 and 365"
+            );
         }
         Ok(())
     }
@@ -329,6 +348,9 @@ pub struct ServerSection {
     /// Seconds an answer may wait for a client that reads nothing before the connection is
     /// closed: default 10.
     pub write_timeout_secs: Option<u64>,
+    /// The address people and providers reach the server at (`https://agents.example.org`),
+    /// when it is not the bind: the base of printed links and of single sign-on's redirect.
+    pub public_url: Option<String>,
 }
 
 impl ServerSection {
@@ -368,6 +390,22 @@ impl ServerSection {
         }
         if !(1..=self.max_connections()).contains(&self.max_connections_per_peer()) {
             bail!("[server] max_connections_per_peer must be between 1 and max_connections");
+        }
+        if let Some(public) = &self.public_url {
+            let parsed = reqwest::Url::parse(public).ok();
+            let plain = parsed.as_ref().is_some_and(|url| {
+                matches!(url.scheme(), "http" | "https")
+                    && url.host().is_some()
+                    && url.query().is_none()
+                    && url.fragment().is_none()
+                    && url.username().is_empty()
+            });
+            if !plain {
+                bail!(
+                    "[server] public_url must be an http or https URL such as \
+                     https://agents.example.org, got {public:?}"
+                );
+            }
         }
         Ok(())
     }

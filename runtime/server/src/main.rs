@@ -15,6 +15,7 @@ use cli::adapters::AdaptersCommand;
 use cli::mcp::McpCommand;
 use cli::schedule::ScheduleCommand;
 use cli::tokens::TokensCommand;
+use cli::users::UsersCommand;
 
 #[derive(Parser)]
 #[command(
@@ -73,6 +74,11 @@ enum Command {
     Tokens {
         #[command(subcommand)]
         command: TokensCommand,
+    },
+    /// Manage people with local accounts (sign-in with a password set through a one-time link)
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
     },
     /// Runs an MCP server's program for the runtime (internal)
     #[command(hide = true)]
@@ -142,6 +148,7 @@ fn run(
         Command::Adapters { command } => runtime.block_on(cli::adapters::run(&data_dir, command)),
         Command::Mcp { command } => runtime.block_on(cli::mcp::run(&data_dir, command)),
         Command::Tokens { command } => runtime.block_on(cli::tokens::run(&data_dir, command)),
+        Command::Users { command } => runtime.block_on(cli::users::run(&data_dir, command)),
         Command::McpGuard { .. } => unreachable!("the guard runs before the runtime starts"),
     }
 }

@@ -2,6 +2,7 @@
 //! serve until Ctrl-C or SIGTERM, then drain: no new requests, running jobs finish within the
 //! grace period, adapters stop in reverse order.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::{audit, budget};
+use crate::access::links::{self, Link};
+use crate::access::{audit, budget, sessions, users};
 use crate::adapters::{Singletons, Supervisor};
 use crate::app::{App, Role};
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
@@ -27,6 +29,24 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     pub host: Option<String>,
     pub port: Option<u16>,
+}
+
+/// A link that creates the first admin, when the server asks everyone to sign in and nobody
+/// can: no user has a password.
+async fn first_admin_link(state: &AppState) -> anyhow::Result<Option<String>> {
+    if !state.access.sign_in_required() {
+        return Ok(None);
+    }
+    let secret = state
+        .db
+        .call(|conn| {
+            if users::anyone_has_a_password(conn)? {
+                return Ok(None);
+            }
+            links::create(conn, &Link::FirstAdmin).map(Some)
+        })
+        .await?;
+    Ok(secret.map(|secret| state.link(&secret)))
 }
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
@@ -63,7 +83,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let binding = Binding {
         loopback: addr.ip().is_loopback(),
     };
-    let state = AppState::new(&app, binding)?;
+    let state = AppState::new(&app, binding)?.listening_on(addr);
+    let greeter = state.clone();
     let access = Arc::clone(&state.access);
     let limits = Limits::from_config(&app.config.server);
     let router = http::router(state, limits);
@@ -79,6 +100,14 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // tests can find a port chosen by `--port 0`. Adapters start behind it: a slow `start` or
     // a component compiling never holds the server from listening.
     println!("service-runtime listening on http://{addr}");
+    if let Some(link) = first_admin_link(&greeter).await? {
+        // Not a log line (it is a credential), and not worth dying for if nobody reads stdout.
+        let _ = writeln!(
+            std::io::stdout(),
+            "Nobody can sign in yet. Open this link within 15 minutes to create the first admin \
+             (it works once):\n  {link}"
+        );
+    }
     // Commands (`run`, `schedule run`) go through this server while it runs.
     let _announced = crate::running_server::announce(&app.data_dir, addr, access.local_key())
         .map_err(|e| tracing::warn!("cannot write the server's URL to the data directory: {e}"))
@@ -207,6 +236,10 @@ fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
                     }
                     if let Err(e) = db.call(|conn| budget::trim(conn)).await {
                         tracing::warn!("cannot delete past minutes' run counts: {e}");
+                    }
+                    let ended = db.call(|conn| Ok(sessions::trim(conn)? + links::trim(conn)?));
+                    if let Err(e) = ended.await {
+                        tracing::warn!("cannot delete expired sessions and links: {e}");
                     }
                 }
                 _ = hourly.tick() => {

@@ -1,7 +1,7 @@
 // The dashboard shell: hash routing between the tabs, the header's provider status, and the
 // lifecycle (polling, aborting) of the view on screen.
 
-import { api, credential, h, problem, toast } from './lib.js';
+import { api, credential, h, problem, setCsrfToken, toast } from './lib.js';
 import { signinView } from './signin.js';
 import { chatView } from './chat.js';
 import { agentsView } from './agents.js';
@@ -96,24 +96,48 @@ function showWho() {
     h('button', { type: 'button', class: 'ghost', id: 'sign-out', onclick: signOut }, 'Sign out'));
 }
 
-function signOut() {
+async function signOut() {
+  if (me.principal.kind === 'user') {
+    try {
+      await api('/session', { method: 'DELETE' });
+    } catch (e) {
+      toast(`Cannot sign out: ${e.message}`, 'error');
+      return;
+    }
+  }
   credential.clear();
+  setCsrfToken(null);
   me = { principal: null, sign_in_required: true };
   showWho();
   render();
 }
 
+/** Takes what `/api/me` answered as who this tab is. */
+function took(answer) {
+  me = answer;
+  setCsrfToken(me && me.csrf_token);
+}
+
+/** The secret of a one-time link this tab was opened with (`/#link=...`), taken out of the
+ * address bar and history at once. */
+let link = null;
+if (location.hash.startsWith('#link=')) {
+  link = location.hash.slice('#link='.length);
+  history.replaceState(null, '', '#/chat');
+}
+
 async function render() {
-  if (me && !me.principal) {
+  if (link || (me && !me.principal)) {
     if (context) context.end();
     context = null;
     document.title = 'Sign in · service-runtime';
     signinView(main, (signedIn) => {
-      me = signedIn;
+      link = null;
+      took(signedIn);
       showWho();
       refreshHealth();
       render();
-    });
+    }, { link });
     return;
   }
   const route = parseHash();
@@ -214,9 +238,9 @@ document.addEventListener('dashboard:signed-out', () => {
 });
 (async () => {
   try {
-    me = await api('/me');
+    took(await api('/me'));
   } catch {
-    me = null;
+    took(null);
   }
   showWho();
   refreshHealth();

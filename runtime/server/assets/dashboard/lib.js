@@ -60,9 +60,17 @@ export const credential = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
+/** The anti-forgery token of a session signed in with a password (`/api/me` gives it): the
+ * server refuses writes made with the session cookie without it. */
+let csrfToken = null;
+export function setCsrfToken(token) {
+  csrfToken = token || null;
+}
+
 function withCredential(headers) {
   const token = credential.get();
   if (token) headers.Authorization = `Bearer ${token}`;
+  else if (csrfToken) headers['X-CSRF-Token'] = csrfToken;
   return headers;
 }
 

@@ -1,53 +1,92 @@
-// The sign-in page, shown instead of the tabs when the server asks every caller for a
-// credential and this tab has none.
+// The sign-in page, shown instead of the tabs when the server asks every caller to sign in
+// and this tab is nobody yet; and the page a one-time link opens to set a password.
 
 import { api, credential, h } from './lib.js';
 
-/** Renders the form into `main`; calls `onSignedIn(me)` once a token names someone. */
-export function signinView(main, onSignedIn) {
-  const input = h('input', {
-    id: 'signin-token', type: 'password', autocomplete: 'off', spellcheck: 'false',
-    required: true, 'aria-describedby': 'signin-hint signin-error',
-  });
-  const error = h('p', { class: 'field-error', id: 'signin-error', role: 'alert' });
-  const submit = h('button', { type: 'submit', id: 'signin-submit', class: 'primary' }, 'Sign in');
-  const form = h('form', { class: 'signin', novalidate: true },
-    h('div', { class: 'field' },
-      h('label', { for: 'signin-token' }, 'API token'),
-      input,
-      h('p', { class: 'hint', id: 'signin-hint' },
-        'An admin makes one on the server with ',
-        h('code', null, 'service-runtime tokens create --name you --role operator'),
-        '. It is kept for this browser tab only.'),
-      error),
-    submit);
-  form.addEventListener('submit', async (event) => {
+function field(id, label, attrs, ...hint) {
+  const input = h('input', { id, name: id, required: true, ...attrs });
+  return {
+    input,
+    element: h('div', { class: 'field' },
+      h('label', { for: id }, label), input,
+      hint.length ? h('p', { class: 'hint' }, ...hint) : null),
+  };
+}
+
+/** A form that posts what `send` returns; `onDone` gets the answer. Errors show beside the
+ * field the server names, else under the form. */
+function form(id, fields, submitLabel, send, onDone) {
+  const error = h('p', { class: 'field-error', id: `${id}-error`, role: 'alert' });
+  const submit = h('button', { type: 'submit', id: `${id}-submit`, class: 'primary' }, submitLabel);
+  const element = h('form', { class: 'signin', id, novalidate: true },
+    ...fields.map((f) => f.element), error, submit);
+  element.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
-    const token = input.value.trim();
-    if (!token) {
-      error.textContent = 'Paste your API token.';
-      return;
-    }
     submit.disabled = true;
-    credential.set(token);
     try {
-      const me = await api('/me');
-      if (!me.principal) throw new Error('the server did not accept the token');
-      onSignedIn(me);
+      onDone(await send());
     } catch (e) {
-      credential.clear();
       error.textContent = e.message;
-      input.focus();
+      const named = e.field && fields.find((f) => f.input.name === e.field);
+      (named ? named.input : fields[0].input).focus();
     } finally {
       submit.disabled = false;
     }
   });
+  return element;
+}
+
+/** Renders sign-in into `main`; calls `onSignedIn(me)` once someone is signed in. With
+ * `link` (the secret of a one-time link) it asks for a new password instead. */
+export function signinView(main, onSignedIn, { link } = {}) {
+  const signedIn = async () => {
+    const me = await api('/me');
+    if (!me.principal) throw new Error('the server did not take the credential');
+    onSignedIn(me);
+  };
+  main.dataset.view = 'signin';
+  if (link) {
+    const name = field('link-name', 'Name (first admin only)', { autocomplete: 'username', required: false },
+      'Leave empty when an admin invited you: the link knows your name.');
+    const password = field('link-password', 'New password', { type: 'password', autocomplete: 'new-password', minlength: 12 },
+      'At least 12 characters.');
+    main.replaceChildren(
+      h('h1', { tabindex: '-1' }, 'Set your password'),
+      form('link-form', [name, password], 'Set password and sign in',
+        () => api('/session/link', {
+          method: 'POST',
+          body: { link, name: name.input.value.trim() || undefined, password: password.input.value },
+        }),
+        signedIn));
+    main.dataset.ready = 'link';
+    password.input.focus();
+    return;
+  }
+  const name = field('signin-name', 'Name', { autocomplete: 'username', spellcheck: 'false' });
+  const password = field('signin-password', 'Password', { type: 'password', autocomplete: 'current-password' });
+  const token = field('signin-token', 'API token', { type: 'password', autocomplete: 'off', spellcheck: 'false' },
+    'An admin makes one with ', h('code', null, 'service-runtime tokens create --name you --role operator'),
+    '. It is kept for this browser tab only.');
   main.replaceChildren(
     h('h1', { tabindex: '-1' }, 'Sign in'),
     h('p', null, 'This server asks everyone who calls it to sign in.'),
-    form);
-  main.dataset.view = 'signin';
+    form('signin-form', [name, password], 'Sign in',
+      () => api('/session', { method: 'POST', body: { name: name.input.value.trim(), password: password.input.value } }),
+      signedIn),
+    h('details', { class: 'signin-token' },
+      h('summary', null, 'Sign in with an API token'),
+      form('token-form', [token], 'Use token',
+        async () => {
+          credential.set(token.input.value.trim());
+          try {
+            await signedIn();
+          } catch (e) {
+            credential.clear();
+            throw e;
+          }
+        },
+        () => {})));
   main.dataset.ready = 'signin';
-  input.focus();
+  name.input.focus();
 }

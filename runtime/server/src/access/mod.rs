@@ -10,8 +10,12 @@
 pub mod audit;
 pub mod budget;
 pub mod credential;
+pub mod links;
+pub mod passwords;
 pub mod roles;
+pub mod sessions;
 pub mod tokens;
+pub mod users;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -24,12 +28,12 @@ use crate::db::Db;
 use crate::error::Result;
 pub use roles::{Permission, Role};
 
-/// How long a token's lookup is trusted: a token revoked on another replica is refused
-/// within this.
+/// How long a token's or a session's lookup is trusted: one revoked on another replica is
+/// refused within this.
 const CACHE_FOR: Duration = Duration::from_millis(500);
 
-/// How often a token's last use is written (a write per request would cost more than the
-/// request).
+/// How often a token's or a session's last use is written (a write per request would cost
+/// more than the request).
 const TOUCH_EVERY: chrono::Duration = chrono::Duration::seconds(60);
 
 /// Who a request comes from.
@@ -40,6 +44,9 @@ pub struct Principal {
     pub id: String,
     pub name: String,
     pub role: Role,
+    /// A person's groups at the identity provider (agents can be open to groups).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,6 +55,8 @@ pub enum PrincipalKind {
     /// This machine's user: a loopback request in local mode, or a command run on the data
     /// directory (it sends the key the server wrote there).
     Owner,
+    /// A person signed in (a session cookie).
+    User,
     /// An API token.
     Token,
     /// `SERVICE_MCP_TOKEN` or `SERVICE_METRICS_TOKEN`, each for its one endpoint.
@@ -61,6 +70,7 @@ impl Principal {
             id: "owner".into(),
             name: "this machine's user".into(),
             role: Role::Admin,
+            groups: Vec::new(),
         }
     }
 
@@ -71,6 +81,18 @@ impl Principal {
             id: variable.into(),
             name: variable.into(),
             role,
+            groups: Vec::new(),
+        }
+    }
+
+    /// A person, as a session names them.
+    pub fn user(user: users::User) -> Self {
+        Self {
+            kind: PrincipalKind::User,
+            id: user.name.clone(),
+            name: user.name,
+            role: user.role,
+            groups: user.groups,
         }
     }
 
@@ -78,6 +100,7 @@ impl Principal {
     pub fn label(&self) -> String {
         match self.kind {
             PrincipalKind::Owner => "owner".into(),
+            PrincipalKind::User => format!("user:{}", self.id),
             PrincipalKind::Token => format!("token:{}", self.id),
             PrincipalKind::SharedToken => self.id.clone(),
         }
@@ -103,6 +126,7 @@ pub struct Access {
     required: bool,
     remote_admin: bool,
     runs_per_minute: u32,
+    lives: sessions::Lives,
     /// The key this server process writes to its data directory for commands, and its digest.
     local_key: String,
     local_key_digest: String,
@@ -118,6 +142,7 @@ impl Access {
             required: config.required || !loopback,
             remote_admin: config.remote_admin,
             runs_per_minute: config.runs_per_minute(),
+            lives: config.session_lives(),
             local_key_digest: credential::digest(&local_key),
             local_key,
             tokens: Mutex::default(),
@@ -147,24 +172,67 @@ impl Access {
         if same(&digest, &self.local_key_digest) {
             return Ok(Principal::owner());
         }
-        if let Some(cached) = self.cached(&digest) {
-            return cached.ok_or(Refused(UNKNOWN_TOKEN));
+        let found = self
+            .remembered(format!("t{digest}"), self.lookup(secret))
+            .await?;
+        found.ok_or(Refused(UNKNOWN_TOKEN))
+    }
+
+    /// The person a session cookie names.
+    pub async fn session(&self, secret: &str) -> std::result::Result<Principal, Refused> {
+        let key = format!("s{}", credential::digest(secret));
+        let found = self.remembered(key, self.lookup_session(secret)).await?;
+        found.ok_or(Refused(
+            "the session has ended (signed out, expired or revoked): sign in again",
+        ))
+    }
+
+    /// How long sessions last.
+    pub fn session_lives(&self) -> sessions::Lives {
+        self.lives
+    }
+
+    /// What `lookup` finds, from the cache while it is fresh.
+    async fn remembered(
+        &self,
+        key: String,
+        lookup: impl Future<Output = Result<Option<Principal>>>,
+    ) -> std::result::Result<Option<Principal>, Refused> {
+        if let Some(cached) = self.cached(&key) {
+            return Ok(cached);
         }
-        let found = self.lookup(secret).await.map_err(|e| {
-            tracing::warn!("cannot check a token: {e}");
-            Refused("the token cannot be checked now; try again shortly")
+        let found = lookup.await.map_err(|e| {
+            tracing::warn!("cannot check a credential: {e}");
+            Refused("the credential cannot be checked now; try again shortly")
         })?;
         self.tokens
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(
-                digest,
+                key,
                 Cached {
                     principal: found.clone(),
                     at: Instant::now(),
                 },
             );
-        found.ok_or(Refused(UNKNOWN_TOKEN))
+        Ok(found)
+    }
+
+    /// Counts a sign-in attempt for the account `name` from `peer`; `Err` with the seconds to
+    /// wait once either made too many this minute.
+    pub async fn spend_sign_in(
+        &self,
+        name: &str,
+        peer: std::net::IpAddr,
+    ) -> Result<std::result::Result<(), u64>> {
+        let (account, address) = (format!("sign-in:{name}"), format!("sign-in@{peer}"));
+        self.db
+            .call(move |conn| {
+                let by_account = budget::spend(conn, &account, SIGN_INS_PER_ACCOUNT)?;
+                let by_address = budget::spend(conn, &address, SIGN_INS_PER_ADDRESS)?;
+                Ok(by_account.and(by_address))
+            })
+            .await
     }
 
     /// Counts an agent run `principal` starts; `Err` with the seconds to wait once it started
@@ -183,20 +251,20 @@ impl Access {
         self.runs_per_minute
     }
 
-    /// Forgets what was looked up, so a token revoked here is refused at once.
-    pub fn forget_tokens(&self) {
+    /// Forgets what was looked up, so a token or session revoked here is refused at once.
+    pub fn forget(&self) {
         self.tokens
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
     }
 
-    fn cached(&self, digest: &str) -> Option<Option<Principal>> {
+    fn cached(&self, key: &str) -> Option<Option<Principal>> {
         let mut cache = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         // Bounded by what was looked up within the last half second.
         cache.retain(|_, cached| now.duration_since(cached.at) < CACHE_FOR);
-        cache.get(digest).map(|cached| cached.principal.clone())
+        cache.get(key).map(|cached| cached.principal.clone())
     }
 
     async fn lookup(&self, secret: &str) -> Result<Option<Principal>> {
@@ -223,11 +291,31 @@ impl Access {
                     id: token.name.clone(),
                     name: token.name,
                     role: token.role,
+                    groups: Vec::new(),
                 }))
             })
             .await
     }
+
+    async fn lookup_session(&self, secret: &str) -> Result<Option<Principal>> {
+        let (secret, lives) = (secret.to_owned(), self.lives);
+        self.db
+            .call(move |conn| {
+                let Some(session) = sessions::find(conn, &secret, lives)? else {
+                    return Ok(None);
+                };
+                if chrono::Utc::now() - session.seen_at >= TOUCH_EVERY {
+                    sessions::touch(conn, &secret)?;
+                }
+                Ok(Some(Principal::user(session.user)))
+            })
+            .await
+    }
 }
+
+/// Sign-in attempts per minute for one account, and from one address.
+pub const SIGN_INS_PER_ACCOUNT: u32 = 10;
+pub const SIGN_INS_PER_ADDRESS: u32 = 30;
 
 const UNKNOWN_TOKEN: &str = "the token is not valid: unknown, expired or revoked";
 

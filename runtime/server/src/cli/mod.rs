@@ -11,3 +11,4 @@ pub mod scaffold;
 pub mod schedule;
 pub mod through;
 pub mod tokens;
+pub mod users;

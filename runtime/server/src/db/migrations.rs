@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 21;
+pub const SCHEMA_VERSION: u32 = 22;
 
 struct Step {
     sqlite: &'static str,
@@ -125,6 +125,18 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             ("approvals", "decided_by", "TEXT"),
         ],
         sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0022_people.sql"),
+        postgres: Some(sql!("postgres/0022_people.sql")),
+        sqlite_columns: &[
+            // Who started it: `owner`, `user:<name>`, `token:<name>`, or none (an adapter, the
+            // scheduler, or before v0.14).
+            ("conversations", "started_by", "TEXT"),
+            ("tasks", "started_by", "TEXT"),
+            ("traces", "started_by", "TEXT"),
+        ],
+        sqlite_after: "CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);",
     },
 ];
 

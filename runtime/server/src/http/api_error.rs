@@ -37,6 +37,16 @@ impl ApiError {
         self
     }
 
+    /// A 429 answer saying when to try again (`Retry-After`, in seconds).
+    pub fn too_many(message: impl Into<String>, wait: u64) -> Response {
+        let mut response = Self::new(StatusCode::TOO_MANY_REQUESTS, message).into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(wait),
+        );
+        response
+    }
+
     pub fn message(&self) -> &str {
         &self.message
     }

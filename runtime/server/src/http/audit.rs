@@ -20,6 +20,25 @@ use super::identity::Caller;
 use crate::access::Principal;
 use crate::access::audit::{self, Event, Filter};
 
+/// Put on an answer by a handler that learns who its caller is while answering (a sign-in):
+/// the audit entry names them and `target` instead of the anonymous request.
+#[derive(Debug, Clone)]
+pub struct AnsweredFor {
+    pub principal: Option<Principal>,
+    pub target: String,
+}
+
+impl AnsweredFor {
+    /// An answer to someone still unknown, about `target` (a refused sign-in names the
+    /// account tried).
+    pub fn target(target: String) -> Self {
+        Self {
+            principal: None,
+            target,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 pub struct AuditQuery {
     principal: Option<String>,
@@ -72,11 +91,18 @@ pub async fn record(
         _ => None,
     };
     let response = next.run(request).await;
+    let (principal, target) = match response.extensions().get::<AnsweredFor>() {
+        Some(answered) => (
+            answered.principal.clone().or(principal),
+            answered.target.clone(),
+        ),
+        None => (principal, path),
+    };
     write(
         &app,
         principal.as_ref(),
         &action,
-        &path,
+        &target,
         response.status().as_u16(),
         peer,
     );

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -13,7 +13,7 @@ use super::AppState;
 use super::api_error::ApiError;
 use super::guards::is_component_route;
 use super::{audit, mcp, metrics};
-use crate::access::{self, Permission, Principal, Role, credential};
+use crate::access::{self, Permission, Principal, Role, credential, sessions};
 
 /// Who a request comes from, set by [`identify`].
 #[derive(Debug, Clone)]
@@ -22,9 +22,19 @@ pub enum Caller {
     Known(Principal),
 }
 
+/// The session cookie a request came with, when it named someone (for sign-out and the
+/// dashboard's anti-forgery token).
+#[derive(Debug, Clone)]
+pub struct SessionCookie(pub String);
+
+/// The header a write made with a session cookie carries: the session's anti-forgery token.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
 /// Names the caller of every request from its credential: an API token or a shared token
-/// as `Authorization: Bearer`; without one, this machine's user in local mode. A credential
-/// that names no one is refused here (401), whatever the route.
+/// as `Authorization: Bearer`, else a session cookie; without either, this machine's user in
+/// local mode. A bearer credential that names no one is refused here (401), whatever the
+/// route; a cookie that does not is ignored (the sign-in page must stay reachable), so
+/// routes that need someone answer 401.
 pub async fn identify(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -66,6 +76,41 @@ pub async fn identify(
             // With its shared token set, an endpoint wants it (or an API token) from
             // everyone, this machine included.
             None if shared_value.is_some() => Caller::Anonymous,
+            None if let Some(secret) = cookie(request.headers(), sessions::COOKIE) => {
+                match app.access.session(&secret).await {
+                    Ok(principal) => {
+                        let writes = !matches!(
+                            *request.method(),
+                            Method::GET | Method::HEAD | Method::OPTIONS
+                        );
+                        let token = request
+                            .headers()
+                            .get(CSRF_HEADER)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default();
+                        if writes && !access::same(token, &sessions::csrf_token(&secret)) {
+                            audit::write(
+                                &app,
+                                Some(&principal),
+                                "forgery refused",
+                                path,
+                                403,
+                                peer,
+                            );
+                            return ApiError::new(
+                                StatusCode::FORBIDDEN,
+                                "a write made with a session cookie needs the session's \
+                                 anti-forgery token in the X-CSRF-Token header (the sign-in \
+                                 answer and GET /api/me give it)",
+                            )
+                            .into_response();
+                        }
+                        request.extensions_mut().insert(SessionCookie(secret));
+                        Caller::Known(principal)
+                    }
+                    Err(_) => Caller::Anonymous,
+                }
+            }
             None if !app.access.sign_in_required() && peer.ip().to_canonical().is_loopback() => {
                 Caller::Known(Principal::owner())
             }
@@ -74,6 +119,19 @@ pub async fn identify(
     };
     request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// The value of the cookie `name`.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_owned())
+        .filter(|value| !value.is_empty())
 }
 
 /// The shared token an endpoint takes besides API tokens, and the role it gives.
@@ -97,6 +155,16 @@ pub async fn require(permission: Permission, request: Request, next: Next) -> Re
         Some(Caller::Known(principal)) => forbidden(principal, permission).into_response(),
         _ => unauthorized("sign in, or send an API token as Authorization: Bearer <token>"),
     }
+}
+
+/// The role named `text` (the field `role`), when `caller` may give it: nobody hands out more
+/// than they hold.
+pub fn role_to_give(caller: &Principal, text: &str) -> Result<Role, ApiError> {
+    let role = Role::parse(text, "role")?;
+    if role > caller.role {
+        return Err(forbidden(caller, Permission::ManageAccess));
+    }
+    Ok(role)
 }
 
 pub fn forbidden(principal: &Principal, permission: Permission) -> ApiError {

@@ -1,20 +1,31 @@
-//! `GET /api/me`: who the server takes the caller for, and whether it asks callers to sign
-//! in; open to everyone, so the dashboard knows what to show.
+//! `GET /api/me`: who the server takes the caller for, whether it asks callers to sign in,
+//! and a session's anti-forgery token; open to everyone, so the dashboard knows what to show.
 
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::identity::Caller;
+use super::identity::{Caller, SessionCookie};
+use crate::access::sessions;
 
-pub async fn show(State(app): State<AppState>, caller: Caller) -> Json<Value> {
+pub async fn show(
+    State(app): State<AppState>,
+    caller: Caller,
+    session: Option<Extension<SessionCookie>>,
+) -> Json<Value> {
     let principal = match caller {
         Caller::Known(principal) => Some(principal),
         Caller::Anonymous => None,
     };
-    Json(json!({
+    // The dashboard's writes carry it; only a page of this site can read this answer.
+    let csrf_token = session.map(|Extension(SessionCookie(secret))| sessions::csrf_token(&secret));
+    let mut answer = json!({
         "principal": principal,
         "sign_in_required": app.access.sign_in_required(),
-    }))
+    });
+    if let Some(token) = csrf_token {
+        answer["csrf_token"] = json!(token);
+    }
+    Json(answer)
 }

@@ -26,11 +26,13 @@ mod request_spans;
 pub mod routes;
 mod run_budget;
 mod schedules;
+mod session;
 mod store;
 mod tasks;
 mod tokens;
 mod tools;
 mod traces;
+mod users;
 mod write_deadline;
 
 use std::sync::Arc;
@@ -87,6 +89,9 @@ pub struct AppState {
     pub binding: Binding,
     /// Who may call, and the credentials that say so.
     pub access: Arc<Access>,
+    /// Where people reach the server: `[server] public_url`, else the address it listens on
+    /// (see [`AppState::listening_on`]).
+    pub public_url: Arc<str>,
 }
 
 impl AppState {
@@ -113,10 +118,35 @@ impl AppState {
             double_texting: app.config.conversations.double_texting,
             approvals_decided: Arc::clone(&app.approvals_decided),
             dispatcher: Arc::clone(&app.dispatcher),
+            public_url: app
+                .config
+                .server
+                .public_url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .into(),
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
         })
+    }
+}
+
+impl AppState {
+    /// Where people reach the server once it listens on `address`, unless `[server]
+    /// public_url` says.
+    pub fn listening_on(mut self, address: std::net::SocketAddr) -> Self {
+        if self.public_url.is_empty() {
+            self.public_url = format!("http://{address}").into();
+        }
+        self
+    }
+
+    /// The dashboard's address that uses the one-time link `secret` (in the fragment, which
+    /// browsers never send to a server or a proxy's log).
+    pub fn link(&self, secret: &str) -> String {
+        format!("{}/#link={secret}", self.public_url)
     }
 }
 
@@ -126,6 +156,9 @@ pub fn routes(state: &AppState) -> Routes {
     let api = Routes::default()
         .get("/health", Open, health::show)
         .get("/me", Open, me::show)
+        .post("/session", Open, session::create)
+        .delete("/session", Open, session::remove)
+        .post("/session/link", Open, session::with_link)
         .get("/adapters", ReadStatus, adapters::list)
         .post("/adapters/{name}/enable", ManageAdapters, adapters::enable)
         .post(
@@ -191,6 +224,11 @@ pub fn routes(state: &AppState) -> Routes {
             integrations::verify,
         )
         .get("/mcp/servers", ReadStatus, mcp_servers::list)
+        .get("/users", ManageAccess, users::list)
+        .post("/users", ManageAccess, users::create)
+        .patch("/users/{name}", ManageAccess, users::update)
+        .delete("/users/{name}", ManageAccess, users::remove)
+        .post("/users/{name}/link", ManageAccess, users::link)
         .get("/tokens", ManageAccess, tokens::list)
         .post("/tokens", ManageAccess, tokens::create)
         .delete("/tokens/{name}", ManageAccess, tokens::revoke)

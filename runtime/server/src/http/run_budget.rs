@@ -3,7 +3,7 @@
 //! any may call an agent.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -19,22 +19,15 @@ pub async fn spend(State(app): State<AppState>, request: Request, next: Next) ->
     };
     match app.access.spend_run(&principal).await {
         Ok(Ok(())) => next.run(request).await,
-        Ok(Err(wait)) => {
-            let mut response = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "{} started {} agent runs this minute, the most [auth] runs_per_minute \
-                     allows; try again in {wait} s",
-                    principal.label(),
-                    app.access.runs_per_minute()
-                ),
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
-            response
-        }
+        Ok(Err(wait)) => ApiError::too_many(
+            format!(
+                "{} started {} agent runs this minute, the most [auth] runs_per_minute \
+                 allows; try again in {wait} s",
+                principal.label(),
+                app.access.runs_per_minute()
+            ),
+            wait,
+        ),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
-use super::identity::forbidden;
+use super::identity::role_to_give;
+use crate::access::Principal;
 use crate::access::tokens::{self, NewToken};
-use crate::access::{Permission, Principal, Role};
 
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let tokens = app.db.call(|conn| tokens::list(conn)).await?;
@@ -33,11 +33,7 @@ pub async fn create(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let role = Role::parse(&body.role, "role")?;
-    // Nobody hands out more than they hold.
-    if role > caller.role {
-        return Err(forbidden(&caller, Permission::ManageAccess));
-    }
+    let role = role_to_give(&caller, &body.role)?;
     let new = NewToken::new(&body.name, role, body.expires.as_deref(), &caller.label())?;
     let (token, secret) = app.db.call(move |conn| tokens::create(conn, &new)).await?;
     let mut answer = json!(token);
@@ -53,6 +49,6 @@ pub async fn revoke(
     app.db
         .call(move |conn| tokens::revoke(conn, &revoked))
         .await?;
-    app.access.forget_tokens();
+    app.access.forget();
     Ok(Json(json!({ "revoked": name })))
 }

@@ -1,0 +1,422 @@
+//! People: the first admin made through the link a server prints when nobody can sign in,
+//! local accounts with passwords set through one-time links, sessions in cookies with their
+//! anti-forgery token, and what an attacker tries against them.
+
+use reqwest::header::{self, HeaderMap};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::access::REQUIRED;
+use crate::support::{Server, cli, eventually};
+
+/// A browser of one person: the session cookie it was given, and the anti-forgery token.
+#[derive(Default, Clone)]
+pub(crate) struct Browser {
+    pub cookie: Option<String>,
+    pub csrf: Option<String>,
+}
+
+impl Browser {
+    pub async fn send(
+        &mut self,
+        server: &Server,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value, HeaderMap) {
+        let mut request = reqwest::Client::new().request(method, server.url(path));
+        if let Some(cookie) = &self.cookie {
+            request = request.header(header::COOKIE, format!("service_session={cookie}"));
+        }
+        if let Some(csrf) = &self.csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let (status, headers) = (response.status(), response.headers().clone());
+        if let Some(set) = headers.get(header::SET_COOKIE) {
+            let value = set.to_str().unwrap();
+            let cookie = value
+                .strip_prefix("service_session=")
+                .and_then(|rest| rest.split(';').next())
+                .unwrap();
+            self.cookie = (!cookie.is_empty()).then(|| cookie.to_owned());
+        }
+        let body: Value = response.json().await.unwrap();
+        if let Some(csrf) = body["csrf_token"].as_str() {
+            self.csrf = Some(csrf.to_owned());
+        }
+        (status, body, headers)
+    }
+
+    pub async fn sign_in(&mut self, server: &Server, name: &str, password: &str) -> StatusCode {
+        let body = json!({ "name": name, "password": password });
+        self.send(server, Method::POST, "/api/session", Some(body))
+            .await
+            .0
+    }
+
+    /// Opens a one-time link (its secret after `#link=`) and sets `password`.
+    pub async fn use_link(
+        &mut self,
+        server: &Server,
+        link: &str,
+        name: Option<&str>,
+        password: &str,
+    ) -> (StatusCode, Value) {
+        let secret = link.split_once("#link=").map_or(link, |(_, secret)| secret);
+        let body = json!({ "link": secret, "name": name, "password": password });
+        let (status, body, _) = self
+            .send(server, Method::POST, "/api/session/link", Some(body))
+            .await;
+        (status, body)
+    }
+}
+
+/// The first-admin link the server printed on stdout after the address.
+pub(crate) async fn first_admin_link(server: &Server) -> String {
+    eventually(10, async || {
+        let printed = std::fs::read_to_string(server.data_dir.join("server.stdout")).ok()?;
+        printed
+            .lines()
+            .find(|line| line.contains("#link="))
+            .map(|line| line.trim().to_owned())
+    })
+    .await
+}
+
+const PASSWORD: &str = "correct horse battery staple";
+
+#[tokio::test]
+async fn the_first_admin_comes_from_the_printed_link_and_invites_people_who_sign_in() {
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let link = first_admin_link(&server).await;
+    assert!(
+        link.starts_with(&format!("{}/#link=", server.url)),
+        "{link}"
+    );
+
+    // A weak password or no name: refused, and the link still works.
+    let mut ada = Browser::default();
+    let (status, body) = ada.use_link(&server, &link, Some("ada"), "short").await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("password"))
+    );
+    let (status, body) = ada.use_link(&server, &link, None, PASSWORD).await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("name")),
+        "{body}"
+    );
+    let (status, body) = ada.use_link(&server, &link, Some("ada"), PASSWORD).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["user"]["name"].as_str(), body["user"]["role"].as_str()),
+        (Some("ada"), Some("admin"))
+    );
+    let (status, _) = Browser::default()
+        .use_link(&server, &link, Some("eve"), PASSWORD)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a link works once");
+
+    // The cookie: for this site's pages only, never for scripts.
+    let (_, me, _) = ada.send(&server, Method::GET, "/api/me", None).await;
+    assert_eq!(me["principal"]["kind"], "user");
+    assert_eq!(me["principal"]["name"], "ada");
+    assert_eq!(me["csrf_token"].as_str(), ada.csrf.as_deref());
+    let mut fresh = Browser::default();
+    let status = fresh.sign_in(&server, "ada", PASSWORD).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, _, headers) = fresh
+        .send(
+            &server,
+            Method::POST,
+            "/api/session",
+            Some(json!({"name": "ada", "password": PASSWORD})),
+        )
+        .await;
+    let set = headers[header::SET_COOKIE].to_str().unwrap();
+    for flag in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=1209600"] {
+        assert!(set.contains(flag), "{set}");
+    }
+    assert!(!set.contains("Secure"), "served over plain http: {set}");
+
+    // A write riding the cookie without the anti-forgery token (a cross-site form): refused.
+    let mut forger = Browser {
+        csrf: None,
+        ..ada.clone()
+    };
+    let invite = json!({ "name": "bob", "role": "member" });
+    let (status, body, _) = forger
+        .send(&server, Method::POST, "/api/users", Some(invite.clone()))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        body["error"].as_str().unwrap().contains("X-CSRF-Token"),
+        "{body}"
+    );
+    let (status, body, _) = ada
+        .send(&server, Method::POST, "/api/users", Some(invite))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["user"]["has_password"], false);
+    let bob_link = body["link"].as_str().unwrap().to_owned();
+
+    // Bob sets his password through the link; the link knows his name.
+    let mut bob = Browser::default();
+    let (status, body) = bob.use_link(&server, &bob_link, None, PASSWORD).await;
+    assert_eq!(
+        (status, body["user"]["role"].as_str()),
+        (StatusCode::OK, Some("member")),
+        "{body}"
+    );
+    let (status, body, _) = bob.send(&server, Method::GET, "/api/users", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        body["error"].as_str().unwrap().contains("manage_access"),
+        "{body}"
+    );
+    // Raising his own role: refused.
+    let (status, _, _) = bob
+        .send(
+            &server,
+            Method::PATCH,
+            "/api/users/bob",
+            Some(json!({"role": "admin"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = bob.send(&server, Method::GET, "/api/agents", None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // The last admin keeps the role.
+    let (status, body, _) = ada
+        .send(
+            &server,
+            Method::PATCH,
+            "/api/users/ada",
+            Some(json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, body, _) = ada
+        .send(&server, Method::DELETE, "/api/users/ada", None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // A role change applies to live sessions within a second.
+    let (status, _, _) = ada
+        .send(
+            &server,
+            Method::PATCH,
+            "/api/users/bob",
+            Some(json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = bob.send(&server, Method::GET, "/api/agents", None).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "a viewer does not read agents"
+    );
+
+    // Signing out ends the session: the old cookie is nobody.
+    let stolen = bob.clone();
+    let (status, body, _) = bob
+        .send(&server, Method::DELETE, "/api/session", None)
+        .await;
+    assert_eq!(
+        (status, body["signed_out"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    assert!(bob.cookie.is_none(), "the cookie is cleared");
+    let (status, _, _) = stolen
+        .clone()
+        .send(&server, Method::GET, "/api/tasks", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, me, _) = stolen
+        .clone()
+        .send(&server, Method::GET, "/api/me", None)
+        .await;
+    assert_eq!(
+        me["principal"],
+        Value::Null,
+        "an ended session leaves the sign-in page open"
+    );
+
+    // Removing a user ends their sessions.
+    assert_eq!(bob.sign_in(&server, "bob", PASSWORD).await, StatusCode::OK);
+    let (status, _, _) = ada
+        .send(&server, Method::DELETE, "/api/users/bob", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = bob.send(&server, Method::GET, "/api/tasks", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        bob.sign_in(&server, "bob", PASSWORD).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // A server restarted with someone able to sign in prints no link.
+    let server = server.restart();
+    let printed =
+        std::fs::read_to_string(server.data_dir.join("server.stdout")).unwrap_or_default();
+    assert!(!printed.contains("#link="), "{printed}");
+}
+
+#[tokio::test]
+async fn session_fixation_guessing_and_brute_force_are_refused_and_audited() {
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let out = cli(
+        &server.data_dir,
+        &["users", "add", "grace@example.org", "--role", "operator"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let link = stdout.lines().last().unwrap();
+    assert!(link.contains("#link="), "{stdout}");
+    let mut grace = Browser::default();
+    let (status, _) = grace.use_link(&server, link, None, PASSWORD).await;
+    assert_eq!(status, StatusCode::OK);
+    let out = cli(&server.data_dir, &["users", "list"]);
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.contains("grace@example.org")
+            && listed.contains("operator")
+            && listed.contains("set"),
+        "{listed}"
+    );
+
+    // Fixation: a session id planted before sign-in is never the one signed in.
+    let mut planted = Browser {
+        cookie: Some("planted-by-an-attacker".into()),
+        csrf: None,
+    };
+    assert_eq!(
+        planted
+            .sign_in(&server, "grace@example.org", PASSWORD)
+            .await,
+        StatusCode::OK
+    );
+    assert_ne!(planted.cookie.as_deref(), Some("planted-by-an-attacker"));
+    // Signing in again from a browser ends the session it had.
+    let before = grace.clone();
+    assert_eq!(
+        grace.sign_in(&server, "grace@example.org", PASSWORD).await,
+        StatusCode::OK
+    );
+    assert_ne!(before.cookie, grace.cookie);
+    let (status, _, _) = before
+        .clone()
+        .send(&server, Method::GET, "/api/tasks", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A forged cookie is nobody.
+    let mut forged = Browser {
+        cookie: Some("x".repeat(43)),
+        csrf: None,
+    };
+    let (status, _, _) = forged.send(&server, Method::GET, "/api/tasks", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // Brute force: wrong passwords until the account's limit (ten a minute, the sign-ins above
+    // counted), then refused even with the right one.
+    let mut attacker = Browser::default();
+    let mut statuses = Vec::new();
+    let mut headers = HeaderMap::new();
+    for attempt in 0..25 {
+        let body =
+            json!({"name": "grace@example.org", "password": format!("guess number {attempt}")});
+        let answer = attacker
+            .send(&server, Method::POST, "/api/session", Some(body))
+            .await;
+        statuses.push(answer.0);
+        if answer.0 != StatusCode::UNAUTHORIZED {
+            assert!(
+                answer.1["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("too many sign-in attempts"),
+                "{}",
+                answer.1
+            );
+            headers = answer.2;
+            break;
+        }
+    }
+    // Within ten attempts, or twenty when a minute of the clock turned meanwhile.
+    assert_eq!(
+        statuses.last(),
+        Some(&StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    let wait: u64 = headers[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let status = attacker
+        .sign_in(&server, "grace@example.org", PASSWORD)
+        .await;
+    if status != StatusCode::TOO_MANY_REQUESTS {
+        assert!(
+            status == StatusCode::OK && wait <= 1,
+            "{status} with {wait} s to wait"
+        );
+    }
+    // An unknown name is as wrong as a wrong password.
+    let (status, unknown, _) = Browser::default()
+        .send(
+            &server,
+            Method::POST,
+            "/api/session",
+            Some(json!({"name": "nobody", "password": PASSWORD})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(unknown["error"], "wrong name or password");
+
+    // Audited by name, never with a password or a cookie.
+    let admin = crate::access::token(&server, "auditor", "admin");
+    let audit = eventually(10, async || {
+        let answer: Value = reqwest::Client::new()
+            .get(server.url("/api/audit?limit=200"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (answer["total"].as_u64() >= Some(12)).then_some(answer)
+    })
+    .await;
+    let entries = audit["entries"].as_array().unwrap();
+    let failed = entries
+        .iter()
+        .filter(|e| e["action"] == "POST /api/session" && e["status"] == 401)
+        .filter(|e| e["target"] == "/api/session (grace@example.org)")
+        .count();
+    assert!(failed >= 8, "{audit}");
+    assert!(entries.iter().any(|e| e["action"] == "POST /api/session"
+        && e["status"] == 200
+        && e["principal"] == "user:grace@example.org"));
+    let text = audit.to_string();
+    assert!(!text.contains(PASSWORD) && !text.contains("guess number"));
+    for cookie in [&grace.cookie, &planted.cookie] {
+        assert!(!text.contains(cookie.as_deref().unwrap()));
+    }
+    let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+    assert!(!log.contains(PASSWORD) && !log.contains(grace.cookie.as_deref().unwrap()));
+    assert!(!log.contains(link.split_once("#link=").unwrap().1));
+}
