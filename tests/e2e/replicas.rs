@@ -710,3 +710,54 @@ async fn tokens_and_run_budgets_are_the_same_on_every_replica() {
         .unwrap();
     assert_eq!(after.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn a_session_made_on_one_replica_works_on_the_other_and_ends_on_both() {
+    let Some(cluster) = Cluster::start_configured(2, "[auth]\nrequired = true\n") else {
+        return;
+    };
+    let (a, b) = (cluster.at(0), cluster.at(1));
+    // Either replica's first-admin link works on the other: links live in the database.
+    let link = crate::people::first_admin_link(a).await;
+    let mut ada = crate::people::Browser::default();
+    let (status, body) = ada
+        .use_link(b, &link, Some("ada"), "correct horse battery staple")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for server in [a, b] {
+        let (status, me, _) = ada
+            .send(server, reqwest::Method::GET, "/api/me", None)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(me["principal"]["id"], "ada");
+    }
+    // Writes with the cookie and its token work on either replica.
+    let (status, body, _) = ada
+        .send(
+            a,
+            reqwest::Method::POST,
+            "/api/users",
+            Some(json!({"name": "bob", "role": "viewer"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // Signed out on one replica: refused on the other within a second, though it has just
+    // looked the session up.
+    let stolen = ada.clone();
+    let (status, _, _) = stolen
+        .clone()
+        .send(a, reqwest::Method::GET, "/api/tasks", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = ada
+        .send(b, reqwest::Method::DELETE, "/api/session", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (status, _, _) = stolen
+        .clone()
+        .send(a, reqwest::Method::GET, "/api/tasks", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
