@@ -29,6 +29,4 @@ CREATE TABLE IF NOT EXISTS sign_in_links (
 );
 
 ALTER TABLE conversations ADD COLUMN IF NOT EXISTS started_by TEXT;
-ALTER TABLE tasks ADD COLUMN IF NOT EXISTS started_by TEXT;
-ALTER TABLE traces ADD COLUMN IF NOT EXISTS started_by TEXT;
 CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);

@@ -292,7 +292,7 @@ async fn api_tokens_are_shown_once_and_forged_expired_or_revoked_ones_are_refuse
     .await;
     assert_eq!(status, StatusCode::OK, "{chat}");
     for (method, path) in [
-        (Method::GET, "/api/conversations"),
+        (Method::GET, "/api/traces"),
         (Method::GET, "/api/tokens"),
         (Method::POST, "/api/adapters/scheduler/disable"),
     ] {

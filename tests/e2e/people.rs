@@ -420,3 +420,116 @@ async fn session_fixation_guessing_and_brute_force_are_refused_and_audited() {
     assert!(!log.contains(PASSWORD) && !log.contains(grace.cookie.as_deref().unwrap()));
     assert!(!log.contains(link.split_once("#link=").unwrap().1));
 }
+
+#[tokio::test]
+async fn members_see_and_act_on_their_own_conversations_and_approvals_only() {
+    let fake = crate::approvals::note_script("Plan", "Done.").await;
+    let config = format!("{REQUIRED}\n[tools.create_note]\napproval = true\n");
+    let server = Server::start_with_config(&config, &crate::support::openai_env(&fake.url));
+    let token = |name: &str, role: &str| crate::access::token(&server, name, role);
+    let (ann, ben, ops) = (
+        token("ann", "member"),
+        token("ben", "member"),
+        token("ops", "operator"),
+    );
+    let client = reqwest::Client::new();
+    let call = async |token: &str, method: Method, path: &str, body: Option<Value>| {
+        let mut request = client.request(method, server.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status(), response.json::<Value>().await.unwrap())
+    };
+
+    let (status, paused) = call(
+        &ann,
+        Method::POST,
+        "/api/chat",
+        Some(json!({"prompt": "Save a plan"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paused}");
+    let conversation = paused["conversation_id"].as_str().unwrap().to_owned();
+    let approval = paused["approval_id"].as_str().unwrap().to_owned();
+
+    let (_, mine) = call(&ann, Method::GET, "/api/conversations", None).await;
+    assert_eq!(mine["total"], 1);
+    assert_eq!(mine["conversations"][0]["started_by"], "token:ann");
+    let (_, theirs) = call(&ben, Method::GET, "/api/conversations", None).await;
+    assert_eq!(theirs["total"], 0, "{theirs}");
+    let (_, waiting) = call(&ben, Method::GET, "/api/approvals", None).await;
+    assert_eq!(waiting["approvals"], json!([]));
+
+    // Another member's conversation and approval: refused, naming the permission.
+    let path = format!("/api/conversations/{conversation}");
+    let decision = format!("/api/approvals/{approval}");
+    let tries = [
+        (Method::GET, path.clone(), None),
+        (Method::DELETE, path.clone(), None),
+        (
+            Method::POST,
+            "/api/chat".to_owned(),
+            Some(json!({"prompt": "what did ann say?", "conversation_id": conversation})),
+        ),
+        (
+            Method::POST,
+            decision.clone(),
+            Some(json!({"decision": "approve"})),
+        ),
+    ];
+    for (method, path, body) in tries {
+        let (status, body) = call(&ben, method.clone(), &path, body).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("manage_conversations"),
+            "{body}"
+        );
+    }
+    let (_, shown) = call(&ann, Method::GET, &path, None).await;
+    assert_eq!(
+        shown["messages"].as_array().unwrap().len(),
+        1,
+        "nothing was added: {shown}"
+    );
+
+    // An operator sees everyone's; the member decides her own.
+    let (_, all) = call(&ops, Method::GET, "/api/conversations", None).await;
+    assert_eq!(all["total"], 1);
+    let (_, pending) = call(&ops, Method::GET, "/api/approvals?status=pending", None).await;
+    assert_eq!(pending["approvals"][0]["id"], approval.as_str());
+    let (status, decided) = call(
+        &ann,
+        Method::POST,
+        &decision,
+        Some(json!({"decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["decided_by"], "token:ann");
+
+    // Refusals are audited with who tried.
+    let auditor = token("auditor", "admin");
+    let audit = eventually(10, async || {
+        let (_, audit) = call(
+            &auditor,
+            Method::GET,
+            "/api/audit?principal=token:ben",
+            None,
+        )
+        .await;
+        (audit["total"] == 3).then_some(audit)
+    })
+    .await;
+    assert!(
+        audit["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["status"] == 403),
+        "{audit}"
+    );
+}

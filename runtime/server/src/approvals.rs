@@ -134,14 +134,22 @@ pub fn get(conn: &Conn, id: &str) -> Result<Option<Approval>> {
     )
 }
 
-/// Newest first, of one status when given; at most `limit`.
-pub fn list(conn: &Conn, status: Option<&str>, limit: u32) -> Result<Vec<Approval>> {
+/// Newest first, of one status when given, of the conversations one principal started when
+/// given; at most `limit`.
+pub fn list(
+    conn: &Conn,
+    status: Option<&str>,
+    started_by: Option<&str>,
+    limit: u32,
+) -> Result<Vec<Approval>> {
     conn.query(
         &format!(
             "SELECT {COLUMNS} FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) \
-             ORDER BY requested_at DESC, id LIMIT ?2"
+             AND (CAST(?2 AS TEXT) IS NULL OR conversation_id IN \
+                 (SELECT id FROM conversations WHERE started_by = ?2)) \
+             ORDER BY requested_at DESC, id LIMIT ?3"
         ),
-        params![status, limit],
+        params![status, started_by, limit],
         from_row,
     )
 }
@@ -375,8 +383,9 @@ mod tests {
             assert_eq!(expire(conn, 60_000).unwrap(), 0);
             assert_eq!(expire(conn, -1).unwrap(), 1);
             assert_eq!(get(conn, &late).unwrap().unwrap().status, "expired");
-            assert_eq!(list(conn, Some("pending"), 10).unwrap().len(), 0);
-            assert_eq!(list(conn, None, 10).unwrap().len(), 2);
+            assert_eq!(list(conn, Some("pending"), None, 10).unwrap().len(), 0);
+            assert_eq!(list(conn, None, None, 10).unwrap().len(), 2);
+            assert_eq!(list(conn, None, Some("user:nobody"), 10).unwrap().len(), 0);
         });
     }
 }

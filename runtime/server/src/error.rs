@@ -17,6 +17,9 @@ pub enum Error {
     /// The addressed thing does not exist (HTTP 404).
     #[error("{0}")]
     NotFound(String),
+    /// The caller may not act on this one thing (HTTP 403): another person's conversation.
+    #[error("{0}")]
+    Forbidden(String),
     /// The request conflicts with existing state (HTTP 409).
     #[error("{0}")]
     Conflict(String),

@@ -49,6 +49,13 @@ pub struct Principal {
     pub groups: Vec<String>,
 }
 
+/// Who a request comes from, as the HTTP layer names it on every request.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Anonymous,
+    Known(Principal),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrincipalKind {
@@ -108,6 +115,18 @@ impl Principal {
 
     pub fn may(&self, permission: Permission) -> bool {
         self.role.may(permission)
+    }
+
+    /// Whose conversations (and their approvals) this principal may see and act on: everyone's
+    /// (`None`) with `manage_conversations`, else only those it started.
+    pub fn conversations_scope(&self) -> Option<String> {
+        (!self.may(Permission::ManageConversations)).then(|| self.label())
+    }
+
+    /// Whether this principal may see and act on a conversation `started_by` started.
+    pub fn may_enter(&self, started_by: Option<&str>) -> bool {
+        self.conversations_scope()
+            .is_none_or(|own| started_by == Some(own.as_str()))
     }
 }
 

@@ -27,6 +27,16 @@ pub struct Conversation {
     pub turns: i64,
     pub created_at: String,
     pub updated_at: String,
+    /// Who started it (`owner`, `user:<name>`, `token:<name>`); `null` for an adapter's
+    /// thread, or one started before v0.14.
+    pub started_by: Option<String>,
+}
+
+impl Conversation {
+    /// Whether `principal` (a label) started it.
+    pub fn started_by(&self, principal: &str) -> bool {
+        self.started_by.as_deref() == Some(principal)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,7 +70,7 @@ pub struct Budget {
     pub chars: usize,
 }
 
-const COLUMNS: &str = "id, agent, title, source, turns, created_at, updated_at";
+const COLUMNS: &str = "id, agent, title, source, turns, created_at, updated_at, started_by";
 
 fn from_row(r: &Row<'_>) -> Result<Conversation> {
     Ok(Conversation {
@@ -71,18 +81,26 @@ fn from_row(r: &Row<'_>) -> Result<Conversation> {
         turns: r.get(4)?,
         created_at: r.get(5)?,
         updated_at: r.get(6)?,
+        started_by: r.get(7)?,
     })
 }
 
-/// A new conversation of `agent`, titled by the prompt that opens it.
-pub fn start(conn: &Conn, agent: &str, source: &str, prompt: &str) -> Result<Conversation> {
+/// A new conversation of `agent`, titled by the prompt that opens it, started by
+/// `started_by` (a principal's label).
+pub fn start(
+    conn: &Conn,
+    agent: &str,
+    source: &str,
+    prompt: &str,
+    started_by: Option<&str>,
+) -> Result<Conversation> {
     let id = uuid::Uuid::new_v4().to_string();
     let title: String = prompt.trim().chars().take(TITLE_CHARS).collect();
     let now = db::now();
     conn.execute(
-        "INSERT INTO conversations (id, agent, title, source, turns, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
-        params![id, agent, title, source, now],
+        "INSERT INTO conversations (id, agent, title, source, turns, created_at, updated_at, \
+         started_by) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5, ?6)",
+        params![id, agent, title, source, now, started_by],
     )?;
     Ok(Conversation {
         id,
@@ -92,6 +110,7 @@ pub fn start(conn: &Conn, agent: &str, source: &str, prompt: &str) -> Result<Con
         turns: 0,
         created_at: now.clone(),
         updated_at: now,
+        started_by: started_by.map(str::to_owned),
     })
 }
 
@@ -141,24 +160,28 @@ pub fn get(conn: &Conn, id: &str) -> Result<Option<Conversation>> {
     )
 }
 
-/// Newest first (by their last message), of one source when given; with the total.
+/// Newest first (by their last message), of one source and one principal who started them
+/// when given; with the total.
 pub fn list(
     conn: &Conn,
     source: Option<&str>,
+    started_by: Option<&str>,
     limit: u32,
     offset: u32,
 ) -> Result<(Vec<Conversation>, i64)> {
+    const WHERE: &str = "WHERE (CAST(?1 AS TEXT) IS NULL OR source = ?1) \
+                         AND (CAST(?2 AS TEXT) IS NULL OR started_by = ?2)";
     let conversations = conn.query(
         &format!(
-            "SELECT {COLUMNS} FROM conversations WHERE (CAST(?1 AS TEXT) IS NULL OR source = ?1) \
-             ORDER BY updated_at DESC, id LIMIT ?2 OFFSET ?3"
+            "SELECT {COLUMNS} FROM conversations {WHERE} \
+             ORDER BY updated_at DESC, id LIMIT ?3 OFFSET ?4"
         ),
-        params![source, limit, offset],
+        params![source, started_by, limit, offset],
         from_row,
     )?;
     let total = conn.query_one(
-        "SELECT count(*) FROM conversations WHERE (CAST(?1 AS TEXT) IS NULL OR source = ?1)",
-        params![source],
+        &format!("SELECT count(*) FROM conversations {WHERE}"),
+        params![source, started_by],
         |r| r.get(0),
     )?;
     Ok((conversations, total))
@@ -387,6 +410,7 @@ mod tests {
                 "default",
                 "chat",
                 "  What is the plan for the week?  ",
+                Some("user:ada"),
             )
             .unwrap();
             assert_eq!(chat.title, "What is the plan for the week?");
@@ -447,11 +471,14 @@ mod tests {
             let elsewhere = keyed(conn, "guildchat", "t1@example.org", "default", "x").unwrap();
             assert_ne!(elsewhere.id, thread.id, "keys are per adapter");
             assert!(delete(conn, &thread.id).unwrap() && delete(conn, &elsewhere.id).unwrap());
-            let other = start(conn, "default", "teamchat", "hello").unwrap();
-            let (all, total) = list(conn, None, 10, 0).unwrap();
+            let other = start(conn, "default", "teamchat", "hello", None).unwrap();
+            let (all, total) = list(conn, None, None, 10, 0).unwrap();
             assert_eq!((all.len(), total), (2, 2));
-            let (mine, _) = list(conn, Some("teamchat"), 10, 0).unwrap();
+            let (mine, _) = list(conn, Some("teamchat"), None, 10, 0).unwrap();
             assert_eq!(mine[0].id, other.id);
+            let (adas, total) = list(conn, None, Some("user:ada"), 10, 0).unwrap();
+            assert_eq!((adas[0].id.as_str(), total), (chat.id.as_str(), 1));
+            assert!(adas[0].started_by("user:ada") && !other.started_by("user:ada"));
             // The line: in arrival order, and a turn that asks to be alone is refused while
             // another waits or runs.
             let first = queue(conn, &chat.id, "r1", 60_000, false).unwrap().unwrap();

@@ -130,11 +130,9 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
         sqlite: sql!("0022_people.sql"),
         postgres: Some(sql!("postgres/0022_people.sql")),
         sqlite_columns: &[
-            // Who started it: `owner`, `user:<name>`, `token:<name>`, or none (an adapter, the
-            // scheduler, or before v0.14).
+            // Who started it: `owner`, `user:<name>`, `token:<name>`, or none (an adapter's
+            // thread, or before v0.14).
             ("conversations", "started_by", "TEXT"),
-            ("tasks", "started_by", "TEXT"),
-            ("traces", "started_by", "TEXT"),
         ],
         sqlite_after: "CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);",
     },

@@ -76,6 +76,7 @@ impl From<Error> for ApiError {
                 Self::new(StatusCode::BAD_REQUEST, message).with_field(field)
             }
             Error::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
+            Error::Forbidden(message) => Self::new(StatusCode::FORBIDDEN, message),
             Error::Conflict(message) => Self::new(StatusCode::CONFLICT, message),
             Error::Unavailable(message) => {
                 tracing::warn!("{message}");

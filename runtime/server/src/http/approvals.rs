@@ -10,6 +10,7 @@ use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
 use crate::access::Principal;
 use crate::approvals::{self, Decided, Decision};
+use crate::conversations;
 use crate::error::Error;
 
 const STATUSES: [&str; 4] = ["pending", "approved", "denied", "expired"];
@@ -24,8 +25,10 @@ pub struct Filter {
     status: Option<String>,
 }
 
-/// `?status=pending|approved|denied|expired`; newest first, at most 200.
+/// `?status=pending|approved|denied|expired`; newest first, at most 200; of the caller's own
+/// conversations unless they may manage every conversation.
 pub async fn list(
+    caller: Principal,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
@@ -40,9 +43,10 @@ pub async fn list(
         )
         .into());
     }
+    let scope = caller.conversations_scope();
     let approvals = app
         .db
-        .call(move |conn| approvals::list(conn, status.as_deref(), LISTED))
+        .call(move |conn| approvals::list(conn, status.as_deref(), scope.as_deref(), LISTED))
         .await?;
     Ok(Json(json!({ "approvals": approvals })))
 }
@@ -74,6 +78,24 @@ pub async fn decide(
     let decided = app
         .db
         .call(move |conn| {
+            // Someone who may not enter the approval's conversation may not decide it.
+            if caller.conversations_scope().is_some() {
+                let started_by = match approvals::get(conn, &wanted)? {
+                    Some(found) => match found.conversation_id {
+                        Some(conversation) => {
+                            conversations::get(conn, &conversation)?.and_then(|c| c.started_by)
+                        }
+                        None => None,
+                    },
+                    None => return Ok(Decided::Unknown),
+                };
+                if !caller.may_enter(started_by.as_deref()) {
+                    return Err(Error::Forbidden(format!(
+                        "approval {wanted:?} belongs to a run someone else started; deciding it \
+                         needs the permission manage_conversations"
+                    )));
+                }
+            }
             approvals::decide(
                 conn,
                 &wanted,

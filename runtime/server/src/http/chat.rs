@@ -18,6 +18,7 @@ use super::AppState;
 use super::api::JsonBody;
 use super::api_error::{ApiError, ApiResult};
 use super::chat_turns;
+use crate::access::Principal;
 use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError};
 
@@ -53,10 +54,11 @@ pub fn run_error(e: RunError) -> ApiError {
 
 /// Runs to the end and answers with the whole result and its conversation.
 pub async fn complete(
+    caller: Principal,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let begun = chat_turns::begin(&app, body).await?;
+    let begun = chat_turns::begin(&app, &caller, body).await?;
     let conversation_id = begun.conversation_id.clone();
     let cancel = app.shutdown.child_token();
     // The run is a task of its own so its trace is always finished; if the client goes away
@@ -104,10 +106,11 @@ fn frame(value: &Value) -> Result<SseEvent, Infallible> {
 /// the run early can still link to it. Problems found before the run starts are plain HTTP
 /// errors.
 pub async fn stream(
+    caller: Principal,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<Response> {
-    let begun = chat_turns::begin(&app, body).await?;
+    let begun = chat_turns::begin(&app, &caller, body).await?;
     let conversation_id = begun.conversation_id.clone();
     let (events, mut receiver) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = oneshot::channel();

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::api_error::{ApiError, ApiResult};
 use super::chat::{ChatBody, run_error};
-use super::conversations::unknown;
+use super::conversations::entered;
+use crate::access::Principal;
 use crate::agents::profiles::{self, DEFAULT_PROFILE};
 use crate::bus::Event;
 use crate::conversations::line::Place;
@@ -31,7 +32,7 @@ pub struct Begun {
 /// own), waits for its turn, sends its latest messages with the prompt, and prepares the run.
 /// A new conversation starts only once the run could be prepared, so a refused prompt leaves
 /// none behind.
-pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
+pub async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiResult<Begun> {
     let prompt = body.prompt.clone();
     let model = body.model.filter(|m| !m.trim().is_empty());
     let (agent, continued) = match body.conversation_id {
@@ -40,10 +41,8 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
             None,
         ),
         Some(id) => {
-            let found = app
-                .db
-                .call(move |conn| conversations::get(conn, &id)?.ok_or_else(|| unknown(&id)))
-                .await?;
+            let caller = caller.clone();
+            let found = app.db.call(move |conn| entered(conn, &caller, &id)).await?;
             if let Some(agent) = body.agent.filter(|agent| *agent != found.agent) {
                 return Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
@@ -92,10 +91,10 @@ pub async fn begin(app: &AppState, body: ChatBody) -> ApiResult<Begun> {
         }
         None => {
             let prepared = app.engine.prepare(request).await.map_err(run_error)?;
-            let title = prompt.clone();
+            let (title, by) = (prompt.clone(), caller.label());
             let started = app
                 .db
-                .call(move |conn| conversations::start(conn, &agent, "chat", &title))
+                .call(move |conn| conversations::start(conn, &agent, "chat", &title, Some(&by)))
                 .await?;
             // First in its line, so a message sent meanwhile waits for this one.
             let place = take_place(app, &started.id).await?;

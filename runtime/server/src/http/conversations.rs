@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{Page, PathParam, QueryParams};
 use super::api_error::ApiResult;
-use crate::conversations;
-use crate::error::Error;
+use crate::access::Principal;
+use crate::conversations::{self, Conversation};
+use crate::db::Conn;
+use crate::error::{Error, Result};
 
 #[derive(Deserialize)]
 pub struct Filter {
@@ -18,15 +20,20 @@ pub struct Filter {
     source: Option<String>,
 }
 
+/// Newest first; the caller's own unless they may manage every conversation.
 pub async fn list(
+    caller: Principal,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
     let (limit, offset) = filter.page.resolve(50)?;
     let source = filter.source.filter(|s| !s.is_empty());
+    let scope = caller.conversations_scope();
     let (conversations, total) = app
         .db
-        .call(move |conn| conversations::list(conn, source.as_deref(), limit, offset))
+        .call(move |conn| {
+            conversations::list(conn, source.as_deref(), scope.as_deref(), limit, offset)
+        })
         .await?;
     Ok(Json(json!({
         "conversations": conversations,
@@ -38,13 +45,14 @@ pub async fn list(
 
 /// One conversation with its messages in order.
 pub async fn show(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
     let (conversation, messages) = app
         .db
         .call(move |conn| {
-            let conversation = conversations::get(conn, &id)?.ok_or_else(|| unknown(&id))?;
+            let conversation = entered(conn, &caller, &id)?;
             Ok((conversation, conversations::messages(conn, &id)?))
         })
         .await?;
@@ -54,14 +62,18 @@ pub async fn show(
 }
 
 pub async fn remove(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
     let answer = json!({"id": id, "result": "deleted"});
     app.db
-        .call(move |conn| match conversations::delete(conn, &id)? {
-            true => Ok(()),
-            false => Err(unknown(&id)),
+        .call(move |conn| {
+            entered(conn, &caller, &id)?;
+            match conversations::delete(conn, &id)? {
+                true => Ok(()),
+                false => Err(unknown(&id)),
+            }
         })
         .await?;
     Ok(Json(answer))
@@ -69,4 +81,17 @@ pub async fn remove(
 
 pub fn unknown(id: &str) -> Error {
     Error::not_found(format!("no conversation {id:?}"))
+}
+
+/// The conversation `id`, when `caller` may see and act on it: 404 unknown, 403 someone
+/// else's for a caller who may not manage every conversation.
+pub fn entered(conn: &Conn, caller: &Principal, id: &str) -> Result<Conversation> {
+    let conversation = conversations::get(conn, id)?.ok_or_else(|| unknown(id))?;
+    if !caller.may_enter(conversation.started_by.as_deref()) {
+        return Err(Error::Forbidden(format!(
+            "conversation {id:?} was started by someone else; acting on it needs the \
+             permission manage_conversations"
+        )));
+    }
+    Ok(conversation)
 }

@@ -13,14 +13,8 @@ use super::AppState;
 use super::api_error::ApiError;
 use super::guards::is_component_route;
 use super::{audit, mcp, metrics};
+pub use crate::access::Caller;
 use crate::access::{self, Permission, Principal, Role, credential, sessions};
-
-/// Who a request comes from, set by [`identify`].
-#[derive(Debug, Clone)]
-pub enum Caller {
-    Anonymous,
-    Known(Principal),
-}
 
 /// The session cookie a request came with, when it named someone (for sign-out and the
 /// dashboard's anti-forgery token).

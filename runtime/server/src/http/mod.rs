@@ -193,20 +193,14 @@ pub fn routes(state: &AppState) -> Routes {
         .post("/store/{slug}/install", ManageAgents, store::install)
         .post_run("/chat", Chat, chat::complete, state)
         .post_run("/chat/stream", Chat, chat::stream, state)
-        // Conversations, approvals and traces hold what people wrote.
-        .get("/conversations", ManageConversations, conversations::list)
-        .get(
-            "/conversations/{id}",
-            ManageConversations,
-            conversations::show,
-        )
-        .delete(
-            "/conversations/{id}",
-            ManageConversations,
-            conversations::remove,
-        )
-        .get("/approvals", ManageConversations, approvals::list)
-        .post("/approvals/{id}", ManageConversations, approvals::decide)
+        // Conversations and their approvals: those who chat see their own, and
+        // manage_conversations everyone's (each handler scopes by its caller).
+        .get("/conversations", Chat, conversations::list)
+        .get("/conversations/{id}", Chat, conversations::show)
+        .delete("/conversations/{id}", Chat, conversations::remove)
+        .get("/approvals", Chat, approvals::list)
+        .post("/approvals/{id}", Chat, approvals::decide)
+        // Traces hold what everyone wrote.
         .get("/traces", ManageConversations, traces::list)
         .get("/traces/{id}", ManageConversations, traces::show)
         .get("/tools", ReadStatus, tools::list)

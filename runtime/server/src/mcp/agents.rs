@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use super::connection::identity;
 use super::tools;
+use crate::access::{Caller, Principal};
 use crate::agents::profiles;
 use crate::conversations;
 use crate::db::Db;
@@ -157,7 +158,16 @@ impl Agents {
             .get("conversation_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let (conversation, history) = match self.conversation(&profile, &prompt, wanted).await {
+        // Who called: the identity the server's middleware put on the HTTP request.
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| match parts.extensions.get::<Caller>() {
+                Some(Caller::Known(principal)) => Some(principal.clone()),
+                _ => None,
+            });
+        let opened = self.conversation(&profile, &prompt, wanted, caller).await;
+        let (conversation, history) = match opened {
             Ok(opened) => opened,
             Err(refusal) => return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)])),
         };
@@ -208,25 +218,38 @@ impl Agents {
         })
     }
 
-    /// The conversation an ask continues (`wanted`; an error for the client when it is unknown
-    /// or another agent's) with its latest messages, or a new one.
+    /// The conversation an ask continues (`wanted`; an error for the client when it is unknown,
+    /// another agent's, or someone else's the caller may not enter) with its latest messages,
+    /// or a new one started by the caller.
     async fn conversation(
         &self,
         agent: &str,
         prompt: &str,
         wanted: Option<String>,
+        caller: Option<Principal>,
     ) -> Result<(String, Vec<Turn>), String> {
         let (agent, prompt, budget) = (agent.to_owned(), prompt.to_owned(), self.0.budget);
         let opened = self
             .0
             .db
             .call(move |conn| {
+                let by = caller.as_ref().map(Principal::label);
                 let Some(id) = wanted else {
-                    let started = conversations::start(conn, &agent, SOURCE, &prompt)?;
+                    let started =
+                        conversations::start(conn, &agent, SOURCE, &prompt, by.as_deref())?;
                     return Ok(Ok((started.id, Vec::new())));
+                };
+                let entered = |found: &conversations::Conversation| {
+                    caller
+                        .as_ref()
+                        .is_none_or(|caller| caller.may_enter(found.started_by.as_deref()))
                 };
                 Ok(match conversations::get(conn, &id)? {
                     None => Err(format!("no conversation {id:?}")),
+                    Some(found) if !entered(&found) => Err(format!(
+                        "conversation {id:?} was started by someone else; continuing it needs \
+                         the permission manage_conversations"
+                    )),
                     Some(found) if found.agent != agent => Err(format!(
                         "conversation {id:?} is with agent {:?}: ask that agent's tool",
                         found.agent
