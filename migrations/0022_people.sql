@@ -1,7 +1,8 @@
 -- v0.14: people. Users sign in with a local password (argon2id) or through single sign-on
 -- (`subject` is the provider's issuer and subject); a session is a cookie whose SHA-256 is
 -- stored here, so every replica knows it and sign-out reaches them all. Who started a
--- conversation (`started_by`, added by the migration code).
+-- conversation (`started_by`) and who may use an agent (`agent_profiles.access`), both added
+-- by the migration code.
 CREATE TABLE IF NOT EXISTS users (
     name            TEXT PRIMARY KEY NOT NULL,
     role            TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'member', 'viewer')),

@@ -30,3 +30,4 @@ CREATE TABLE IF NOT EXISTS sign_in_links (
 
 ALTER TABLE conversations ADD COLUMN IF NOT EXISTS started_by TEXT;
 CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);
+ALTER TABLE agent_profiles ADD COLUMN IF NOT EXISTS access TEXT;

@@ -528,7 +528,7 @@ async fn bad_entries_stop_the_start_and_a_silent_server_is_an_error_not_a_hang()
 }
 
 /// Runs the fixture client; its JSON answer. (Awaited, so the fake model keeps answering.)
-async fn mcp_client(args: &[&str]) -> Value {
+pub(crate) async fn mcp_client(args: &[&str]) -> Value {
     let out = tokio::process::Command::new("python3")
         .arg(fixture("client.py"))
         .args(args)

@@ -533,3 +533,123 @@ async fn members_see_and_act_on_their_own_conversations_and_approvals_only() {
         "{audit}"
     );
 }
+
+/// An agent closed to roles: others cannot chat with it, schedule it, change it, or see it
+/// over MCP; admins always may.
+#[tokio::test]
+async fn an_agent_open_to_some_roles_is_refused_to_the_others_everywhere() {
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let token = |name: &str, role: &str| crate::access::token(&server, name, role);
+    let (admin, operator, member) = (
+        token("root", "admin"),
+        token("ops", "operator"),
+        token("ann", "member"),
+    );
+    let client = reqwest::Client::new();
+    let call = async |token: &str, method: Method, path: &str, body: Option<Value>| {
+        let mut request = client.request(method, server.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status(), response.json::<Value>().await.unwrap())
+    };
+    let agent = json!({
+        "name": "shell",
+        "system_prompt": "You run programs.",
+        "access": {"roles": ["operator"], "groups": ["sre"]},
+    });
+    let (status, created) = call(&admin, Method::POST, "/api/agents", Some(agent)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["access"],
+        json!({"roles": ["operator"], "groups": ["sre"]})
+    );
+
+    let ask = json!({"agent": "shell", "prompt": "hi"});
+    let (status, refused) = call(&member, Method::POST, "/api/chat", Some(ask.clone())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        refused["error"],
+        "agent \"shell\" is open to admins and role operator, group \"sre\"; token:ann is not among them"
+    );
+    for token in [&operator, &admin] {
+        let (status, body) = call(token, Method::POST, "/api/chat", Some(ask.clone())).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    // Closed to operators too: they may neither change it back nor schedule it.
+    let (status, _) = call(
+        &admin,
+        Method::PATCH,
+        "/api/agents/shell",
+        Some(json!({"access": {"roles": ["admin"]}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call(
+        &operator,
+        Method::PATCH,
+        "/api/agents/shell",
+        Some(json!({"access": null})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let schedule = json!({"name": "nightly", "cron_expression": "0 3 * * *", "agent_profile_name": "shell", "prompt": "x"});
+    let (status, body) = call(
+        &operator,
+        Method::POST,
+        "/api/schedules",
+        Some(schedule.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = call(&operator, Method::DELETE, "/api/agents/shell", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = call(&admin, Method::POST, "/api/schedules", Some(schedule)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _) = call(&operator, Method::POST, "/api/schedules/nightly/run", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Bad access: the field named, nothing changed.
+    for bad in [
+        json!({}),
+        json!({"roles": ["root"]}),
+        json!({"groups": [" padded"]}),
+        json!("admin"),
+    ] {
+        let (status, body) = call(
+            &admin,
+            Method::PATCH,
+            "/api/agents/shell",
+            Some(json!({"access": bad})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let (_, shown) = call(&admin, Method::GET, "/api/agents/shell", None).await;
+    assert_eq!(shown["access"], json!({"roles": ["admin"], "groups": []}));
+
+    // Over MCP, a member is not offered it; an admin is.
+    if crate::mcp::sdk_available() {
+        let url = server.url("/mcp");
+        let tools = async |token: &str| {
+            let answer = crate::mcp::mcp_client(&[
+                "legacy",
+                "http",
+                &url,
+                token,
+                "--",
+                "ask_default",
+                r#"{"prompt": "hi"}"#,
+            ])
+            .await;
+            answer["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert!(!tools(&member).await.contains(&"ask_shell".to_owned()));
+        assert!(tools(&admin).await.contains(&"ask_shell".to_owned()));
+    }
+}

@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::config::AuthSection;
 use crate::db::Db;
 use crate::error::Result;
-pub use roles::{Permission, Role};
+pub use roles::{AgentAccess, Permission, Role};
 
 /// How long a token's or a session's lookup is trusted: one revoked on another replica is
 /// refused within this.
@@ -121,6 +121,28 @@ impl Principal {
     /// (`None`) with `manage_conversations`, else only those it started.
     pub fn conversations_scope(&self) -> Option<String> {
         (!self.may(Permission::ManageConversations)).then(|| self.label())
+    }
+
+    /// Whether this principal may use an agent whose profile says `access`.
+    pub fn may_use(&self, access: Option<&AgentAccess>) -> bool {
+        access.is_none_or(|access| access.admits(self.role, &self.groups))
+    }
+
+    /// [`Principal::may_use`] as a 403 naming who the agent `name` is open to.
+    pub fn check_agent(&self, name: &str, access: Option<&AgentAccess>) -> Result<()> {
+        match access {
+            Some(access) if !self.may_use(Some(access)) => {
+                let mut open_to: Vec<String> =
+                    access.roles.iter().map(|r| format!("role {r}")).collect();
+                open_to.extend(access.groups.iter().map(|g| format!("group {g:?}")));
+                Err(crate::error::Error::Forbidden(format!(
+                    "agent {name:?} is open to admins and {}; {} is not among them",
+                    open_to.join(", "),
+                    self.label()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether this principal may see and act on a conversation `started_by` started.

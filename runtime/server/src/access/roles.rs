@@ -52,6 +52,55 @@ impl fmt::Display for Role {
     }
 }
 
+/// Who may use an agent besides admins (`access` on its profile): principals holding one of
+/// `roles`, or people in one of the identity provider's `groups`. An agent without it is open
+/// to everyone who may chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAccess {
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+impl AgentAccess {
+    /// Groups an agent names at most, and a group name's characters at most.
+    pub const MAX_GROUPS: usize = 50;
+    pub const MAX_GROUP_CHARS: usize = 200;
+
+    pub fn check(&self) -> Result<()> {
+        if self.roles.is_empty() && self.groups.is_empty() {
+            return Err(Error::field(
+                "access",
+                "access needs at least one role or group (or null for everyone who may chat)",
+            ));
+        }
+        let bad_group = |g: &String| {
+            g.trim().is_empty() || g.chars().count() > Self::MAX_GROUP_CHARS || g.trim() != g
+        };
+        if self.groups.len() > Self::MAX_GROUPS || self.groups.iter().any(bad_group) {
+            return Err(Error::field(
+                "access",
+                format!(
+                    "access.groups holds at most {} names of 1 to {} characters without \
+                     surrounding spaces",
+                    Self::MAX_GROUPS,
+                    Self::MAX_GROUP_CHARS
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a principal of `role` in `groups` may use the agent.
+    pub fn admits(&self, role: Role, groups: &[String]) -> bool {
+        role == Role::Admin
+            || self.roles.contains(&role)
+            || groups.iter().any(|group| self.groups.contains(group))
+    }
+}
+
 /// What a route needs of its caller. Every route declares one where it is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
@@ -126,6 +175,29 @@ mod tests {
         assert!(!Role::Viewer.may(Permission::Chat));
         assert!(Role::Viewer.may(Permission::ReadStatus));
         assert!(Role::Viewer.may(Permission::Open));
+    }
+
+    #[test]
+    fn an_agent_admits_admins_its_roles_and_its_groups() {
+        let access = AgentAccess {
+            roles: vec![Role::Operator],
+            groups: vec!["sre".into()],
+        };
+        assert!(access.check().is_ok());
+        assert!(access.admits(Role::Admin, &[]));
+        assert!(access.admits(Role::Operator, &[]));
+        assert!(!access.admits(Role::Member, &[]));
+        assert!(access.admits(Role::Member, &["sre".into()]));
+        let empty = AgentAccess {
+            roles: vec![],
+            groups: vec![],
+        };
+        assert!(empty.check().is_err());
+        let padded = AgentAccess {
+            roles: vec![],
+            groups: vec![" sre".into()],
+        };
+        assert!(padded.check().is_err());
     }
 
     #[test]

@@ -53,6 +53,8 @@ impl Bundle {
             color: self.color.clone(),
             default_model: self.recommended_model.clone(),
             tools: self.recommended_tools.clone().map(ToolsInput::List),
+            // Who may use an installed agent is the installer's to decide.
+            access: None,
         }
     }
 }

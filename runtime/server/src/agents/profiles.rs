@@ -4,6 +4,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use service_contract::tools::WILDCARD_SUFFIX;
 
+use crate::access::AgentAccess;
 use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
@@ -30,6 +31,8 @@ pub struct Profile {
     pub default_model: Option<String>,
     /// `None` means not set (every ungated tool); `Some(vec![])` means no tools at all.
     pub tools: Option<Vec<String>>,
+    /// Who may use it besides admins; `None`: everyone who may chat.
+    pub access: Option<AgentAccess>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -43,6 +46,7 @@ pub struct ProfileInput {
     pub color: Option<String>,
     pub default_model: Option<String>,
     pub tools: Option<ToolsInput>,
+    pub access: Option<AgentAccess>,
 }
 
 /// Tools arrive as a JSON list or, from forms, as one comma-separated string.
@@ -98,6 +102,8 @@ pub struct ProfilePatch {
     pub default_model: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     pub tools: Option<Option<ToolsInput>>,
+    #[serde(default, deserialize_with = "present")]
+    pub access: Option<Option<AgentAccess>>,
 }
 
 /// `Some(value)` for a field that is present, even as `null` (then `Some(None)`).
@@ -132,6 +138,7 @@ impl ProfilePatch {
                 Some(tools) => tools,
                 None => current.tools.clone().map(ToolsInput::List),
             },
+            access: self.access.unwrap_or_else(|| current.access.clone()),
         })
     }
 }
@@ -145,6 +152,7 @@ pub struct NewProfile {
     pub color: Option<String>,
     pub default_model: Option<String>,
     pub tools: Option<Vec<String>>,
+    pub access: Option<AgentAccess>,
 }
 
 impl ProfileInput {
@@ -156,6 +164,10 @@ impl ProfileInput {
             color: validate_color(self.color)?,
             default_model: validate_model(self.default_model)?,
             tools: self.tools.map(validate_tools).transpose()?,
+            access: self
+                .access
+                .map(|access| access.check().map(|()| access))
+                .transpose()?,
         })
     }
 }
@@ -282,8 +294,8 @@ fn non_blank(value: Option<String>) -> Option<String> {
     value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
-const COLUMNS: &str =
-    "name, system_prompt, description, color, default_model, tools, created_at, updated_at";
+const COLUMNS: &str = "name, system_prompt, description, color, default_model, tools, \
+    created_at, updated_at, access";
 
 fn from_row(row: &Row<'_>) -> Result<Profile> {
     let tools: Option<String> = row.get(5)?;
@@ -293,30 +305,41 @@ fn from_row(row: &Row<'_>) -> Result<Profile> {
         description: row.get(2)?,
         color: row.get(3)?,
         default_model: row.get(4)?,
-        tools: tools
-            .map(|json| serde_json::from_str(&json))
-            .transpose()
-            .map_err(|e| {
-                Error::Internal(anyhow::anyhow!("a profile's tools are not a list: {e}"))
-            })?,
+        tools: json_column(tools)?,
         created_at: row.get(6)?,
         updated_at: row.get(7)?,
+        access: json_column(row.get(8)?)?,
     })
+}
+
+fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Result<Option<T>> {
+    text.map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| {
+            Error::Internal(anyhow::anyhow!(
+                "a profile's column is not what it wrote: {e}"
+            ))
+        })
+}
+
+fn to_json<T: Serialize>(value: Option<&T>) -> Result<Option<String>> {
+    Ok(value
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(anyhow::Error::from)?)
 }
 
 /// Inserts a profile; an existing name is a conflict and leaves that profile untouched.
 pub fn insert(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
     let now = db::now();
-    let tools = profile
-        .tools
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(anyhow::Error::from)?;
+    let (tools, access) = (
+        to_json(profile.tools.as_ref())?,
+        to_json(profile.access.as_ref())?,
+    );
     // One statement: a connection lost after it leaves no doubt whether the profile exists.
     conn.query_opt(
         &format!(
-            "INSERT INTO agent_profiles ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) \
+            "INSERT INTO agent_profiles ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) \
              ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
@@ -326,7 +349,8 @@ pub fn insert(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
             profile.color,
             profile.default_model,
             tools,
-            now
+            now,
+            access
         ],
         from_row,
     )?
@@ -335,16 +359,15 @@ pub fn insert(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
 
 /// Replaces every field of the profile named `profile.name`; 404 when there is none.
 pub fn update(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
-    let tools = profile
-        .tools
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(anyhow::Error::from)?;
+    let (tools, access) = (
+        to_json(profile.tools.as_ref())?,
+        to_json(profile.access.as_ref())?,
+    );
     conn.query_opt(
         &format!(
             "UPDATE agent_profiles SET system_prompt = ?2, description = ?3, color = ?4, \
-             default_model = ?5, tools = ?6, updated_at = ?7 WHERE name = ?1 RETURNING {COLUMNS}"
+             default_model = ?5, tools = ?6, updated_at = ?7, access = ?8 WHERE name = ?1 \
+             RETURNING {COLUMNS}"
         ),
         params![
             profile.name,
@@ -353,7 +376,8 @@ pub fn update(conn: &Conn, profile: &NewProfile) -> Result<Profile> {
             profile.color,
             profile.default_model,
             tools,
-            db::now()
+            db::now(),
+            access
         ],
         from_row,
     )?
@@ -405,6 +429,7 @@ pub fn ensure_default(conn: &Conn) -> Result<()> {
         color: None,
         default_model: None,
         tools: None,
+        access: None,
     };
     match insert(conn, &default) {
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),

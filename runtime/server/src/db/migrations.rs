@@ -133,6 +133,8 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             // Who started it: `owner`, `user:<name>`, `token:<name>`, or none (an adapter's
             // thread, or before v0.14).
             ("conversations", "started_by", "TEXT"),
+            // Who may use the agent besides admins (JSON `{roles, groups}`); null: everyone.
+            ("agent_profiles", "access", "TEXT"),
         ],
         sqlite_after: "CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);",
     },

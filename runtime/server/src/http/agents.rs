@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
+use crate::access::Principal;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles::{self, NewProfile, Profile, ProfileInput, ProfilePatch};
 use crate::agents::{references, store, tool_names};
@@ -80,11 +81,14 @@ pub async fn show(
 
 /// Changes the fields the body names, validated as on create; the name cannot change.
 pub async fn update(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(patch): JsonBody<ProfilePatch>,
 ) -> ApiResult<Json<Value>> {
     let current = find(&app, name).await?;
+    // An agent closed to the caller is not theirs to open or change.
+    caller.check_agent(&current.name, current.access.as_ref())?;
     let profile = patch.apply(&current)?.validate()?;
     // A tool whose adapter went away may stay on the profile; new names must be known.
     check_tools(&app, &profile, current.tools.as_deref().unwrap_or_default())?;
@@ -115,9 +119,12 @@ pub async fn references(
 /// are left as they are and listed in the answer: they now follow the rule for a missing
 /// profile.
 pub async fn remove(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
+    let current = find(&app, name.clone()).await?;
+    caller.check_agent(&name, current.access.as_ref())?;
     let env = app.env.clone();
     let deleted = name.clone();
     let referenced_by = app

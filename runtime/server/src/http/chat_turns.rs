@@ -62,12 +62,13 @@ pub async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiRes
         let agent = agent.clone();
         app.db.call(move |conn| profiles::get(conn, &agent)).await?
     };
-    if known.is_none() {
+    let Some(known) = known else {
         return Err(
             ApiError::new(StatusCode::NOT_FOUND, format!("no agent named {agent:?}"))
                 .with_field("agent"),
         );
-    }
+    };
+    caller.check_agent(&agent, known.access.as_ref())?;
     let mut request = RunRequest {
         model,
         ..RunRequest::new(

@@ -17,7 +17,9 @@ use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
 use service_contract::RunFailureKind;
 
+use crate::access::Principal;
 use crate::agents::profiles;
+use crate::db::Conn;
 use crate::error::Error;
 use crate::scheduler::manage::{self, Changes, Draft};
 use crate::scheduler::store::{self, Schedule};
@@ -40,6 +42,14 @@ fn view(schedule: &Schedule) -> Value {
 /// The server's zone, in which cron expressions are read.
 fn zone(app: &AppState) -> Result<Tz, Error> {
     cron::zone(app.env.get("SERVICE_TZ").as_deref()).map_err(Error::invalid)
+}
+
+/// Refuses a schedule of an agent the caller may not use (one not yet made is anyone's).
+fn may_run(conn: &Conn, caller: &Principal, agent: &str) -> Result<(), Error> {
+    match profiles::get(conn, agent)? {
+        Some(profile) => caller.check_agent(agent, profile.access.as_ref()),
+        None => Ok(()),
+    }
 }
 
 /// `schedule` with a warning when its agent does not exist.
@@ -97,6 +107,7 @@ fn enabled_by_default() -> bool {
 }
 
 pub async fn create(
+    caller: Principal,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<NewBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -104,6 +115,7 @@ pub async fn create(
     let created = app
         .db
         .call(move |conn| {
+            may_run(conn, &caller, &body.agent)?;
             let draft = Draft {
                 name: &body.name,
                 cron: &body.cron,
@@ -133,6 +145,7 @@ pub struct ChangesBody {
 }
 
 pub async fn update(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<ChangesBody>,
@@ -156,6 +169,10 @@ pub async fn update(
             // One transaction: a change refused halfway leaves the schedule as it was.
             conn.transaction(|tx| {
                 let mut schedule = store::require(tx, &name)?;
+                may_run(tx, &caller, &schedule.agent_profile_name)?;
+                if let Some(agent) = changes.agent {
+                    may_run(tx, &caller, agent)?;
+                }
                 if !changes.is_empty() {
                     schedule = manage::edit(tx, &name, &changes, &tz, Utc::now())?;
                 }
@@ -192,6 +209,7 @@ pub struct RunQuery {
 /// while a run of it is in progress (a schedule never overlaps itself). 202 at once, or with
 /// `?wait=true` 200 once it ended: its task status, trace and answer or error.
 pub async fn run(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     QueryParams(query): QueryParams<RunQuery>,
@@ -201,6 +219,7 @@ pub async fn run(
         .db
         .call(move |conn| {
             let schedule = store::require(conn, &wanted)?;
+            may_run(conn, &caller, &schedule.agent_profile_name)?;
             Ok((schedule, scheduler::runs_in_progress(conn)?.remove(&wanted)))
         })
         .await?;

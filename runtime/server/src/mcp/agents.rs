@@ -72,8 +72,12 @@ impl Agents {
         }))
     }
 
-    /// Every tool offered now, with what it stands for.
-    async fn catalogue(&self) -> Result<Vec<(Tool, Target)>, ErrorData> {
+    /// Every tool offered now to `caller`, with what it stands for: the agents they may use,
+    /// then the registry's tools.
+    async fn catalogue(
+        &self,
+        caller: Option<&Principal>,
+    ) -> Result<Vec<(Tool, Target)>, ErrorData> {
         let profiles = self
             .0
             .db
@@ -81,7 +85,10 @@ impl Agents {
             .await
             .map_err(|e| ErrorData::internal_error(format!("cannot list the agents: {e}"), None))?;
         let mut tools: Vec<(Tool, Target)> = Vec::new();
-        for profile in profiles {
+        let usable = |profile: &profiles::Profile| {
+            caller.is_none_or(|caller| caller.may_use(profile.access.as_ref()))
+        };
+        for profile in profiles.into_iter().filter(usable) {
             let name = unique(&tools, tool_name(&profile.name));
             let about = match profile.description.trim() {
                 "" => String::new(),
@@ -158,14 +165,7 @@ impl Agents {
             .get("conversation_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        // Who called: the identity the server's middleware put on the HTTP request.
-        let caller = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| match parts.extensions.get::<Caller>() {
-                Some(Caller::Known(principal)) => Some(principal.clone()),
-                _ => None,
-            });
+        let caller = caller(context);
         let opened = self.conversation(&profile, &prompt, wanted, caller).await;
         let (conversation, history) = match opened {
             Ok(opened) => opened,
@@ -328,10 +328,10 @@ impl ServerHandler for Agents {
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self
-            .catalogue()
+            .catalogue(caller(&context).as_ref())
             .await?
             .into_iter()
             .map(|(tool, _)| tool)
@@ -345,7 +345,7 @@ impl ServerHandler for Agents {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let target = self
-            .catalogue()
+            .catalogue(caller(&context).as_ref())
             .await?
             .into_iter()
             .find(|(tool, _)| tool.name == request.name)
@@ -381,6 +381,17 @@ impl ServerHandler for Agents {
         .await?;
         Ok(result.into())
     }
+}
+
+/// Who called: the identity the server's middleware put on the HTTP request.
+fn caller(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| match parts.extensions.get::<Caller>() {
+            Some(Caller::Known(principal)) => Some(principal.clone()),
+            _ => None,
+        })
 }
 
 /// `ask_<name>`, with what a tool name cannot hold as `_`.
