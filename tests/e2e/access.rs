@@ -32,7 +32,7 @@ pub(crate) fn token(server: &Server, name: &str, role: &str) -> String {
     stdout.lines().last().unwrap().to_owned()
 }
 
-async fn call(
+pub(crate) async fn call(
     server: &Server,
     method: Method,
     path: &str,

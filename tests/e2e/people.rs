@@ -432,14 +432,9 @@ async fn members_see_and_act_on_their_own_conversations_and_approvals_only() {
         token("ben", "member"),
         token("ops", "operator"),
     );
-    let client = reqwest::Client::new();
     let call = async |token: &str, method: Method, path: &str, body: Option<Value>| {
-        let mut request = client.request(method, server.url(path)).bearer_auth(token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        (response.status(), response.json::<Value>().await.unwrap())
+        let (status, body, _) = crate::access::call(&server, method, path, Some(token), body).await;
+        (status, body)
     };
 
     let (status, paused) = call(
@@ -545,14 +540,9 @@ async fn an_agent_open_to_some_roles_is_refused_to_the_others_everywhere() {
         token("ops", "operator"),
         token("ann", "member"),
     );
-    let client = reqwest::Client::new();
     let call = async |token: &str, method: Method, path: &str, body: Option<Value>| {
-        let mut request = client.request(method, server.url(path)).bearer_auth(token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        (response.status(), response.json::<Value>().await.unwrap())
+        let (status, body, _) = crate::access::call(&server, method, path, Some(token), body).await;
+        (status, body)
     };
     let agent = json!({
         "name": "shell",
