@@ -31,3 +31,13 @@ CREATE TABLE IF NOT EXISTS sign_in_links (
     user_name  TEXT REFERENCES users (name) ON DELETE CASCADE,
     expires_at TEXT NOT NULL
 );
+
+-- Single sign-on in progress: the SHA-256 of its `state`, the nonce and PKCE verifier the
+-- callback checks, where the person goes next; ten minutes, taken once.
+CREATE TABLE IF NOT EXISTS sign_in_flows (
+    hash       TEXT PRIMARY KEY NOT NULL,
+    nonce      TEXT NOT NULL,
+    verifier   TEXT NOT NULL,
+    next       TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);

@@ -28,6 +28,16 @@ CREATE TABLE IF NOT EXISTS sign_in_links (
     expires_at TEXT NOT NULL
 );
 
+-- Single sign-on in progress: the SHA-256 of its `state`, the nonce and PKCE verifier the
+-- callback checks, where the person goes next; ten minutes, taken once.
+CREATE TABLE IF NOT EXISTS sign_in_flows (
+    hash       TEXT PRIMARY KEY NOT NULL,
+    nonce      TEXT NOT NULL,
+    verifier   TEXT NOT NULL,
+    next       TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+
 ALTER TABLE conversations ADD COLUMN IF NOT EXISTS started_by TEXT;
 CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);
 ALTER TABLE agent_profiles ADD COLUMN IF NOT EXISTS access TEXT;

@@ -58,7 +58,7 @@ pub(crate) async fn call(
 }
 
 /// `GET path` with `token`: the status and the JSON answer.
-async fn get_as(server: &Server, path: &str, token: &str) -> (StatusCode, Value) {
+pub(crate) async fn get_as(server: &Server, path: &str, token: &str) -> (StatusCode, Value) {
     let (status, body, _) = call(server, Method::GET, path, Some(token), None).await;
     (status, body)
 }
@@ -292,7 +292,7 @@ async fn api_tokens_are_shown_once_and_forged_expired_or_revoked_ones_are_refuse
     .await;
     assert_eq!(status, StatusCode::OK, "{chat}");
     for (method, path) in [
-        (Method::GET, "/api/traces"),
+        (Method::POST, "/api/agents"),
         (Method::GET, "/api/tokens"),
         (Method::POST, "/api/adapters/scheduler/disable"),
     ] {

@@ -2900,6 +2900,13 @@ async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission
     browser.click("#token-form-submit").await;
     browser.ready("agents").await;
     assert_eq!(browser.text("#who-name").await, "reader · member");
+    let hidden = browser
+        .js(
+            "return document.querySelector('[data-tab=access]').hidden",
+            vec![],
+        )
+        .await;
+    assert_eq!(hidden, true, "a member is not shown the admins' tabs");
     // A member may not create an agent: the form says which permission that needs.
     browser.type_into("#agent-name", "Second").await;
     browser
@@ -2930,6 +2937,186 @@ async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission
         "the test's own call has no credential"
     );
     browser.finish(&[401, 403]).await;
+}
+
+/// An admin's People & tokens tab: a person added gets a link shown once, a token's secret is
+/// shown once and revocable, and the Audit tab lists both changes.
+#[tokio::test]
+async fn admins_add_people_and_tokens_and_read_the_audit_log() {
+    let server = Server::start();
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser
+        .client
+        .goto(&format!("{}/#/access", browser.base))
+        .await
+        .unwrap();
+    browser.ready("access").await;
+    browser.type_into("#user-name", "bob@example.org").await;
+    browser.click("#user-submit").await;
+    let link = browser
+        .wait_for(
+            "the link, once",
+            "const c = document.querySelector('#user-link code'); return c && c.textContent",
+        )
+        .await;
+    assert!(link.as_str().unwrap().contains("/#link="), "{link}");
+    assert_eq!(
+        browser
+            .text("[data-user='bob@example.org'] td:nth-child(3)")
+            .await,
+        "link not used yet"
+    );
+
+    browser.type_into("#token-name", "ci").await;
+    browser.type_into("#token-expires", "30d").await;
+    browser.click("#token-submit").await;
+    let secret = browser
+        .wait_for(
+            "the secret, once",
+            "const c = document.querySelector('#token-secret code'); return c && c.textContent",
+        )
+        .await;
+    assert!(secret.as_str().unwrap().starts_with("srt_"), "{secret}");
+    browser
+        .wait_for(
+            "the token's row",
+            "return !!document.querySelector('[data-token=ci]')",
+        )
+        .await;
+    browser.screenshot("access").await;
+    // A bad expiry is shown beside its field.
+    browser.type_into("#token-name", "other").await;
+    browser.type_into("#token-expires", "forever").await;
+    browser.click("#token-submit").await;
+    let error = browser
+        .wait_for(
+            "the field's error",
+            "return document.getElementById('token-expires-error').textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().contains("30d"), "{error}");
+    browser.click("[data-token=ci] button").await;
+    browser.click("#confirm-ok").await;
+    browser
+        .wait_for(
+            "the revoked token gone",
+            "return !document.querySelector('[data-token=ci]')",
+        )
+        .await;
+
+    browser
+        .client
+        .goto(&format!("{}/#/audit", browser.base))
+        .await
+        .unwrap();
+    browser.ready("audit").await;
+    // Entries are written just after their answers: the tab refreshes every 5 s.
+    browser
+        .wait_for(
+            "the revocation in the log",
+            "return document.getElementById('audit-table').textContent.includes('DELETE /api/tokens/')",
+        )
+        .await;
+    let listed = browser.text("#audit-table").await;
+    for action in [
+        "POST /api/users",
+        "POST /api/tokens",
+        "DELETE /api/tokens/{name}",
+    ] {
+        assert!(listed.contains(action), "{action}: {listed}");
+    }
+    assert!(!listed.contains(secret.as_str().unwrap()));
+    browser.screenshot("audit").await;
+    browser.finish(&[400]).await;
+}
+
+/// Single sign-on in Chromium through the certified OpenID provider: the sign-in page's button,
+/// the provider's own login page, back to the tab the person left, signed in with the role
+/// their group maps to; sign-out ends it.
+#[tokio::test]
+async fn people_sign_in_through_the_identity_provider_in_the_browser() {
+    let Some(provider) = crate::single_sign_on::Provider::start() else {
+        return;
+    };
+    let server =
+        Server::start_with_config(&provider.config(), &crate::single_sign_on::secret_env());
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser
+        .client
+        .goto(&format!("{}/#/agents", browser.base))
+        .await
+        .unwrap();
+    browser.ready("signin").await;
+    assert_eq!(browser.text("#signin-sso").await, "Sign in with Test ID");
+    browser.screenshot("signin-sso").await;
+    browser.click("#signin-sso").await;
+    browser
+        .wait_for(
+            "the provider's login page",
+            "return !!document.querySelector('input[name=login]')",
+        )
+        .await;
+    browser.type_into("input[name=login]", "ada").await;
+    browser
+        .type_into("input[name=password]", "any password")
+        .await;
+    browser.click(".login-submit").await;
+    // Back on the tab it left, after the provider's consent page if it shows one.
+    // (The consent page's button has the login page's class: wait for the login form to go.)
+    let script = "if (document.querySelector('main[data-ready=\"agents\"]')) return 'back'; \
+                  if (document.querySelector('.login-submit') && \
+                      !document.querySelector('input[name=login]')) return 'consent'; \
+                  return null";
+    let way = wait::until(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        async || {
+            let value = browser.js(script, vec![]).await;
+            value.as_str().map(str::to_owned)
+        },
+    )
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no way back; the provider said: {}",
+            std::fs::read_to_string(provider.log.path()).unwrap_or_default()
+        )
+    });
+    if way == "consent" {
+        browser.click(".login-submit").await;
+    }
+    browser.ready("agents").await;
+    // The provider's development pages ask for web fonts and a favicon this machine cannot
+    // serve; nothing of this server's failed.
+    let elsewhere = browser.console_errors(&[]).await;
+    assert!(
+        elsewhere.iter().all(|e| !e.starts_with(&server.url)),
+        "{elsewhere:#?}"
+    );
+    assert_eq!(browser.text("#who-name").await, "ada · operator");
+    // An operator's write through the session (with its anti-forgery token).
+    submit_researcher(&browser).await;
+    browser
+        .wait_for(
+            "the new agent",
+            "return document.body.innerText.includes('Researcher')",
+        )
+        .await;
+    browser.click("#sign-out").await;
+    browser.ready("signin").await;
+    let key = std::fs::read_to_string(server.data_dir.join("server.key")).unwrap();
+    let (_, users) = crate::access::get_as(&server, "/api/users", key.trim()).await;
+    let ada = &users["users"][0];
+    assert_eq!(
+        (&ada["name"], &ada["source"], &ada["role"]),
+        (&json!("ada"), &json!("oidc"), &json!("operator"))
+    );
+    assert_eq!(ada["groups"], json!(["sre", "staff"]));
+    browser.finish(&[401]).await;
 }
 
 async fn submit_researcher(browser: &Browser) {

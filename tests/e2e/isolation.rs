@@ -349,7 +349,12 @@ async fn what_describe_and_list_tools_may_say_is_bounded() {
     drop_in(&server, "hostile", &many_tools, &grant);
     let loaded = loaded(&server, "hostile").await;
     let message = loaded["error_message"].as_str().unwrap();
-    assert!(message.starts_with("ToolError:"), "{loaded}");
+    // 50 MB of descriptions: refused by their bounds, or, on a machine busy enough that lifting
+    // them takes longer, by list-tools' time limit first. Either way nothing is offered.
+    assert!(
+        message.starts_with("ToolError:") || message.starts_with("Timeout: list-tools"),
+        "{loaded}"
+    );
     let (_, tools) = server.get("/api/tools").await;
     let offered = tools["tools"]
         .as_array()

@@ -33,6 +33,7 @@ mod radicale;
 mod replicas;
 mod scheduler;
 mod server;
+mod single_sign_on;
 mod spec;
 mod support;
 mod teamchat;

@@ -389,15 +389,7 @@ async fn session_fixation_guessing_and_brute_force_are_refused_and_audited() {
     // Audited by name, never with a password or a cookie.
     let admin = crate::access::token(&server, "auditor", "admin");
     let audit = eventually(10, async || {
-        let answer: Value = reqwest::Client::new()
-            .get(server.url("/api/audit?limit=200"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, answer) = crate::access::get_as(&server, "/api/audit?limit=200", &admin).await;
         (answer["total"].as_u64() >= Some(12)).then_some(answer)
     })
     .await;
@@ -505,6 +497,30 @@ async fn members_see_and_act_on_their_own_conversations_and_approvals_only() {
     .await;
     assert_eq!(status, StatusCode::OK, "{decided}");
     assert_eq!(decided["decided_by"], "token:ann");
+
+    // Traces: a viewer sees the run's shape, not what was written in it.
+    let trace = format!("/api/traces/{}", paused["trace_id"].as_str().unwrap());
+    let viewer = token("watcher", "viewer");
+    let (status, hidden) = call(&viewer, Method::GET, &trace, None).await;
+    assert_eq!(status, StatusCode::OK, "{hidden}");
+    assert_eq!(
+        (&hidden["content_hidden"], &hidden["prompt"]),
+        (&json!(true), &json!(""))
+    );
+    let steps = hidden["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    assert!(
+        steps
+            .iter()
+            .all(|step| step["response_text"].is_null() && step["input"].is_null()),
+        "{hidden}"
+    );
+    assert!(!hidden.to_string().contains("Plan"), "{hidden}");
+    let (_, listed) = call(&viewer, Method::GET, "/api/traces", None).await;
+    assert_eq!(listed["traces"][0]["content_hidden"], true);
+    let (_, whole) = call(&ops, Method::GET, &trace, None).await;
+    assert_eq!(whole["prompt"], "Save a plan");
+    assert!(whole.get("content_hidden").is_none());
 
     // Refusals are audited with who tried.
     let auditor = token("auditor", "admin");

@@ -286,6 +286,8 @@ pub struct AuthSection {
     pub session_idle_hours: Option<u32>,
     /// Days a session lasts at most (1 to 365): default 14.
     pub session_max_days: Option<u32>,
+    /// `[auth.oidc]`: single sign-on with an OpenID provider.
+    pub oidc: Option<crate::access::single_sign_on::OidcSection>,
 }
 
 impl AuthSection {
@@ -317,6 +319,9 @@ impl AuthSection {
         }
         if !(1_000..=10_000_000).contains(&self.audit_max_rows()) {
             bail!("[auth] audit_max_rows must be between 1000 and 10000000");
+        }
+        if let Some(oidc) = &self.oidc {
+            oidc.check()?;
         }
         if !(1..=720).contains(&self.session_idle_hours.unwrap_or(24))
             || !(1..=365).contains(&self.session_max_days.unwrap_or(14))

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::links::{self, Link};
-use crate::access::{audit, budget, sessions, users};
+use crate::access::{audit, budget, sessions, single_sign_on, users};
 use crate::adapters::{Singletons, Supervisor};
 use crate::app::{App, Role};
 use crate::config::{DEFAULT_HOST, DEFAULT_PORT};
@@ -32,9 +32,10 @@ pub struct ServeOptions {
 }
 
 /// A link that creates the first admin, when the server asks everyone to sign in and nobody
-/// can: no user has a password.
+/// can: no user has a password, and there is no single sign-on.
 async fn first_admin_link(state: &AppState) -> anyhow::Result<Option<String>> {
-    if !state.access.sign_in_required() {
+    // Single sign-on is a way for anyone to sign in.
+    if !state.access.sign_in_required() || state.oidc.is_some() {
         return Ok(None);
     }
     let secret = state
@@ -237,7 +238,9 @@ fn housekeeping(app: &App, stop: CancellationToken) -> anyhow::Result<()> {
                     if let Err(e) = db.call(|conn| budget::trim(conn)).await {
                         tracing::warn!("cannot delete past minutes' run counts: {e}");
                     }
-                    let ended = db.call(|conn| Ok(sessions::trim(conn)? + links::trim(conn)?));
+                    let ended = db.call(|conn| {
+                        Ok(sessions::trim(conn)? + links::trim(conn)? + single_sign_on::trim(conn)?)
+                    });
                     if let Err(e) = ended.await {
                         tracing::warn!("cannot delete expired sessions and links: {e}");
                     }

@@ -61,7 +61,65 @@ pub enum Step {
     },
 }
 
+impl Trace {
+    /// The trace without what people and models wrote: the prompt (empty) and the response.
+    pub fn without_content(self) -> Self {
+        Self {
+            prompt: String::new(),
+            response: None,
+            ..self
+        }
+    }
+}
+
 impl Step {
+    /// The step without what people, models and tools wrote: texts, inputs, outputs, errors.
+    pub fn without_content(self) -> Self {
+        match self {
+            Self::LlmCall {
+                step,
+                provider,
+                model,
+                status,
+                input_tokens,
+                output_tokens,
+                started_at,
+                latency_ms,
+                ..
+            } => Self::LlmCall {
+                step,
+                provider,
+                model,
+                status,
+                error_message: None,
+                response_text: None,
+                input_tokens,
+                output_tokens,
+                started_at,
+                latency_ms,
+            },
+            Self::ToolInvocation {
+                step,
+                call_id,
+                tool_name,
+                status,
+                started_at,
+                latency_ms,
+                ..
+            } => Self::ToolInvocation {
+                step,
+                call_id,
+                tool_name,
+                input: Value::Null,
+                output: None,
+                status,
+                error_message: None,
+                started_at,
+                latency_ms,
+            },
+        }
+    }
+
     fn position(&self) -> i64 {
         match self {
             Self::LlmCall { step, .. } | Self::ToolInvocation { step, .. } => *step,

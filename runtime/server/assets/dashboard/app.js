@@ -11,6 +11,8 @@ import { adaptersView } from './adapters.js';
 import { schedulesView } from './schedules.js';
 import { tracesView } from './traces.js';
 import { settingsView } from './settings.js';
+import { accessView } from './access.js';
+import { auditView } from './audit.js';
 
 const VIEWS = {
   chat: chatView,
@@ -21,10 +23,13 @@ const VIEWS = {
   schedules: schedulesView,
   traces: tracesView,
   settings: settingsView,
+  access: accessView,
+  audit: auditView,
 };
 const TITLES = {
   chat: 'Chat', agents: 'Agents', store: 'Store', tasks: 'Tasks', adapters: 'Adapters',
-  schedules: 'Schedules', traces: 'Traces', settings: 'Settings',
+  schedules: 'Schedules', traces: 'Traces', settings: 'Settings', access: 'People & tokens',
+  audit: 'Audit',
 };
 
 const main = document.getElementById('main');
@@ -89,6 +94,10 @@ let me = null;
 function showWho() {
   const who = document.getElementById('who');
   const principal = me && me.principal;
+  // Tabs of what only admins may do.
+  for (const link of document.querySelectorAll('.sidebar [data-admin]')) {
+    link.hidden = !principal || principal.role !== 'admin';
+  }
   who.hidden = !principal || principal.kind === 'owner';
   if (who.hidden) return;
   who.replaceChildren(
@@ -137,7 +146,7 @@ async function render() {
       showWho();
       refreshHealth();
       render();
-    }, { link });
+    }, { link, singleSignOn: me && me.single_sign_on });
     return;
   }
   const route = parseHash();

@@ -38,8 +38,9 @@ function form(id, fields, submitLabel, send, onDone) {
 }
 
 /** Renders sign-in into `main`; calls `onSignedIn(me)` once someone is signed in. With
- * `link` (the secret of a one-time link) it asks for a new password instead. */
-export function signinView(main, onSignedIn, { link } = {}) {
+ * `link` (the secret of a one-time link) it asks for a new password instead; with
+ * `singleSignOn` (the button's words) it offers the identity provider first. */
+export function signinView(main, onSignedIn, { link, singleSignOn } = {}) {
   const signedIn = async () => {
     const me = await api('/me');
     if (!me.principal) throw new Error('the server did not take the credential');
@@ -68,9 +69,17 @@ export function signinView(main, onSignedIn, { link } = {}) {
   const token = field('signin-token', 'API token', { type: 'password', autocomplete: 'off', spellcheck: 'false' },
     'An admin makes one with ', h('code', null, 'service-runtime tokens create --name you --role operator'),
     '. It is kept for this browser tab only.');
+  // The provider sends the browser back here, at the tab it left.
+  const next = `/${location.hash || '#/chat'}`;
+  const sso = singleSignOn
+    ? h('p', null, h('a', {
+      class: 'button primary', id: 'signin-sso', href: `/api/session/oidc?next=${encodeURIComponent(next)}`,
+    }, singleSignOn))
+    : null;
   main.replaceChildren(
     h('h1', { tabindex: '-1' }, 'Sign in'),
     h('p', null, 'This server asks everyone who calls it to sign in.'),
+    sso,
     form('signin-form', [name, password], 'Sign in',
       () => api('/session', { method: 'POST', body: { name: name.input.value.trim(), password: password.input.value } }),
       signedIn),

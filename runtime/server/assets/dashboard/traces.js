@@ -92,7 +92,7 @@ async function listView(main, route, ctx) {
           pill(t.status),
           h('code', null, t.model),
           ms(t.latency_ms),
-          h('a', { href: `#/traces/${enc(t.id)}`, class: 'trace-open', title: t.prompt }, truncate(t.prompt, 80) || '(empty prompt)'),
+          h('a', { href: `#/traces/${enc(t.id)}`, class: 'trace-open', title: t.prompt }, truncate(t.prompt, 80) || (t.content_hidden ? '(content hidden from your role)' : '(empty prompt)')),
         ],
       })), { caption: 'Traces' });
   main.append(h('section', { class: 'view' },
@@ -157,7 +157,9 @@ async function detailView(main, id, ctx) {
       ? h('div', { class: 'notice' }, h('strong', null, 'Warnings'), h('ul', null, trace.warnings.map((w) => h('li', null, w))))
       : null,
     trace.error_message ? h('div', { class: 'error-box', role: 'alert' }, trace.error_message) : null,
-    h('div', { class: 'two-col' }, block('Prompt', trace.prompt), block('Response', trace.response)),
+    trace.content_hidden
+      ? h('p', { class: 'notice', id: 'content-hidden' }, 'What people, models and tools wrote in this run is hidden from your role (it needs manage_conversations).')
+      : h('div', { class: 'two-col' }, block('Prompt', trace.prompt), block('Response', trace.response)),
     h('h2', null, `Steps (${trace.steps.length})`),
     trace.steps.length
       ? h('ol', { class: 'steps', id: 'trace-steps' }, trace.steps.map((s) => stepCard(s, start, span)))

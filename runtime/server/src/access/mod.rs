@@ -14,6 +14,7 @@ pub mod links;
 pub mod passwords;
 pub mod roles;
 pub mod sessions;
+pub mod single_sign_on;
 pub mod tokens;
 pub mod users;
 

@@ -47,6 +47,10 @@ impl ApiError {
         response
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
     pub fn message(&self) -> &str {
         &self.message
     }

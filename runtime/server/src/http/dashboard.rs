@@ -40,6 +40,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     asset!("traces.js", JS),
     asset!("settings.js", JS),
     asset!("signin.js", JS),
+    asset!("access.js", JS),
+    asset!("audit.js", JS),
     asset!("style.css", CSS),
     asset!("favicon.svg", SVG),
 ];

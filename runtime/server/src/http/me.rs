@@ -27,5 +27,9 @@ pub async fn show(
     if let Some(token) = csrf_token {
         answer["csrf_token"] = json!(token);
     }
+    // The sign-in page's button.
+    if let Some(oidc) = &app.oidc {
+        answer["single_sign_on"] = json!(oidc.label());
+    }
     Json(answer)
 }

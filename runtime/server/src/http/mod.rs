@@ -27,6 +27,7 @@ pub mod routes;
 mod run_budget;
 mod schedules;
 mod session;
+mod single_sign_on;
 mod store;
 mod tasks;
 mod tokens;
@@ -92,6 +93,10 @@ pub struct AppState {
     /// Where people reach the server: `[server] public_url`, else the address it listens on
     /// (see [`AppState::listening_on`]).
     pub public_url: Arc<str>,
+    /// `[auth.oidc]`, when single sign-on is configured.
+    pub oidc: Option<Arc<crate::access::single_sign_on::OidcSection>>,
+    /// An outbound client that follows no redirects (the identity provider's calls).
+    pub no_redirects: reqwest::Client,
 }
 
 impl AppState {
@@ -129,6 +134,11 @@ impl AppState {
             http: reqwest::Client::builder()
                 .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
                 .build()?,
+            oidc: app.config.auth.oidc.clone().map(Arc::new),
+            no_redirects: reqwest::Client::builder()
+                .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?,
         })
     }
 }
@@ -159,6 +169,8 @@ pub fn routes(state: &AppState) -> Routes {
         .post("/session", Open, session::create)
         .delete("/session", Open, session::remove)
         .post("/session/link", Open, session::with_link)
+        .get("/session/oidc", Open, single_sign_on::start)
+        .get("/session/oidc/callback", Open, single_sign_on::callback)
         .get("/adapters", ReadStatus, adapters::list)
         .post("/adapters/{name}/enable", ManageAdapters, adapters::enable)
         .post(
@@ -200,9 +212,9 @@ pub fn routes(state: &AppState) -> Routes {
         .delete("/conversations/{id}", Chat, conversations::remove)
         .get("/approvals", Chat, approvals::list)
         .post("/approvals/{id}", Chat, approvals::decide)
-        // Traces hold what everyone wrote.
-        .get("/traces", ManageConversations, traces::list)
-        .get("/traces/{id}", ManageConversations, traces::show)
+        // Traces hold what everyone wrote: shown without it below manage_conversations.
+        .get("/traces", ReadStatus, traces::list)
+        .get("/traces/{id}", ReadStatus, traces::show)
         .get("/tools", ReadStatus, tools::list)
         .get("/tasks", ReadStatus, tasks::list)
         .delete("/tasks/{task_id}", CancelTasks, tasks::remove)

@@ -138,9 +138,32 @@ pub async fn with_link(
     signed_in(&app, &headers, user).await
 }
 
-/// Starts a session for `name` (ending the one the request came with: a session id is never
-/// carried across a sign-in) and answers with its cookie.
+/// Starts a session for `name` and answers with its cookie.
 async fn signed_in(app: &AppState, headers: &HeaderMap, name: String) -> ApiResult<Response> {
+    let (secret, user, set_cookie) = start(app, headers, name).await?;
+    let principal = Principal::user(user.clone());
+    let mut response = Json(json!({
+        "user": user,
+        "csrf_token": sessions::csrf_token(&secret),
+    }))
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie);
+    response.extensions_mut().insert(AnsweredFor {
+        principal: Some(principal),
+        target: "/api/session".into(),
+    });
+    Ok(response)
+}
+
+/// Starts a session for `name`, ending the one the request came with (a session id is never
+/// carried across a sign-in): its secret, the user, and the `Set-Cookie` to answer with.
+pub(super) async fn start(
+    app: &AppState,
+    headers: &HeaderMap,
+    name: String,
+) -> ApiResult<(String, users::User, HeaderValue)> {
     let old = cookie(headers, COOKIE);
     let ends_one = old.is_some();
     let lives = app.access.session_lives();
@@ -157,22 +180,13 @@ async fn signed_in(app: &AppState, headers: &HeaderMap, name: String) -> ApiResu
     if ends_one {
         app.access.forget();
     }
-    let principal = Principal::user(user.clone());
-    let mut response = Json(json!({
-        "user": user,
-        "csrf_token": sessions::csrf_token(&secret),
-    }))
-    .into_response();
-    let max_age = lives.absolute.num_seconds();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        session_cookie(app, headers, &secret, max_age)?,
-    );
-    response.extensions_mut().insert(AnsweredFor {
-        principal: Some(principal),
-        target: "/api/session".into(),
-    });
-    Ok(response)
+    let set_cookie = cookie_header(
+        app,
+        headers,
+        &format!("{COOKIE}={secret}; Path=/"),
+        lives.absolute.num_seconds(),
+    )?;
+    Ok((secret, user, set_cookie))
 }
 
 /// `DELETE /api/session`: signs out; the session is refused on every replica within a second.
@@ -193,18 +207,19 @@ pub async fn remove(
         None => false,
     };
     let mut response = Json(json!({ "signed_out": signed_out })).into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, session_cookie(&app, &headers, "", 0)?);
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        cookie_header(&app, &headers, &format!("{COOKIE}=; Path=/"), 0)?,
+    );
     Ok(response)
 }
 
-/// The `Set-Cookie` of a session: never readable by scripts, not sent by other sites' forms,
-/// and only over https when the server is reached over https.
-fn session_cookie(
+/// A `Set-Cookie` of `name=value; Path=...`: never readable by scripts, not sent by other
+/// sites' forms, and only over https when the server is reached over https.
+pub(super) fn cookie_header(
     app: &AppState,
     headers: &HeaderMap,
-    value: &str,
+    name_value_path: &str,
     max_age: i64,
 ) -> ApiResult<HeaderValue> {
     let https = app.public_url.starts_with("https:")
@@ -213,7 +228,7 @@ fn session_cookie(
             .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
     let secure = if https { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"
+        "{name_value_path}; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"
     ))
     .map_err(|e| Error::Internal(e.into()).into())
 }

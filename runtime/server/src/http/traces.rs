@@ -1,4 +1,6 @@
-//! `/api/traces`: recorded agent runs.
+//! `/api/traces`: recorded agent runs. What people, models and tools wrote in them is shown to
+//! those who may manage every conversation; others (viewers, members) see the runs' shape,
+//! timings and outcomes, with `content_hidden: true`.
 
 use axum::Json;
 use axum::extract::State;
@@ -7,11 +9,13 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{Page, PathParam, QueryParams};
 use super::api_error::ApiResult;
+use crate::access::{Permission, Principal};
 use crate::db;
 use crate::error::Error;
 use crate::traces;
 
 pub async fn list(
+    caller: Principal,
     State(app): State<AppState>,
     QueryParams(page): QueryParams<Page>,
 ) -> ApiResult<Json<Value>> {
@@ -25,6 +29,13 @@ pub async fn list(
             ))
         })
         .await?;
+    let traces: Vec<Value> = traces
+        .into_iter()
+        .map(|trace| match hides_content(&caller) {
+            true => hidden(json!(trace.without_content())),
+            false => json!(trace),
+        })
+        .collect();
     Ok(Json(
         json!({ "traces": traces, "limit": limit, "offset": offset, "total": total }),
     ))
@@ -32,6 +43,7 @@ pub async fn list(
 
 /// One trace with its LLM calls and tool invocations in order.
 pub async fn show(
+    caller: Principal,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -43,7 +55,25 @@ pub async fn show(
             Ok((trace, traces::steps(conn, &id)?))
         })
         .await?;
-    let mut body = json!(trace);
+    let (mut body, steps) = match hides_content(&caller) {
+        true => (
+            hidden(json!(trace.without_content())),
+            steps
+                .into_iter()
+                .map(traces::Step::without_content)
+                .collect(),
+        ),
+        false => (json!(trace), steps),
+    };
     body["steps"] = json!(steps);
     Ok(Json(body))
+}
+
+fn hides_content(caller: &Principal) -> bool {
+    !caller.may(Permission::ManageConversations)
+}
+
+fn hidden(mut trace: Value) -> Value {
+    trace["content_hidden"] = json!(true);
+    trace
 }
