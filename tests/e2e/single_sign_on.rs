@@ -257,3 +257,39 @@ async fn a_provider_whose_issuer_is_not_the_configured_one_is_refused() {
     let (status, _, _) = begin(&server, "/").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 }
+
+/// Each start keeps a row and asks the provider: one address gets the sign-in attempts of a
+/// minute (30), then 429, with nothing more kept, while the server answers everyone else.
+#[tokio::test]
+async fn a_flood_of_sign_in_starts_is_bounded() {
+    let Some(provider) = Provider::start() else {
+        return;
+    };
+    let server = Server::start_with_config(&provider.config(), &secret_env());
+    let mut refused = None;
+    for _ in 0..61 {
+        let (status, _, _) = begin(&server, "/").await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(status);
+            break;
+        }
+        assert_eq!(status, StatusCode::SEE_OTHER);
+    }
+    // Within 30 starts, or 60 when a minute of the clock turned meanwhile.
+    assert_eq!(refused, Some(StatusCode::TOO_MANY_REQUESTS));
+    let kept: i64 = server
+        .db()
+        .blocking(|conn| {
+            conn.query_one(
+                "SELECT count(*) FROM sign_in_flows",
+                service_runtime::params![],
+                |r| r.get(0),
+            )
+        })
+        .unwrap();
+    assert!((30..=60).contains(&kept), "{kept}");
+    let (status, _, _) = begin(&server, "/").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let (status, _) = server.get("/api/health").await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -260,17 +260,22 @@ impl Access {
         Ok(found)
     }
 
-    /// Counts a sign-in attempt for the account `name` from `peer`; `Err` with the seconds to
-    /// wait once either made too many this minute.
+    /// Counts a sign-in attempt from `peer`, for the account `name` when it names one (a
+    /// single sign-on start does not); `Err` with the seconds to wait once either made too
+    /// many this minute.
     pub async fn spend_sign_in(
         &self,
-        name: &str,
+        name: Option<&str>,
         peer: std::net::IpAddr,
     ) -> Result<std::result::Result<(), u64>> {
-        let (account, address) = (format!("sign-in:{name}"), format!("sign-in@{peer}"));
+        let account = name.map(|name| format!("sign-in:{name}"));
+        let address = format!("sign-in@{peer}");
         self.db
             .call(move |conn| {
-                let by_account = budget::spend(conn, &account, SIGN_INS_PER_ACCOUNT)?;
+                let by_account = match account {
+                    Some(account) => budget::spend(conn, &account, SIGN_INS_PER_ACCOUNT)?,
+                    None => Ok(()),
+                };
                 let by_address = budget::spend(conn, &address, SIGN_INS_PER_ADDRESS)?;
                 Ok(by_account.and(by_address))
             })

@@ -38,14 +38,8 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let name = body.name.trim().to_owned();
     let attempted = AnsweredFor::target(format!("/api/session ({name})"));
-    if let Err(wait) = app.access.spend_sign_in(&name, peer.ip()).await? {
-        let mut response = ApiError::too_many(
-            format!(
-                "too many sign-in attempts for this account or from this address; try again \
-                 in {wait} s"
-            ),
-            wait,
-        );
+    if let Err(wait) = app.access.spend_sign_in(Some(&name), peer.ip()).await? {
+        let mut response = too_many_sign_ins(wait);
         response.extensions_mut().insert(attempted);
         return Ok(response);
     }
@@ -72,6 +66,17 @@ pub async fn create(
         return Ok(response);
     }
     signed_in(&app, &headers, name).await
+}
+
+/// The 429 past `[auth]`'s sign-in limits.
+pub(super) fn too_many_sign_ins(wait: u64) -> Response {
+    ApiError::too_many(
+        format!(
+            "too many sign-in attempts for this account or from this address; try again in \
+             {wait} s"
+        ),
+        wait,
+    )
 }
 
 #[derive(Deserialize)]

@@ -54,14 +54,21 @@ fn see_other(location: &str) -> ApiResult<Response> {
     Ok((StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response())
 }
 
-/// `GET /api/session/oidc?next=/#/agents`: 303 to the provider.
+/// `GET /api/session/oidc?next=/#/agents`: 303 to the provider; 429 past the address's
+/// sign-in attempts.
 pub async fn start(
     State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     QueryParams(query): QueryParams<Start>,
 ) -> ApiResult<Response> {
     let config = configured(&app)?;
     let next = check_next(query.next.as_deref().unwrap_or("/"))?;
+    // Each start asks the provider and keeps a row for ten minutes: it counts against the
+    // address's sign-in attempts, so nobody can make the server do either without bound.
+    if let Err(wait) = app.access.spend_sign_in(None, peer.ip()).await? {
+        return Ok(session::too_many_sign_ins(wait));
+    }
     let (begun, flow) = provider(&app, config).begin(next).await?;
     let state = begun.state.clone();
     app.db
