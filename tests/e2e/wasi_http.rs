@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::HeaderMap;
@@ -62,7 +63,7 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
         &guest("proxy"),
         &format!(
             "secrets = [\"PROXY_TOKEN\"]\noutbound_hosts = [\"{home}\", \"{seen}\"]\n\
-             [secret_origins]\nPROXY_TOKEN = [\"{home}\"]\n[limits]\nhandle_http_ms = 1000\n"
+             [secret_origins]\nPROXY_TOKEN = [\"{home}\"]\n[limits]\nhandle_http_ms = 30000\n"
         ),
     );
     let entry = running(&server, "proxy").await;
@@ -160,12 +161,20 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
         .send_text(Method::GET, "/api/adapters/proxy/big?kib=5000", "")
         .await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{said}");
-    // Its deadline holds like any component's, and it serves on after.
+    // A deadline holds like any component's, and the component serves on after. (The one
+    // above is long for a busy machine's sake; a copy with a short one spins.)
+    drop_in(
+        &server,
+        "spinner",
+        &guest("proxy"),
+        "[limits]\nhandle_http_ms = 1000\n",
+    );
+    running(&server, "spinner").await;
     let (status, _) = server
-        .send_text(Method::GET, "/api/adapters/proxy/spin", "")
+        .send_text(Method::GET, "/api/adapters/spinner/spin", "")
         .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    let entry = server.adapter("proxy").await.unwrap();
+    let entry = server.adapter("spinner").await.unwrap();
     assert!(
         entry["error_message"]
             .as_str()
@@ -175,7 +184,7 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
     );
     assert_eq!(
         server
-            .send_text(Method::GET, "/api/adapters/proxy/", "")
+            .send_text(Method::GET, "/api/adapters/spinner/", "")
             .await
             .0,
         StatusCode::OK
@@ -186,11 +195,21 @@ async fn a_wasi_http_component_serves_its_prefix_and_sends_under_its_grant() {
 /// clear error for the rest, while a call beside it sends its own.
 #[tokio::test]
 async fn a_call_keeps_to_its_share_of_requests_in_flight_and_a_neighbour_keeps_its_own() {
+    // The upstream answers when the test says, once both calls' shares have reached it and the
+    // hostile call has been refused the rest (or after 20 s, for a failure to show): however
+    // slowly a busy machine runs the guest, none of its requests ends while it starts others.
+    let upstream = Arc::new((AtomicUsize::new(0), tokio::sync::Notify::new()));
     let slow = spawn_fake(Router::new().route(
         "/slow",
-        get(|| async {
-            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-            "slow"
+        get({
+            let upstream = Arc::clone(&upstream);
+            || async move {
+                let (arrived, release) = &*upstream;
+                let released = release.notified();
+                arrived.fetch_add(1, Ordering::SeqCst);
+                let _ = tokio::time::timeout(Duration::from_secs(20), released).await;
+                "slow"
+            }
         }),
     ))
     .await;
@@ -199,17 +218,38 @@ async fn a_call_keeps_to_its_share_of_requests_in_flight_and_a_neighbour_keeps_i
         &server,
         "proxy",
         &guest("proxy"),
-        &format!("outbound_hosts = [\"{slow}\"]\n[limits]\nhttp_requests_at_once = 4\n"),
+        &format!(
+            "outbound_hosts = [\"{slow}\"]\n[limits]\nhttp_requests_at_once = 4\n\
+             handle_http_ms = 30000\n"
+        ),
     );
     running(&server, "proxy").await;
+    let arrived = |at_least: usize| {
+        let upstream = Arc::clone(&upstream);
+        async move {
+            eventually(20, async || {
+                (upstream.0.load(Ordering::SeqCst) >= at_least).then_some(())
+            })
+            .await
+        }
+    };
     let many = format!("/api/adapters/proxy/many?url={slow}/slow&n=20");
     let hostile = server.send_text(Method::GET, &many, "");
     let neighbour = async {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        arrived(4).await;
         let path = format!("/api/adapters/proxy/many?url={slow}/slow&n=4");
         server.send_text(Method::GET, &path, "").await
     };
-    let (hostile, neighbour) = tokio::join!(hostile, neighbour);
+    let release = async {
+        arrived(8).await;
+        eventually(20, async || {
+            let entry = server.adapter("proxy").await?;
+            (entry["error_count"].as_u64()? >= 16).then_some(())
+        })
+        .await;
+        upstream.1.notify_waiters();
+    };
+    let (hostile, neighbour, ()) = tokio::join!(hostile, neighbour, release);
     assert_eq!(
         hostile,
         (

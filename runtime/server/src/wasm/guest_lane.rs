@@ -7,8 +7,8 @@
 //! [`SLICE`] without waiting on the host, the call moves, at its next yield, to the guest
 //! lane. CPU time, not wall time: on a busy machine a short call is often preempted for longer
 //! than a slice, and counting that would send well-behaved adapters to the lane, whose threads
-//! a busy machine starves. The lane is a runtime of its own whose threads Linux runs only when
-//! no ordinary thread wants the CPU (`SCHED_IDLE`). There a computing guest yields every slice,
+//! a busy machine gives little time. The lane is a runtime of its own whose threads get the scheduler's
+//! smallest share (`SCHED_BATCH`, nice 19). There a computing guest yields every slice,
 //! so guests on the lane take turns, and the API's threads preempt them the moment they have
 //! work.
 //!
@@ -257,13 +257,19 @@ fn thread_cpu_micros() -> u64 {
     time.tv_sec as u64 * 1_000_000 + time.tv_nsec as u64 / 1_000
 }
 
-/// Lane threads run only when no ordinary thread wants the CPU.
+/// Lane threads get the scheduler's smallest share (`SCHED_BATCH`, nice 19): an ordinary
+/// thread that wants the CPU preempts them, yet they still advance on a machine other
+/// processes keep busy (under `SCHED_IDLE` they waited there until their calls' deadlines).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: plain syscall on the calling thread with a valid parameter block.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        // SAFETY: plain syscalls on the calling thread (0, or its own id) with valid arguments.
+        let lowered = unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0
+                && libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) == 0
+        };
+        if !lowered {
             tracing::warn!(
                 "cannot lower the guest lane's priority: {}",
                 std::io::Error::last_os_error()
