@@ -41,3 +41,5 @@ CREATE TABLE IF NOT EXISTS sign_in_flows (
 ALTER TABLE conversations ADD COLUMN IF NOT EXISTS started_by TEXT;
 CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);
 ALTER TABLE agent_profiles ADD COLUMN IF NOT EXISTS access TEXT;
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS started_by TEXT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS started_by TEXT;

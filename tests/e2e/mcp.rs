@@ -594,6 +594,7 @@ async fn mcp_clients_list_and_call_agents_over_http_and_stdio() {
             ),
             (Some("mcp"), Some("Research desk"))
         );
+        assert_eq!(trace["started_by"], "owner", "the machine's user asked");
         let task_id = answer["structured"]["task_id"].as_str().unwrap();
         let (_, tasks) = server.get("/api/tasks").await;
         let task = tasks["tasks"]
@@ -604,8 +605,12 @@ async fn mcp_clients_list_and_call_agents_over_http_and_stdio() {
             .unwrap()
             .clone();
         assert_eq!(
-            (task["status"].as_str(), task["title"].as_str()),
-            (Some("completed"), Some("what is new?"))
+            (
+                task["status"].as_str(),
+                task["title"].as_str(),
+                task["started_by"].as_str()
+            ),
+            (Some("completed"), Some("what is new?"), Some("owner"))
         );
         conversation = answer["structured"]["conversation_id"]
             .as_str()

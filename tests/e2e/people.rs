@@ -519,8 +519,44 @@ async fn members_see_and_act_on_their_own_conversations_and_approvals_only() {
     let (_, listed) = call(&viewer, Method::GET, "/api/traces", None).await;
     assert_eq!(listed["traces"][0]["content_hidden"], true);
     let (_, whole) = call(&ops, Method::GET, &trace, None).await;
-    assert_eq!(whole["prompt"], "Save a plan");
+    assert_eq!(
+        (&whole["prompt"], &whole["started_by"]),
+        (&json!("Save a plan"), &json!("token:ann"))
+    );
     assert!(whole.get("content_hidden").is_none());
+    // The member who asked reads her own run; another member reads its shape only.
+    let (_, own) = call(&ann, Method::GET, &trace, None).await;
+    assert_eq!(own["prompt"], "Save a plan", "{own}");
+    let (_, other) = call(&ben, Method::GET, &trace, None).await;
+    assert_eq!(other["content_hidden"], true, "{other}");
+    // A run asked for over MCP is a task titled with its prompt: hers to read, not others'.
+    if crate::mcp::sdk_available() {
+        let url = server.url("/mcp");
+        let arguments = json!({"prompt": "Ann's private question"}).to_string();
+        crate::mcp::mcp_client(&["auto", "http", &url, &ann, "--", "ask_default", &arguments])
+            .await;
+        let titles = async |token: &str| {
+            let (_, tasks) = call(token, Method::GET, "/api/tasks", None).await;
+            let task = tasks["tasks"][0].clone();
+            (
+                task["title"].clone(),
+                task["started_by"].clone(),
+                task["content_hidden"].clone(),
+            )
+        };
+        assert_eq!(
+            titles(&ann).await,
+            (
+                json!("Ann's private question"),
+                json!("token:ann"),
+                Value::Null
+            )
+        );
+        assert_eq!(
+            titles(&viewer).await,
+            (json!(""), json!("token:ann"), json!(true))
+        );
+    }
 
     // Refusals are audited with who tried.
     let auditor = token("auditor", "admin");

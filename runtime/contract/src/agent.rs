@@ -50,6 +50,9 @@ pub struct RunRequest {
     /// it goes on, the source adapter gets a job with this payload, which learns where the
     /// run got to from the host.
     pub then: Option<Vec<u8>>,
+    /// Who asked for it (`owner`, `user:<name>`, `token:<name>`): none for an adapter's or
+    /// a schedule's run. A delegated run is its parent's.
+    pub started_by: Option<String>,
 }
 
 impl RunRequest {
@@ -70,7 +73,15 @@ impl RunRequest {
             turn_held_until_cancelled: false,
             task: None,
             then: None,
+            started_by: None,
         }
+    }
+
+    /// Who asked for the run, directly or through the run that delegated it.
+    pub fn started_by(&self) -> Option<&str> {
+        self.started_by
+            .as_deref()
+            .or_else(|| self.parent.as_ref()?.started_by.as_deref())
     }
 }
 
@@ -111,6 +122,8 @@ pub struct Parent {
     pub depth: u32,
     /// The LLM calls left to the whole tree of runs.
     pub budget: Budget,
+    /// Who asked for the top-level run.
+    pub started_by: Option<String>,
 }
 
 impl Parent {

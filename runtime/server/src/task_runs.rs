@@ -92,6 +92,7 @@ impl AgentTasks {
         let schedule = schedule.map(str::to_owned);
         let new_may_pause = new.may_pause;
         let replica = self.replica.clone();
+        let started_by = request.started_by().map(str::to_owned);
         let created = self
             .db
             .call(move |conn| {
@@ -105,6 +106,7 @@ impl AgentTasks {
                         trace_id: None,
                         schedule_name: schedule.as_deref(),
                         runner: Some(&replica),
+                        started_by: started_by.as_deref(),
                     },
                 )
             })

@@ -88,6 +88,9 @@ pub struct Task {
     /// What a `pending` task's run waits for: `approval` (a person's, of a tool call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// Who asked for its run: `owner`, `user:<name>`, `token:<name>`; null for an adapter's
+    /// or a schedule's.
+    pub started_by: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -101,6 +104,7 @@ pub struct NewTask<'a> {
     pub schedule_name: Option<&'a str>,
     /// The replica that will run it (jobs name theirs when one claims them).
     pub runner: Option<&'a str>,
+    pub started_by: Option<&'a str>,
 }
 
 /// What [`cancel_or_delete`] did.
@@ -112,13 +116,13 @@ pub enum Removal {
 }
 
 const COLUMNS: &str = "task_id, title, description, agent_profile_name, trace_id, status, \
-     schedule_name, created_at, updated_at, runner";
+     schedule_name, created_at, updated_at, runner, started_by";
 
 /// A task row with its job's attempt, for reads.
 const SELECT: &str = "SELECT t.task_id, t.title, t.description, t.agent_profile_name, t.trace_id, \
      t.status, t.schedule_name, t.created_at, t.updated_at, j.attempt, \
      CASE WHEN EXISTS (SELECT 1 FROM approvals a WHERE a.task_id = t.task_id \
-       AND a.status = 'pending') THEN 'approval' END \
+       AND a.status = 'pending') THEN 'approval' END, t.started_by \
      FROM tasks t LEFT JOIN adapter_jobs j ON j.task_id = t.task_id";
 
 fn from_row(row: &Row<'_>) -> Result<Task> {
@@ -136,7 +140,25 @@ fn from_row(row: &Row<'_>) -> Result<Task> {
         updated_at: row.get(8)?,
         attempt: row.get(9)?,
         waiting_for: row.get(10)?,
+        started_by: row.get(11)?,
     })
+}
+
+impl Task {
+    /// Whether its title and description are what someone wrote: an agent run's take its
+    /// prompt (a scheduled run's are the schedule's name, a job's its adapter's).
+    pub fn holds_content(&self) -> bool {
+        self.agent_profile_name.is_some() && self.schedule_name.is_none()
+    }
+
+    /// The task without what someone wrote: title and description empty.
+    pub fn without_content(self) -> Self {
+        Self {
+            title: String::new(),
+            description: None,
+            ..self
+        }
+    }
 }
 
 /// Creates a pending task with a fresh id.
@@ -153,7 +175,9 @@ fn insert(conn: &Conn, task: &NewTask<'_>, status: TaskStatus) -> Result<Task> {
     let task_id = uuid::Uuid::new_v4().to_string();
     let now = db::now();
     conn.execute_later(
-        &format!("INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)"),
+        &format!(
+            "INSERT INTO tasks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)"
+        ),
         params![
             task_id,
             task.title,
@@ -163,7 +187,8 @@ fn insert(conn: &Conn, task: &NewTask<'_>, status: TaskStatus) -> Result<Task> {
             status.as_str(),
             task.schedule_name,
             now,
-            task.runner
+            task.runner,
+            task.started_by
         ],
     )?;
     Ok(Task {
@@ -176,6 +201,7 @@ fn insert(conn: &Conn, task: &NewTask<'_>, status: TaskStatus) -> Result<Task> {
         schedule_name: task.schedule_name.map(str::to_owned),
         attempt: None,
         waiting_for: None,
+        started_by: task.started_by.map(str::to_owned),
         created_at: now.clone(),
         updated_at: now,
     })

@@ -16,6 +16,9 @@ pub struct Trace {
     pub agent_profile_name: Option<String>,
     /// Where the run came from: `chat`, an adapter name, `scheduler`, ...
     pub source: String,
+    /// Who asked for it: `owner`, `user:<name>`, `token:<name>`; null for an adapter's or a
+    /// schedule's run.
+    pub started_by: Option<String>,
     pub provider: String,
     pub model: String,
     pub prompt: String,
@@ -132,6 +135,8 @@ pub struct NewTrace<'a> {
     pub parent_trace_id: Option<&'a str>,
     pub agent_profile_name: Option<&'a str>,
     pub source: &'a str,
+    /// Who asked for the run (see `RunRequest::started_by`).
+    pub started_by: Option<&'a str>,
     pub provider: &'a str,
     pub model: &'a str,
     pub prompt: &'a str,
@@ -183,7 +188,8 @@ pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
     let id = uuid::Uuid::new_v4().to_string();
     conn.execute_later(
         "INSERT INTO traces (id, parent_trace_id, agent_profile_name, source, provider, model, \
-         prompt, status, created_at, runner) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9)",
+         prompt, status, created_at, runner, started_by) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10)",
         params![
             id,
             trace.parent_trace_id,
@@ -193,7 +199,8 @@ pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
             trace.model,
             trace.prompt,
             db::now(),
-            trace.runner
+            trace.runner,
+            trace.started_by
         ],
     )?;
     Ok(id)
@@ -334,7 +341,7 @@ pub fn fail_orphaned(conn: &Conn, restarted: Option<&str>) -> Result<u64> {
 
 const COLUMNS: &str = "id, parent_trace_id, agent_profile_name, source, provider, model, prompt, \
     response, status, error_message, latency_ms, input_tokens, output_tokens, created_at, \
-    finished_at, warnings";
+    finished_at, warnings, started_by";
 
 fn from_row(row: &Row<'_>) -> Result<Trace> {
     Ok(Trace {
@@ -357,6 +364,7 @@ fn from_row(row: &Row<'_>) -> Result<Trace> {
             .get::<Option<String>>(15)?
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or_default(),
+        started_by: row.get(16)?,
     })
 }
 

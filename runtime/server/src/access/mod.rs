@@ -146,7 +146,8 @@ impl Principal {
         }
     }
 
-    /// Whether this principal may see and act on a conversation `started_by` started.
+    /// Whether this principal may see and act on a conversation (or read a run) `started_by`
+    /// started.
     pub fn may_enter(&self, started_by: Option<&str>) -> bool {
         self.conversations_scope()
             .is_none_or(|own| started_by == Some(own.as_str()))

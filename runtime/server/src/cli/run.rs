@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use service_runtime::access::Principal;
 use service_runtime::agents::profiles::DEFAULT_PROFILE;
 use service_runtime::app::{App, Role};
 use service_runtime::engine::{Event, ProfileChoice, RunRequest};
@@ -39,6 +40,8 @@ pub async fn run(
     let profile = ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
     let request = RunRequest {
         model,
+        // Whoever may run the CLI on the data directory is the machine's owner.
+        started_by: Some(Principal::owner().label()),
         ..RunRequest::new(prompt, profile, "cli")
     };
     let (events, mut receiver) = mpsc::unbounded_channel();

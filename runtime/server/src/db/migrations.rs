@@ -135,6 +135,10 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             ("conversations", "started_by", "TEXT"),
             // Who may use the agent besides admins (JSON `{roles, groups}`); null: everyone.
             ("agent_profiles", "access", "TEXT"),
+            // Who asked for the run (as conversations say it); none for adapters' and
+            // schedules' runs.
+            ("tasks", "started_by", "TEXT"),
+            ("traces", "started_by", "TEXT"),
         ],
         sqlite_after: "CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);",
     },

@@ -301,6 +301,7 @@ impl Engine {
                                 .map(|p| p.trace_id.as_str()),
                             agent_profile_name: run.profile.as_deref(),
                             source: &run.request.source,
+                            started_by: run.request.started_by(),
                             provider: run.provider,
                             model: &run.model,
                             prompt: &run.prompt,
@@ -362,6 +363,7 @@ impl Engine {
             trace_id: trace_id.clone(),
             agent,
             source: request.source.clone(),
+            started_by: request.started_by().map(str::to_owned),
             landing,
             depth: request.parent.as_ref().map_or(0, |p| p.depth),
             budget: request
@@ -500,6 +502,8 @@ struct Run<'a> {
     /// The profile it runs as.
     agent: String,
     source: String,
+    /// Who asked for it (its trace and tasks say so; runs it delegates to carry it on).
+    started_by: Option<String>,
     /// Where its answer lands, which a run that pauses needs.
     landing: Landing,
     depth: u32,

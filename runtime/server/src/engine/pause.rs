@@ -202,6 +202,9 @@ pub(super) enum Decided {
 struct Checkpoint {
     agent: String,
     source: String,
+    /// Absent from checkpoints written before v0.14.
+    #[serde(default)]
+    started_by: Option<String>,
     landing: Landing,
     model: String,
     system: Option<String>,
@@ -221,6 +224,7 @@ impl Run<'_> {
         let checkpoint = Checkpoint {
             agent: self.agent.clone(),
             source: self.source.clone(),
+            started_by: self.started_by.clone(),
             landing: landing.clone(),
             model: chat.model.clone(),
             system: chat.system.clone(),
@@ -429,6 +433,7 @@ impl Engine {
             trace_id: trace_id.to_owned(),
             agent: checkpoint.agent,
             source: checkpoint.source,
+            started_by: checkpoint.started_by,
             landing: checkpoint.landing,
             depth: 0,
             budget: Budget::new(self.llm_call_budget.saturating_sub(checkpoint.iterations)),

@@ -267,6 +267,7 @@ impl Run<'_> {
                 trace_id: self.trace_id.clone(),
                 depth: self.depth,
                 budget: self.budget.clone(),
+                started_by: self.started_by.clone(),
             }),
             cancel: self.cancel.clone(),
         };

@@ -71,6 +71,7 @@ pub async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiRes
     caller.check_agent(&agent, known.access.as_ref())?;
     let mut request = RunRequest {
         model,
+        started_by: Some(caller.label()),
         ..RunRequest::new(
             prompt.clone(),
             ProfileChoice::Required(agent.clone()),

@@ -1,4 +1,6 @@
-//! `/api/tasks`: the task list and the guarded cancel/delete.
+//! `/api/tasks`: the task list and the guarded cancel/delete. An agent run's title is its
+//! prompt: those who may not enter the run (see `/api/traces`) get it empty, with
+//! `content_hidden: true`.
 
 use axum::Json;
 use axum::extract::State;
@@ -6,9 +8,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::api::{Page, PathParam, QueryParams};
+use super::api::{Page, PathParam, QueryParams, content_hidden};
 use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
+use crate::access::Principal;
 use crate::approvals;
 use crate::bus::Event;
 use crate::tasks::{self, Removal, TaskStatus};
@@ -23,6 +26,7 @@ pub struct Filter {
 /// A page of the tasks (100 by default), newest first, with the total of the filter and the
 /// count of every status (for the dashboard's filter tabs).
 pub async fn list(
+    caller: Principal,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
@@ -38,6 +42,16 @@ pub async fn list(
     let counts: Map<String, Value> = counts
         .into_iter()
         .map(|(status, count)| (status.as_str().to_owned(), json!(count)))
+        .collect();
+    let tasks: Vec<Value> = tasks
+        .into_iter()
+        .map(|task| {
+            if task.holds_content() && !caller.may_enter(task.started_by.as_deref()) {
+                content_hidden(json!(task.without_content()))
+            } else {
+                json!(task)
+            }
+        })
         .collect();
     Ok(Json(json!({
         "tasks": tasks, "limit": limit, "offset": offset, "total": total, "counts": counts,

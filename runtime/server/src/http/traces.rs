@@ -1,15 +1,15 @@
 //! `/api/traces`: recorded agent runs. What people, models and tools wrote in them is shown to
-//! those who may manage every conversation; others (viewers, members) see the runs' shape,
-//! timings and outcomes, with `content_hidden: true`.
+//! those who may manage every conversation and to whoever asked for the run; others (viewers,
+//! members) see the runs' shape, timings and outcomes, with `content_hidden: true`.
 
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{Page, PathParam, QueryParams};
+use super::api::{Page, PathParam, QueryParams, content_hidden};
 use super::api_error::ApiResult;
-use crate::access::{Permission, Principal};
+use crate::access::Principal;
 use crate::db;
 use crate::error::Error;
 use crate::traces;
@@ -31,10 +31,12 @@ pub async fn list(
         .await?;
     let traces: Vec<Value> = traces
         .into_iter()
-        .map(|trace| match hides_content(&caller) {
-            true => hidden(json!(trace.without_content())),
-            false => json!(trace),
-        })
+        .map(
+            |trace| match caller.may_enter(trace.started_by.as_deref()) {
+                true => json!(trace),
+                false => content_hidden(json!(trace.without_content())),
+            },
+        )
         .collect();
     Ok(Json(
         json!({ "traces": traces, "limit": limit, "offset": offset, "total": total }),
@@ -55,25 +57,16 @@ pub async fn show(
             Ok((trace, traces::steps(conn, &id)?))
         })
         .await?;
-    let (mut body, steps) = match hides_content(&caller) {
-        true => (
-            hidden(json!(trace.without_content())),
+    let (mut body, steps) = match caller.may_enter(trace.started_by.as_deref()) {
+        true => (json!(trace), steps),
+        false => (
+            content_hidden(json!(trace.without_content())),
             steps
                 .into_iter()
                 .map(traces::Step::without_content)
                 .collect(),
         ),
-        false => (json!(trace), steps),
     };
     body["steps"] = json!(steps);
     Ok(Json(body))
-}
-
-fn hides_content(caller: &Principal) -> bool {
-    !caller.may(Permission::ManageConversations)
-}
-
-fn hidden(mut trace: Value) -> Value {
-    trace["content_hidden"] = json!(true);
-    trace
 }

@@ -166,6 +166,7 @@ impl Agents {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let caller = caller(context);
+        let started_by = caller.as_ref().map(Principal::label);
         let opened = self.conversation(&profile, &prompt, wanted, caller).await;
         let (conversation, history) = match opened {
             Ok(opened) => opened,
@@ -179,6 +180,7 @@ impl Agents {
         };
         let request = RunRequest {
             history,
+            started_by,
             ..RunRequest::new(prompt.clone(), ProfileChoice::Required(profile), SOURCE)
         };
         let cancel = self.0.shutdown.child_token();

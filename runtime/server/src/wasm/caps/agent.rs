@@ -272,6 +272,8 @@ impl HostState {
             turn_held_until_cancelled: true,
             task: None,
             then,
+            // A run inside another carries its parent's.
+            started_by: None,
         };
         let (cancel, job_task) = (
             self.cancel.child_token(),
