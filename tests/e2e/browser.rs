@@ -19,7 +19,7 @@ use fantoccini::elements::Element;
 use fantoccini::key::Key;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use service_runtime::tasks::{self, TaskStatus};
 use tokio::sync::{Mutex, MutexGuard};
@@ -2833,12 +2833,14 @@ async fn a_newcomers_screens_fit_and_keep_what_they_show() {
 
 /// A server that asks everyone to sign in: the first admin sets a password through the link
 /// the server printed and works through the session cookie; a wrong password is refused; a
-/// token signs in too, a 403 names the missing permission, and each signs out.
+/// token signs in too and is shown only what its role may do; a 403 (a role lowered while the
+/// page was open) names the missing permission; each signs out.
 #[tokio::test]
 async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission() {
     let server = Server::start_with_config(crate::access::REQUIRED, &[]);
     let link = crate::people::first_admin_link(&server).await;
     let member = crate::access::token(&server, "reader", "member");
+    let viewer = crate::access::token(&server, "watcher", "viewer");
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
@@ -2908,7 +2910,74 @@ async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission
         )
         .await;
     assert_eq!(hidden, true, "a member is not shown the admins' tabs");
-    // A member may not create an agent: the form says which permission that needs.
+    // A member reads agents and chats with them; changing them is not offered.
+    let offered = browser
+        .js(
+            "return [!!document.getElementById('agent-form'), \
+             document.querySelectorAll('.agent .edit').length, \
+             document.querySelectorAll('.agent a[href^=\"#/chat\"]').length]",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        offered,
+        json!([false, 0, 2]),
+        "no form, no Edit, Chat on both"
+    );
+    browser.screenshot("agents-as-member").await;
+
+    // A viewer reads how the service runs: the tabs of agents are left out, and an address
+    // of one leads to the first tab it may read.
+    browser.click("#sign-out").await;
+    browser.ready("signin").await;
+    browser.click(".signin-token summary").await;
+    browser.type_into("#signin-token", &viewer).await;
+    browser.click("#token-form-submit").await;
+    browser.ready("tasks").await;
+    let shown = browser
+        .js(
+            "return [...document.querySelectorAll('.sidebar a[data-tab]')] \
+             .filter((a) => !a.hidden).map((a) => a.dataset.tab)",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        shown,
+        json!(["tasks", "adapters", "schedules", "traces", "settings"])
+    );
+
+    browser.click("#sign-out").await;
+    browser.ready("signin").await;
+    browser.type_into("#signin-name", "ada").await;
+    browser
+        .type_into("#signin-password", "correct horse battery staple")
+        .await;
+    browser.click("#signin-form-submit").await;
+    browser.ready("tasks").await;
+    assert_eq!(browser.text("#who-name").await, "ada · admin");
+    browser.tab("agents").await;
+    let (status, _) = server.get("/api/agents/Researcher").await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the test's own call has no credential"
+    );
+
+    // Another admin lowers ada to member while her form is open: the refusal names what the
+    // save needs.
+    let root = crate::access::token(&server, "root", "admin");
+    for (method, path, body) in [
+        (
+            Method::POST,
+            "/api/users",
+            json!({"name": "keeper", "role": "admin"}),
+        ),
+        (Method::PATCH, "/api/users/ada", json!({"role": "member"})),
+    ] {
+        let (status, body, _) =
+            crate::access::call(&server, method, path, Some(&root), Some(body)).await;
+        assert!(status.is_success(), "{path}: {body}");
+    }
     browser.type_into("#agent-name", "Second").await;
     browser
         .type_into("#agent-system_prompt", "You research things.")
@@ -2921,22 +2990,6 @@ async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission
         )
         .await;
     browser.screenshot("signin-forbidden").await;
-
-    browser.click("#sign-out").await;
-    browser.ready("signin").await;
-    browser.type_into("#signin-name", "ada").await;
-    browser
-        .type_into("#signin-password", "correct horse battery staple")
-        .await;
-    browser.click("#signin-form-submit").await;
-    browser.ready("agents").await;
-    assert_eq!(browser.text("#who-name").await, "ada · admin");
-    let (status, _) = server.get("/api/agents/Researcher").await;
-    assert_eq!(
-        status,
-        StatusCode::UNAUTHORIZED,
-        "the test's own call has no credential"
-    );
     browser.finish(&[401, 403]).await;
 }
 

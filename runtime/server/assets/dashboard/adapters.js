@@ -5,7 +5,7 @@
 // tools agents may use.
 
 import {
-  ApiError, api, chips, empty, emptyState, enc, filterTabs, h, needs, pill, refreshTimes, report,
+  ApiError, api, chips, empty, emptyState, enc, filterTabs, h, may, needs, pill, refreshTimes, report,
   timeEl, toast,
 } from './lib.js';
 
@@ -39,6 +39,7 @@ async function toggle(adapter, enable, button, reload) {
 }
 
 function actionCell(adapter, reload) {
+  if (!may('manage_adapters')) return null;
   // Enable is for an adapter that is off; one running, failing or waiting for settings can be
   // turned off.
   const running = adapter.status !== 'stopped';

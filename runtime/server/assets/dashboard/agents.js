@@ -3,8 +3,8 @@
 // field; tools the agent lists but cannot use now are marked, with the reason.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, dot, download, enc, formErrors, formField, h, report, spotlight, toast,
-  toolChips,
+  ApiError, api, confirmDialog, dataChanged, dot, download, enc, formErrors, formField, h, may, report, spotlight,
+  toast, toolChips,
 } from './lib.js';
 
 const DEFAULT_AGENT = 'default';
@@ -31,7 +31,8 @@ function statusChips(agent) {
 
 function agentCard(agent, { onEdit, onDelete }) {
   const tools = agent.tools ?? null;
-  const removable = agent.name !== DEFAULT_AGENT;
+  const manage = may('manage_agents');
+  const removable = manage && agent.name !== DEFAULT_AGENT;
   return h('li', { class: 'agent card', dataset: { agent: agent.name } },
     h('div', { class: 'agent-head' },
       dot(agent.color, agent.color ? `color ${agent.color}` : null),
@@ -48,8 +49,8 @@ function agentCard(agent, { onEdit, onDelete }) {
         ? h('span', { class: 'muted' }, 'every ungated tool')
         : toolChips(tools, agent.unavailable_tools, 'no tools'))),
     h('div', { class: 'card-actions' },
-      h('a', { class: 'button', href: `#/chat?agent=${enc(agent.name)}` }, 'Chat'),
-      h('button', {
+      may('chat') && h('a', { class: 'button', href: `#/chat?agent=${enc(agent.name)}` }, 'Chat'),
+      manage && h('button', {
         type: 'button', class: 'ghost edit', 'aria-label': `Edit ${agent.name}`,
         onclick: () => onEdit(agent),
       }, 'Edit'),
@@ -267,7 +268,8 @@ export async function agentsView(main, _route, ctx) {
     }
   };
   show(agents);
-  form = agentForm(toolList, (saved) => reload(saved.name));
+  // Those who may not change agents read them.
+  form = may('manage_agents') ? agentForm(toolList, (saved) => reload(saved.name)) : null;
   main.append(
     h('section', { class: 'view agents-view' },
       h('div', { class: 'view-header' },

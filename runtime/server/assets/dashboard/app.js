@@ -1,7 +1,7 @@
 // The dashboard shell: hash routing between the tabs, the header's provider status, and the
 // lifecycle (polling, aborting) of the view on screen.
 
-import { api, credential, h, problem, setCsrfToken, toast } from './lib.js';
+import { api, credential, h, may, problem, setCsrfToken, setSignedIn, toast } from './lib.js';
 import { signinView } from './signin.js';
 import { chatView } from './chat.js';
 import { agentsView } from './agents.js';
@@ -94,9 +94,9 @@ let me = null;
 function showWho() {
   const who = document.getElementById('who');
   const principal = me && me.principal;
-  // Tabs of what only admins may do.
-  for (const link of document.querySelectorAll('.sidebar [data-admin]')) {
-    link.hidden = !principal || principal.role !== 'admin';
+  // Tabs the role may not read are left out; the admins' until the server says who this is.
+  for (const link of document.querySelectorAll('.sidebar [data-needs]')) {
+    link.hidden = !may(link.dataset.needs) || (!principal && 'admin' in link.dataset);
   }
   who.hidden = !principal || principal.kind === 'owner';
   if (who.hidden) return;
@@ -115,8 +115,7 @@ async function signOut() {
     }
   }
   credential.clear();
-  setCsrfToken(null);
-  me = { principal: null, sign_in_required: true };
+  took({ principal: null, sign_in_required: true });
   showWho();
   render();
 }
@@ -125,6 +124,7 @@ async function signOut() {
 function took(answer) {
   me = answer;
   setCsrfToken(me && me.csrf_token);
+  setSignedIn(me);
 }
 
 /** The secret of a one-time link this tab was opened with (`/#link=...`), taken out of the
@@ -150,8 +150,10 @@ async function render() {
     return;
   }
   const route = parseHash();
-  if (!VIEWS[route.tab]) {
-    location.replace('#/chat');
+  const offered = [...document.querySelectorAll('.sidebar a[data-tab]')].filter((a) => !a.hidden);
+  if (!VIEWS[route.tab] || !offered.some((a) => a.dataset.tab === route.tab)) {
+    // Chat, or the first tab the role may read (a viewer's: Tasks).
+    location.replace(`#/${offered[0] ? offered[0].dataset.tab : 'chat'}`);
     return;
   }
   if (context) context.end();
@@ -183,7 +185,10 @@ async function render() {
 
 // --- header ---
 
-const PROVIDER_HELP = 'Choose a provider and set its key on the Settings tab (or set SERVICE_PROVIDER); the next run uses it.';
+/** What to do about the provider, said to those who may do it (others ask an admin). */
+const providerHelp = () => (may('manage_settings')
+  ? 'Choose a provider and set its key on the Settings tab (or set SERVICE_PROVIDER); the next run uses it.'
+  : 'An admin chooses the provider and sets its key on the Settings tab.');
 
 async function refreshHealth() {
   const text = document.getElementById('provider-text');
@@ -205,7 +210,7 @@ async function refreshHealth() {
     if (offline && candidates.length > 1) {
       banner.textContent = `Offline provider: several providers have settings (${candidates.join(', ')}); choose one on the Settings tab (Model provider).`;
     } else if (offline) {
-      banner.textContent = `Offline provider: answers are canned, not from a real model. ${PROVIDER_HELP}`;
+      banner.textContent = `Offline provider: answers are canned, not from a real model. ${providerHelp()}`;
     } else if (!configured) {
       banner.textContent = `The ${name} provider is not configured, so agent runs will fail. Set its API key or base URL (see README, LLM providers).`;
     }
@@ -241,7 +246,7 @@ document.addEventListener('dashboard:changed', refreshHealth);
 // A request refused for want of a credential (a token revoked or expired meanwhile).
 document.addEventListener('dashboard:signed-out', () => {
   if (!me || !me.principal) return;
-  me = { principal: null, sign_in_required: true };
+  took({ principal: null, sign_in_required: true });
   showWho();
   render();
 });

@@ -5,7 +5,7 @@
 // call that needs approval shows Approve and Deny inline; the answer follows the decision.
 
 import {
-  ApiError, api, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
+  ApiError, api, byWhom, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
 } from './lib.js';
 
 const state = {
@@ -107,7 +107,8 @@ function setConversation(conversation) {
 
 async function loadRecent() {
   const { conversations } = await api('/conversations?limit=20');
-  const label = (c) => `${truncate(c.title, 48)} · ${c.agent}${c.source === 'chat' ? '' : ` · ${c.source}`}`;
+  const by = (c) => (c.started_by && byWhom(c.started_by) !== 'you' ? ` · by ${c.started_by}` : '');
+  const label = (c) => `${truncate(c.title, 48)} · ${c.agent}${c.source === 'chat' ? '' : ` · ${c.source}`}${by(c)}`;
   els.recent.replaceChildren(h('option', { value: '' }, conversations.length ? 'Reopen…' : 'none yet'),
     ...conversations.map((c) => h('option', { value: c.id }, label(c))));
   els.recent.value = state.conversation ? state.conversation.id : '';
@@ -122,9 +123,11 @@ async function reopen(id) {
     showAgent();
   }
   const color = state.agents.find((a) => a.name === conversation.agent)?.color;
+  // Someone else's conversation (an operator reading it) says whose words they are.
+  const asker = conversation.started_by && byWhom(conversation.started_by) !== 'you' ? conversation.started_by : 'You';
   els.log.replaceChildren(...conversation.messages.map((m) => {
     if (m.role === 'user') {
-      return h('article', { class: 'msg msg-user' }, h('div', { class: 'msg-who' }, 'You'), h('p', { class: 'msg-text' }, m.text));
+      return h('article', { class: 'msg msg-user' }, h('div', { class: 'msg-who' }, asker), h('p', { class: 'msg-text' }, m.text));
     }
     const turn = new Turn(conversation.agent, color);
     for (const [i, call] of (m.tool_calls || []).entries()) {
@@ -223,15 +226,17 @@ class Turn {
     const note = h('p', { class: 'muted approval-state', role: 'status' }, 'Waiting for your approval.');
     const decide = async (decision) => {
       for (const button of buttons.querySelectorAll('button')) button.disabled = true;
+      let decided;
       try {
-        await api(`/approvals/${encodeURIComponent(approval)}`, { method: 'POST', body: { decision } });
+        decided = await api(`/approvals/${encodeURIComponent(approval)}`, { method: 'POST', body: { decision } });
       } catch (e) {
         note.textContent = `Not decided: ${e.message}`;
         for (const button of buttons.querySelectorAll('button')) button.disabled = false;
         return;
       }
       buttons.remove();
-      note.textContent = decision === 'approve' ? 'Approved: the run goes on.' : 'Denied: the agent is told.';
+      const by = decided && decided.decided_by ? ` by ${byWhom(decided.decided_by)}` : '';
+      note.textContent = decision === 'approve' ? `Approved${by}: the run goes on.` : `Denied${by}: the agent is told.`;
       dataChanged();
       const answer = await answerOf(conversation, traceId).catch(() => null);
       if (answer) this.token(answer.text);

@@ -67,6 +67,31 @@ export function setCsrfToken(token) {
   csrfToken = token || null;
 }
 
+/** The permissions of whoever this tab is signed in as (`/api/me`): controls for what the role
+ * may not do are left out (the server refuses them anyway, naming the permission). `null`:
+ * not known (a server that does not say), so nothing is left out. */
+let permissions = null;
+/** How records name whoever this tab is (`started_by`, `decided_by`): `owner`, `user:ann`. */
+let ownLabel = null;
+const LABEL_PREFIX = { user: 'user:', token: 'token:' };
+
+/** Takes what `/api/me` answered (or null) as who this tab is. */
+export function setSignedIn(me) {
+  permissions = me && Array.isArray(me.permissions) ? new Set(me.permissions) : null;
+  const principal = me && me.principal;
+  ownLabel = principal ? (principal.kind === 'owner' ? 'owner' : `${LABEL_PREFIX[principal.kind] || ''}${principal.id}`) : null;
+}
+
+/** Whether this tab's role holds `permission` (`manage_agents`, `chat`, ...). */
+export function may(permission) {
+  return permissions === null || permissions.has(permission);
+}
+
+/** Who a record's `started_by` or `decided_by` names, as this tab says it: `you` for itself. */
+export function byWhom(label) {
+  return label && label === ownLabel ? 'you' : label;
+}
+
 function withCredential(headers) {
   const token = credential.get();
   if (token) headers.Authorization = `Bearer ${token}`;

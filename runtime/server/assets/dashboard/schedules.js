@@ -3,7 +3,7 @@
 // schedule`); a field the server refuses is marked with its reason.
 
 import {
-  ApiError, api, confirmDialog, emptyState, enc, formErrors, formField, h, pill, refreshTimes, report, table,
+  ApiError, api, confirmDialog, emptyState, enc, formErrors, formField, h, may, pill, refreshTimes, report, table,
   timeEl, toast, traceLink,
 } from './lib.js';
 
@@ -163,12 +163,13 @@ export async function schedulesView(main, _route, ctx) {
           pill(s.enabled ? 'enabled' : 'disabled'),
           timeEl(s.last_run_at),
           traceLink(s.last_trace_id),
-          actions(s, form, load),
+          form && actions(s, form, load),
         ],
       })),
       { caption: 'Schedules' }));
   };
-  form = scheduleForm(agents, load);
+  // Those who may not change schedules read them.
+  form = may('manage_schedules') ? scheduleForm(agents, load) : null;
   await load();
   main.append(h('section', { class: 'view' },
     h('div', { class: 'view-header' },

@@ -5,7 +5,7 @@
 // page at one integration; the Adapters tab links there for an adapter waiting for settings.
 
 import {
-  ApiError, api, dataChanged, enc, formErrors, formField, h, needs, pill, report, spotlight, toast,
+  ApiError, api, dataChanged, enc, formErrors, formField, h, may, needs, pill, report, spotlight, toast,
 } from './lib.js';
 
 /** The integrations, and what each adapter waiting for settings lacks (by adapter name, which is
@@ -100,7 +100,8 @@ function integrationCard(status, refresh) {
       h('code', { class: 'muted small' }, id),
       states),
     waiting,
-    form);
+    // Those who may not write settings see their state only.
+    may('manage_settings') && form);
 
   /** Shows the state as the server last reported it; typed values stay as they are. */
   function show(current, missing = []) {

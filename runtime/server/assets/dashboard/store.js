@@ -1,7 +1,7 @@
 // Store: the featured bundles as cards with an Install button, and importing a bundle file
 // (what an agent's Export produced).
 
-import { ApiError, api, chips, dataChanged, dot, enc, h, toast, toolChips } from './lib.js';
+import { ApiError, api, chips, dataChanged, dot, enc, h, may, toast, toolChips } from './lib.js';
 
 function installedBadge() {
   return h('span', { class: 'pill pill-completed installed' }, 'Installed');
@@ -36,7 +36,7 @@ function bundleCard(bundle) {
       }
     },
   }, 'Install');
-  footer.append(bundle.installed ? installedBadge() : install);
+  footer.append(bundle.installed ? installedBadge() : may('manage_agents') && install);
   return h('li', { class: 'card bundle', dataset: { slug: bundle.slug } },
     h('div', { class: 'agent-head' },
       dot(bundle.color),

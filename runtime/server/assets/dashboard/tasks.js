@@ -2,7 +2,7 @@
 // guarded cancel/delete, and Approve/Deny on a task whose run waits for a person.
 
 import {
-  ApiError, api, confirmDialog, dataChanged, empty, emptyState, enc, filterTabs, h, pill,
+  ApiError, api, byWhom, confirmDialog, dataChanged, empty, emptyState, enc, filterTabs, h, may, pill,
   refreshTimes, report, table, timeEl, toast, traceLink,
 } from './lib.js';
 
@@ -105,13 +105,15 @@ export async function tasksView(main, route, ctx) {
       tasks.map((task) => ({
         props: { dataset: { task: task.task_id, status: task.status } },
         cells: [
-          h('span', { class: 'task-title', title: task.description || null }, task.title),
+          h('span', { class: 'task-title', title: task.description || null },
+            task.content_hidden ? h('span', { class: 'muted' }, '(a prompt hidden from your role)') : task.title,
+            task.started_by ? h('span', { class: 'muted task-by' }, ` · by ${byWhom(task.started_by)}`) : null),
           task.waiting_for ? waitingCell(task, waiting.get(task.task_id), load) : pill(task.status),
           task.agent_profile_name || h('span', { class: 'muted' }, '—'),
           timeEl(task.created_at),
           timeEl(task.updated_at),
           traceLink(task.trace_id),
-          h('button', {
+          may('cancel_tasks') && h('button', {
             type: 'button', class: 'small danger-ghost task-remove',
             dataset: { focusKey: `remove:${task.task_id}` },
             'aria-label': `${ACTIVE.includes(task.status) ? 'Cancel' : 'Delete'} task ${task.title}`,

@@ -2,7 +2,7 @@
 // detail with each LLM call and tool invocation on a timeline.
 
 import {
-  absolute, api, empty, emptyState, enc, h, ms, parseTime, pill, pretty, svg, table, timeEl,
+  absolute, api, byWhom, empty, emptyState, enc, h, ms, parseTime, pill, pretty, svg, table, timeEl,
   traceLink, truncate,
 } from './lib.js';
 
@@ -88,7 +88,7 @@ async function listView(main, route, ctx) {
         cells: [
           h('span', { class: 'nowrap' }, timeEl(t.created_at)),
           t.agent_profile_name || h('span', { class: 'muted' }, '—'),
-          t.source,
+          t.started_by ? [t.source, h('span', { class: 'muted trace-by' }, ` · ${byWhom(t.started_by)}`)] : t.source,
           pill(t.status),
           h('code', null, t.model),
           ms(t.latency_ms),
@@ -141,6 +141,7 @@ async function detailView(main, id, ctx) {
     ['Status', pill(trace.status)],
     ['Agent', trace.agent_profile_name || '—'],
     ['Source', trace.source],
+    trace.started_by ? ['Asked by', byWhom(trace.started_by)] : null,
     ['Provider', `${trace.provider} · ${trace.model}`],
     ['Started', timeEl(trace.created_at)],
     ['Latency', ms(trace.latency_ms)],
@@ -158,7 +159,7 @@ async function detailView(main, id, ctx) {
       : null,
     trace.error_message ? h('div', { class: 'error-box', role: 'alert' }, trace.error_message) : null,
     trace.content_hidden
-      ? h('p', { class: 'notice', id: 'content-hidden' }, 'What people, models and tools wrote in this run is hidden from your role (it needs manage_conversations).')
+      ? h('p', { class: 'notice', id: 'content-hidden' }, 'What people, models and tools wrote in this run is hidden from your role (it needs manage_conversations, unless you asked for the run).')
       : h('div', { class: 'two-col' }, block('Prompt', trace.prompt), block('Response', trace.response)),
     h('h2', null, `Steps (${trace.steps.length})`),
     trace.steps.length

@@ -44,6 +44,16 @@ impl Role {
     pub fn may(self, permission: Permission) -> bool {
         permission.least_role().is_none_or(|least| self >= least)
     }
+
+    /// The names of the permissions it holds beyond `open`, for the dashboard to show only
+    /// what the role may do.
+    pub fn permissions(self) -> Vec<&'static str> {
+        Permission::ALL
+            .into_iter()
+            .filter(|p| p.least_role().is_some() && self.may(*p))
+            .map(Permission::as_str)
+            .collect()
+    }
 }
 
 impl fmt::Display for Role {
@@ -131,6 +141,23 @@ pub enum Permission {
 }
 
 impl Permission {
+    pub const ALL: [Permission; 11] = {
+        use Permission::*;
+        [
+            Open,
+            ReadStatus,
+            ReadAgents,
+            Chat,
+            ManageAgents,
+            ManageSchedules,
+            ManageConversations,
+            CancelTasks,
+            ManageAdapters,
+            ManageSettings,
+            ManageAccess,
+        ]
+    };
+
     /// The least role that holds it; `None` for [`Permission::Open`].
     pub fn least_role(self) -> Option<Role> {
         use Permission::*;
@@ -175,6 +202,8 @@ mod tests {
         assert!(!Role::Viewer.may(Permission::Chat));
         assert!(Role::Viewer.may(Permission::ReadStatus));
         assert!(Role::Viewer.may(Permission::Open));
+        assert_eq!(Role::Viewer.permissions(), ["read_status"]);
+        assert_eq!(Role::Admin.permissions().len(), Permission::ALL.len() - 1);
     }
 
     #[test]

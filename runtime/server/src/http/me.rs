@@ -1,5 +1,6 @@
-//! `GET /api/me`: who the server takes the caller for, whether it asks callers to sign in,
-//! and a session's anti-forgery token; open to everyone, so the dashboard knows what to show.
+//! `GET /api/me`: who the server takes the caller for, what its role may do, whether it asks
+//! callers to sign in, and a session's anti-forgery token; open to everyone, so the dashboard
+//! knows what to show.
 
 use axum::extract::State;
 use axum::{Extension, Json};
@@ -20,8 +21,10 @@ pub async fn show(
     };
     // The dashboard's writes carry it; only a page of this site can read this answer.
     let csrf_token = session.map(|Extension(SessionCookie(secret))| sessions::csrf_token(&secret));
+    let permissions = principal.as_ref().map(|p| p.role.permissions());
     let mut answer = json!({
         "principal": principal,
+        "permissions": permissions.unwrap_or_default(),
         "sign_in_required": app.access.sign_in_required(),
     });
     if let Some(token) = csrf_token {
