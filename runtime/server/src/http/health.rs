@@ -16,12 +16,18 @@ use crate::engine::settings;
 
 /// Everyone gets the status; callers who may read the service's status get the rest.
 pub async fn show(State(app): State<AppState>, caller: Caller) -> (StatusCode, Json<Value>) {
+    let full = matches!(&caller, Caller::Known(principal) if principal.may(Permission::ReadStatus));
     // Five counts take microseconds; run them on this thread when the connection is free.
     // A hop to the blocking pool and back is what a probe waits for most while guests keep
-    // every core busy (p99 about 1 ms instead of 0.3 ms in the isolation bench).
+    // every core busy (p99 about 1 ms instead of 0.3 ms in the isolation bench). A stranger's
+    // probe only asks whether the database answers: counting a big table is not for anyone.
     let counts = app
         .db
-        .call_inline(|conn| {
+        .call_inline(move |conn| {
+            if !full {
+                conn.query_one("SELECT 1", crate::params![], |r| r.get::<i64>(0))?;
+                return Ok(Value::Null);
+            }
             Ok(json!({
                 "agents": db::count(conn, "agent_profiles")?,
                 "tasks": db::count(conn, "tasks")?,
@@ -47,7 +53,7 @@ pub async fn show(State(app): State<AppState>, caller: Caller) -> (StatusCode, J
     } else {
         "degraded"
     };
-    if !matches!(&caller, Caller::Known(principal) if principal.may(Permission::ReadStatus)) {
+    if !full {
         return (status, Json(json!({ "status": status_word })));
     }
     let choice = app.engine.provider_choice();
