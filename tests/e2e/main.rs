@@ -6,6 +6,7 @@ mod adapters_list;
 mod adapters_new;
 mod agents;
 mod approvals;
+mod backup;
 mod browser;
 mod calendar;
 mod chat;

@@ -9,6 +9,7 @@ pub mod agents;
 pub mod allowances;
 pub mod app;
 pub mod approvals;
+pub mod backup;
 pub mod bus;
 pub mod config;
 pub mod conversations;

@@ -80,6 +80,23 @@ enum Command {
         #[command(subcommand)]
         command: UsersCommand,
     },
+    /// Write the data directory to one archive while the server runs: a consistent snapshot
+    /// of the database, config.toml and the adapters, skills and uploads folders
+    Backup {
+        /// The archive to write (a gzipped tar)
+        file: PathBuf,
+        /// Include the secrets (.env); the archive is then as sensitive as they are
+        #[arg(long)]
+        with_secrets: bool,
+    },
+    /// Restore an archive written by `backup` into an empty data directory
+    Restore {
+        /// The archive to read
+        file: PathBuf,
+        /// Replace the database and files of a data directory that is not empty
+        #[arg(long)]
+        force: bool,
+    },
     /// Runs an MCP server's program for the runtime (internal)
     #[command(hide = true)]
     McpGuard {
@@ -149,6 +166,10 @@ fn run(
         Command::Mcp { command } => runtime.block_on(cli::mcp::run(&data_dir, command)),
         Command::Tokens { command } => runtime.block_on(cli::tokens::run(&data_dir, command)),
         Command::Users { command } => runtime.block_on(cli::users::run(&data_dir, command)),
+        Command::Backup { file, with_secrets } => {
+            cli::backup::write(&data_dir, &file, with_secrets)
+        }
+        Command::Restore { file, force } => cli::backup::restore(&data_dir, &file, force),
         Command::McpGuard { .. } => unreachable!("the guard runs before the runtime starts"),
     }
 }

@@ -5,6 +5,7 @@
 pub mod output;
 
 pub mod adapters;
+pub mod backup;
 pub mod mcp;
 pub mod run;
 pub mod scaffold;
