@@ -235,3 +235,81 @@ fn write_archive(path: &Path, manifest: &serde_json::Value) {
         .unwrap();
     tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
 }
+
+/// With PostgreSQL the archive holds `pg_dump`'s snapshot; a restore loads it into an empty
+/// database in one transaction, and refuses one that holds tables.
+#[tokio::test]
+async fn a_postgres_database_is_backed_up_and_restored_into_an_empty_one() {
+    let Some(postgres) = crate::support::postgres::postgres_server() else {
+        return;
+    };
+    let source = postgres.fresh_database();
+    let server = Server::start_with_owned(&[("SERVICE_DATABASE_URL", source.clone())]);
+    let mut asked = Vec::new();
+    for n in 0..3 {
+        let (status, body) = server
+            .send(
+                reqwest::Method::POST,
+                "/api/chat",
+                Some(json!({"prompt": format!("kept {n}")})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        asked.push(body["conversation_id"].as_str().unwrap().to_owned());
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let with_url = |url: &str, data_dir: &Path, args: &[&str]| {
+        let out = crate::support::command(scratch.path())
+            .env("SERVICE_DATABASE_URL", url)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let archive = scratch.path().join("pg.tar.gz");
+    let (ok, stdout, stderr) = with_url(
+        &source,
+        &server.data_dir,
+        &["backup", archive.to_str().unwrap()],
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("the postgres database"), "{stdout}");
+    assert!(!stdout.contains(&source) && !stderr.contains(&source));
+    drop(server);
+
+    let target = postgres.fresh_database();
+    let restored_dir = scratch.path().join("restored");
+    let (ok, stdout, stderr) = with_url(
+        &target,
+        &restored_dir,
+        &["restore", archive.to_str().unwrap()],
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("SERVICE_DATABASE_URL"), "{stdout}");
+    // Into a database that holds tables: refused, nothing changes.
+    let (ok, _, stderr) = with_url(
+        &target,
+        &scratch.path().join("again"),
+        &["restore", archive.to_str().unwrap()],
+    );
+    assert!(!ok && stderr.contains("holds tables already"), "{stderr}");
+    assert!(!scratch.path().join("again").exists());
+
+    let restored = Server::start_in(&restored_dir, &[("SERVICE_DATABASE_URL", target)]);
+    let (_, listed) = restored.get("/api/conversations").await;
+    let mut kept: Vec<&str> = listed["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    kept.sort();
+    asked.sort();
+    assert_eq!(kept, asked);
+}

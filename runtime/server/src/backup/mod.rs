@@ -1,39 +1,72 @@
 //! Backups of a data directory, and restoring one into a new directory.
 //!
 //! An archive is a gzipped tar: `manifest.json` first (what wrote it, the schema version, the
-//! backend), then `database/service.sqlite`, a consistent snapshot taken with `VACUUM INTO`
-//! while the server runs (a read transaction: in WAL mode writers never wait for it), then
-//! `data/` with the files the directory needs to come back: config.toml and the adapters,
-//! skills and uploads folders, and `.env` only when asked for. Left out: the compiled-code
-//! cache (rebuilt at start), the server's key, address and log (written by the next start).
+//! backend), then the database (`database/service.sqlite`, or `database/postgres.dump` with
+//! PostgreSQL), a consistent snapshot taken while the server runs, then `data/` with the files
+//! the directory needs to come back: config.toml and the adapters, skills and uploads folders,
+//! and `.env` only when asked for. Left out: the compiled-code cache (rebuilt at start), the
+//! server's key, address and log (written by the next start).
 //!
 //! A restore unpacks into a folder beside the target, checks the manifest and the database
-//! there, and only then moves the files into place: a refused or broken archive leaves the
-//! target as it was.
+//! there, and only then loads the database and moves the files into place: a refused or
+//! broken archive leaves the target as it was.
+
+mod postgres;
+mod sqlite;
+
+pub use postgres::manual_command as postgres_manual_command;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read};
 use std::path::{Component, Path, PathBuf};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
-use crate::db::{self, SCHEMA_VERSION, sqlite};
+use crate::db::{self, SCHEMA_VERSION};
 
 /// The archive layout this build writes and reads.
 pub const FORMAT: u32 = 1;
 
 const MANIFEST: &str = "manifest.json";
-const DATABASE: &str = "database/service.sqlite";
 const DATA: &str = "data";
 
 /// What a backup keeps of the data directory besides the database.
 const KEPT: [&str; 4] = ["config.toml", "adapters", "skills", "uploads"];
 /// The secrets file, kept only when asked for.
 const SECRETS: &str = ".env";
+
+/// Where a data directory's database lives.
+#[derive(Debug, Clone, Copy)]
+pub enum Database<'a> {
+    /// The directory's own SQLite file.
+    Sqlite,
+    /// The PostgreSQL database at this URL.
+    Postgres(&'a str),
+}
+
+impl Database<'_> {
+    fn backend(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Where the archive holds it.
+    fn entry(backend: &str) -> anyhow::Result<&'static str> {
+        match backend {
+            "sqlite" => Ok("database/service.sqlite"),
+            "postgres" => Ok("database/postgres.dump"),
+            other => anyhow::bail!(
+                "the archive holds a database of a kind this build does not know ({other})"
+            ),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -42,6 +75,7 @@ pub struct Manifest {
     pub service_version: String,
     /// The database's schema version.
     pub schema_version: u32,
+    /// `sqlite` or `postgres`.
     pub backend: String,
     pub created_at: String,
     /// Whether `.env` is in it.
@@ -50,19 +84,38 @@ pub struct Manifest {
     pub files: Vec<String>,
 }
 
-/// Writes a backup of `data_dir`'s SQLite database and files to `out` (through a partial file
-/// renamed at the end, so `out` is never half-written).
-pub fn write(data_dir: &Path, out: &Path, with_secrets: bool) -> anyhow::Result<Manifest> {
-    let live = data_dir.join(sqlite::FILE_NAME);
-    ensure!(
-        live.is_file(),
-        "no database at {}: nothing to back up",
-        live.display()
-    );
+/// Writes a backup of `data_dir` and its `database` to `out` (through a partial file renamed
+/// at the end, so `out` is never half-written).
+pub fn write(
+    data_dir: &Path,
+    database: Database<'_>,
+    out: &Path,
+    with_secrets: bool,
+) -> anyhow::Result<Manifest> {
     let partial = sibling(out, "partial")?;
     let snapshot = sibling(out, "snapshot")?;
     let written = (|| {
-        snapshot_sqlite(&live, &snapshot)?;
+        let schema_version = match database {
+            Database::Sqlite => {
+                let live = data_dir.join(db::FILE_NAME);
+                ensure!(
+                    live.is_file(),
+                    "no database at {}: nothing to back up",
+                    live.display()
+                );
+                sqlite::snapshot(&live, &snapshot)?;
+                sqlite::schema_of(&snapshot)?
+            }
+            Database::Postgres(url) => {
+                let version = postgres::schema_of(url)?;
+                ensure!(
+                    version > 0,
+                    "the database holds no service data: nothing to back up"
+                );
+                postgres::snapshot(url, &snapshot)?;
+                version
+            }
+        };
         let mut files: Vec<String> = KEPT
             .iter()
             .filter(|name| data_dir.join(name).exists())
@@ -74,8 +127,8 @@ pub fn write(data_dir: &Path, out: &Path, with_secrets: bool) -> anyhow::Result<
         let manifest = Manifest {
             format: FORMAT,
             service_version: env!("CARGO_PKG_VERSION").to_owned(),
-            schema_version: schema_of(&snapshot)?,
-            backend: "sqlite".to_owned(),
+            schema_version,
+            backend: database.backend().to_owned(),
             created_at: db::now(),
             with_secrets,
             files,
@@ -90,7 +143,7 @@ pub fn write(data_dir: &Path, out: &Path, with_secrets: bool) -> anyhow::Result<
         header.set_mode(0o644);
         header.set_mtime(chrono::Utc::now().timestamp().max(0) as u64);
         archive.append_data(&mut header, MANIFEST, json.as_slice())?;
-        archive.append_path_with_name(&snapshot, DATABASE)?;
+        archive.append_path_with_name(&snapshot, Database::entry(&manifest.backend)?)?;
         for name in &manifest.files {
             let path = data_dir.join(name);
             let inside = format!("{DATA}/{name}");
@@ -118,8 +171,15 @@ pub fn write(data_dir: &Path, out: &Path, with_secrets: bool) -> anyhow::Result<
 }
 
 /// Restores `archive` into `data_dir`, which must be empty or missing unless `force` (then
-/// what the archive holds replaces the directory's database and those files).
-pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> anyhow::Result<Manifest> {
+/// what the archive holds replaces the directory's database and those files). A PostgreSQL
+/// archive is loaded into the database at `postgres_url`, which must hold no tables unless
+/// `force`.
+pub fn restore(
+    archive: &Path,
+    data_dir: &Path,
+    postgres_url: Option<&str>,
+    force: bool,
+) -> anyhow::Result<Manifest> {
     let occupied = std::fs::read_dir(data_dir)
         .map(|mut entries| entries.next().is_some())
         .unwrap_or(false);
@@ -133,12 +193,39 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> anyhow::Result<M
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
+    create(parent)?;
     let staging = sibling(data_dir, "restoring")?;
     let restored = (|| {
         let manifest = unpack(archive, &staging)?;
-        put_in_place(&staging, data_dir, &manifest)?;
+        let database = staging.join(Database::entry(&manifest.backend)?);
+        if manifest.backend == "postgres" {
+            let url = postgres_url.with_context(|| {
+                format!(
+                    "the archive holds a PostgreSQL database: set {} to the (empty) database \
+                     to load it into",
+                    db::URL_VARIABLE
+                )
+            })?;
+            ensure!(
+                force || !postgres::has_tables(url)?,
+                "the database at {} holds tables already; restore into an empty database, or \
+                 pass --force to replace what the archive holds",
+                db::URL_VARIABLE
+            );
+            postgres::load(url, &database, force)?;
+            create(data_dir)?;
+        } else {
+            create(data_dir)?;
+            let live = data_dir.join(db::FILE_NAME);
+            for suffix in ["-wal", "-shm"] {
+                let mut log = live.clone().into_os_string();
+                log.push(suffix);
+                remove(Path::new(&log))?;
+            }
+            remove(&live)?;
+            move_to(&database, &live)?;
+        }
+        put_files_in_place(&staging, data_dir, &manifest)?;
         Ok(manifest)
     })();
     let _ = std::fs::remove_dir_all(&staging);
@@ -156,7 +243,7 @@ fn unpack(archive: &Path, staging: &Path) -> anyhow::Result<Manifest> {
         )
     };
     let mut entries = tar::Archive::new(GzDecoder::new(BufReader::new(file)));
-    let mut manifest = None;
+    let mut manifest: Option<Manifest> = None;
     for entry in entries.entries().with_context(not_a_backup)? {
         let mut entry = entry.with_context(not_a_backup)?;
         let path = entry.path().with_context(not_a_backup)?.into_owned();
@@ -174,13 +261,11 @@ fn unpack(archive: &Path, staging: &Path) -> anyhow::Result<Manifest> {
             manifest = Some(read_manifest(&json)?);
             continue;
         }
+        let Some(read) = &manifest else {
+            anyhow::bail!("{}: its manifest does not come first", not_a_backup());
+        };
         ensure!(
-            manifest.is_some(),
-            "{}: its manifest does not come first",
-            not_a_backup()
-        );
-        ensure!(
-            path == Path::new(DATABASE) || path.starts_with(DATA),
+            path == Path::new(Database::entry(&read.backend)?) || path.starts_with(DATA),
             "{}: the archive holds {}, which a backup never does",
             archive.display(),
             path.display()
@@ -188,26 +273,24 @@ fn unpack(archive: &Path, staging: &Path) -> anyhow::Result<Manifest> {
         entry.unpack_in(staging).with_context(not_a_backup)?;
     }
     let manifest = manifest.with_context(not_a_backup)?;
-    let database = staging.join(DATABASE);
+    let database = staging.join(Database::entry(&manifest.backend)?);
     ensure!(
         database.is_file(),
         "{}: it holds no database",
         not_a_backup()
     );
-    let found = schema_of(&database)?;
-    ensure!(
-        found == manifest.schema_version,
-        "{}: its database has schema {found}, its manifest says {}",
-        not_a_backup(),
-        manifest.schema_version
-    );
-    let conn = sqlite::connect(&database)?;
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
-    ensure!(
-        check == "ok",
-        "{}: its database is damaged ({check})",
-        not_a_backup()
-    );
+    if manifest.backend == "postgres" {
+        postgres::check(&database).with_context(not_a_backup)?;
+    } else {
+        let found = sqlite::schema_of(&database)?;
+        ensure!(
+            found == manifest.schema_version,
+            "{}: its database has schema {found}, its manifest says {}",
+            not_a_backup(),
+            manifest.schema_version
+        );
+        sqlite::check(&database).with_context(not_a_backup)?;
+    }
     Ok(manifest)
 }
 
@@ -219,11 +302,7 @@ fn read_manifest(json: &str) -> anyhow::Result<Manifest> {
         "the archive has format {}; this build reads format {FORMAT}",
         manifest.format
     );
-    ensure!(
-        manifest.backend == "sqlite",
-        "the archive holds a {} database; restore it with that database's tools",
-        manifest.backend
-    );
+    Database::entry(&manifest.backend)?;
     ensure!(
         manifest.schema_version <= SCHEMA_VERSION,
         "the archive's database has schema version {}, newer than the {SCHEMA_VERSION} this \
@@ -235,20 +314,9 @@ fn read_manifest(json: &str) -> anyhow::Result<Manifest> {
     Ok(manifest)
 }
 
-/// Moves what `staging` holds into `data_dir`: the database (its old log goes) and each kept
-/// entry, and removes the kept entries the archive has none of. Secrets are replaced only by
-/// an archive that holds them.
-fn put_in_place(staging: &Path, data_dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let live = data_dir.join(sqlite::FILE_NAME);
-    for suffix in ["-wal", "-shm"] {
-        let mut log = live.clone().into_os_string();
-        log.push(suffix);
-        remove(Path::new(&log))?;
-    }
-    remove(&live)?;
-    move_to(&staging.join(DATABASE), &live)?;
+/// Moves each kept entry `staging` holds into `data_dir`, and removes the kept entries the
+/// archive has none of. Secrets are replaced only by an archive that holds them.
+fn put_files_in_place(staging: &Path, data_dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
     let secrets = manifest.with_secrets.then_some(SECRETS);
     for name in KEPT.into_iter().chain(secrets) {
         let target = data_dir.join(name);
@@ -258,6 +326,10 @@ fn put_in_place(staging: &Path, data_dir: &Path, manifest: &Manifest) -> anyhow:
         }
     }
     Ok(())
+}
+
+fn create(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
 }
 
 fn move_to(from: &Path, to: &Path) -> anyhow::Result<()> {
@@ -272,29 +344,6 @@ fn remove(path: &Path) -> anyhow::Result<()> {
         Err(_) => return Ok(()),
     };
     removed.with_context(|| format!("cannot replace {}", path.display()))
-}
-
-/// A consistent copy of the live database (`VACUUM INTO` reads it in one transaction).
-fn snapshot_sqlite(live: &Path, into: &Path) -> anyhow::Result<()> {
-    let _ = std::fs::remove_file(into);
-    let conn = sqlite::connect(live)?;
-    let target = into
-        .to_str()
-        .with_context(|| format!("{} is not a UTF-8 path", into.display()))?;
-    conn.execute("VACUUM INTO ?1", [target])
-        .with_context(|| format!("cannot snapshot {}", live.display()))?;
-    Ok(())
-}
-
-fn schema_of(database: &Path) -> anyhow::Result<u32> {
-    let conn = sqlite::connect(database)?;
-    let version: u32 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .with_context(|| format!("{} is not a database", database.display()))?;
-    if version == 0 {
-        bail!("{} holds no service database", database.display());
-    }
-    Ok(version)
 }
 
 /// A path beside `path` for work in progress (`.<name>.<what>-<random>`).
