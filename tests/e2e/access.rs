@@ -390,7 +390,10 @@ async fn strangers_learn_the_status_only_and_metrics_and_mcp_take_tokens() {
     let (status, health, _) = call(&server, Method::GET, "/api/health", None, None).await;
     assert_eq!((status, health), (StatusCode::OK, json!({"status": "ok"})));
     let (_, me, _) = call(&server, Method::GET, "/api/me", None, None).await;
-    assert_eq!(me, json!({"principal": null, "sign_in_required": true}));
+    assert_eq!(
+        me,
+        json!({"principal": null, "permissions": [], "sign_in_required": true})
+    );
     let (status, page, _) = call(&server, Method::GET, "/", None, None).await;
     assert_eq!(
         status,
@@ -407,6 +410,7 @@ async fn strangers_learn_the_status_only_and_metrics_and_mcp_take_tokens() {
     let (_, me) = get_as(&server, "/api/me", &viewer).await;
     assert_eq!(me["principal"]["role"], "viewer");
     assert_eq!(me["principal"]["kind"], "token");
+    assert_eq!(me["permissions"], json!(["read_status"]));
 
     let (status, _, _) = call(&server, Method::GET, "/metrics", None, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
