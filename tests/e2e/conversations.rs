@@ -139,11 +139,30 @@ async fn a_chat_carries_its_earlier_turns_within_the_budget() {
     let (_, chats) = server.get("/api/conversations?source=teamchat").await;
     assert_eq!(chats["conversations"], json!([]));
 
-    // Deleted, it is gone with its messages.
+    // Deleted, it is gone with its messages and what was written in its runs; the runs keep
+    // their shape.
+    let trace = format!("/api/traces/{}", second["trace_id"].as_str().unwrap());
+    let (_, before) = server.get(&trace).await;
+    assert!(before.to_string().contains("Ada"), "{before}");
     let (status, _) = server.delete(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = server.get(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, after) = server.get(&trace).await;
+    assert!(!after.to_string().contains("Ada"), "{after}");
+    assert_eq!(
+        (
+            &after["prompt"],
+            &after["status"],
+            &after["steps"].as_array().unwrap().len()
+        ),
+        (
+            &json!(""),
+            &before["status"],
+            &before["steps"].as_array().unwrap().len()
+        )
+    );
+    assert_eq!(after["steps"][1]["tool_name"], "search_notes", "{after}");
 }
 
 #[tokio::test]

@@ -695,3 +695,85 @@ async fn an_agent_open_to_some_roles_is_refused_to_the_others_everywhere() {
         assert!(tools(&admin).await.contains(&"ask_shell".to_owned()));
     }
 }
+
+/// `users forget NAME`: what a person wrote goes (their conversations, their runs' content), the
+/// runs stay as counts, their account ends, and the audit log keeps a tombstone.
+#[tokio::test]
+async fn a_forgotten_person_leaves_counts_and_a_tombstone_only() {
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let out = cli(
+        &server.data_dir,
+        &["users", "add", "grace", "--role", "member"],
+    );
+    assert!(out.status.success());
+    let link = String::from_utf8(out.stdout).unwrap();
+    let mut grace = Browser::default();
+    let (status, body) = grace
+        .use_link(&server, link.lines().last().unwrap(), None, PASSWORD)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, asked, _) = grace
+        .send(
+            &server,
+            Method::POST,
+            "/api/chat",
+            Some(json!({"prompt": "Grace's secret plan"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{asked}");
+    let ops = crate::access::token(&server, "ops", "admin");
+    let read = async |path: &str| {
+        let (status, body, _) =
+            crate::access::call(&server, Method::GET, path, Some(&ops), None).await;
+        (status, body)
+    };
+    let trace = format!("/api/traces/{}", asked["trace_id"].as_str().unwrap());
+    let (_, before) = read(&trace).await;
+    assert_eq!(before["started_by"], "user:grace");
+    assert!(before.to_string().contains("secret plan"));
+    let (_, traces_before) = read("/api/traces").await;
+
+    let out = cli(&server.data_dir, &["users", "forget", "grace"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("1 conversations deleted"), "{said}");
+
+    let conversation = format!(
+        "/api/conversations/{}",
+        asked["conversation_id"].as_str().unwrap()
+    );
+    assert_eq!(read(&conversation).await.0, StatusCode::NOT_FOUND);
+    let (_, after) = read(&trace).await;
+    assert!(!after.to_string().contains("secret plan"), "{after}");
+    assert_eq!(
+        (&after["prompt"], &after["status"]),
+        (&json!(""), &before["status"])
+    );
+    assert_eq!(read("/api/traces").await.1["total"], traces_before["total"]);
+    // Her session ends as a revoked one does, within a second.
+    eventually(5, async || {
+        let (_, me, _) = grace
+            .clone()
+            .send(&server, Method::GET, "/api/me", None)
+            .await;
+        me["principal"].is_null().then_some(())
+    })
+    .await;
+    let (_, audit) = read("/api/audit?principal=owner").await;
+    assert!(
+        audit["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "forget user" && e["target"] == "user:grace"),
+        "{audit}"
+    );
+
+    let out = cli(&server.data_dir, &["users", "forget", "grace"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no user named \"grace\""));
+}

@@ -368,6 +368,30 @@ fn from_row(row: &Row<'_>) -> Result<Trace> {
     })
 }
 
+/// Erases what was written in the runs `roots` selects (trace ids, by the parameter `?1` =
+/// `key`) and in every run they delegated to: prompts, responses, LLM texts, tool inputs,
+/// outputs and errors. The traces keep their shape, timings and outcomes, as a viewer sees
+/// them. Returns how many runs it touched.
+pub fn erase_content(conn: &Conn, roots: &str, key: &str) -> Result<u64> {
+    let runs = format!(
+        "WITH RECURSIVE runs (id) AS ({roots} \
+         UNION SELECT t.id FROM traces t JOIN runs r ON t.parent_trace_id = r.id)"
+    );
+    for erase in [
+        "UPDATE llm_calls SET response_text = NULL WHERE trace_id IN (SELECT id FROM runs)",
+        "UPDATE tool_invocations SET input = 'null', output = NULL, error_message = NULL \
+         WHERE trace_id IN (SELECT id FROM runs)",
+    ] {
+        conn.execute(&format!("{runs} {erase}"), params![key])?;
+    }
+    conn.execute(
+        &format!(
+            "{runs} UPDATE traces SET prompt = '', response = NULL WHERE id IN (SELECT id FROM runs)"
+        ),
+        params![key],
+    )
+}
+
 /// A page of traces, newest first.
 pub fn list(conn: &Conn, limit: u32, offset: u32) -> Result<Vec<Trace>> {
     conn.query(

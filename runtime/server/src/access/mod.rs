@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod budget;
 pub mod credential;
+pub mod erasure;
 pub mod links;
 pub mod passwords;
 pub mod roles;

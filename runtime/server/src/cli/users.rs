@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use clap::Subcommand;
-use service_runtime::access::links;
-use service_runtime::access::{Role, users};
+use service_runtime::access::{Principal, Role, erasure, links, users};
 use service_runtime::app;
 use service_runtime::config::{DEFAULT_HOST, DEFAULT_PORT, FileConfig};
+use service_runtime::replica;
 use service_runtime::settings_store::SettingsStore;
 
 #[derive(Subcommand)]
@@ -31,6 +31,10 @@ pub enum UsersCommand {
     Link { name: String },
     /// Remove a person; their sessions end
     Remove { name: String },
+    /// Forget a person: their conversations, what they wrote in their runs' traces, their
+    /// tasks' prompts and their approvals' notes go, and then their account; counts stay, and
+    /// the audit log says they were forgotten
+    Forget { name: String },
 }
 
 pub async fn run(data_dir: &Path, command: UsersCommand) -> anyhow::Result<()> {
@@ -101,6 +105,19 @@ pub async fn run(data_dir: &Path, command: UsersCommand) -> anyhow::Result<()> {
         UsersCommand::Remove { name } => {
             db.blocking(|conn| users::remove(conn, &name))?;
             outln!("removed {name:?}; their sessions ended")
+        }
+        UsersCommand::Forget { name } => {
+            let replica = replica::command_id();
+            let forgotten =
+                db.blocking(|conn| erasure::forget(conn, &name, &Principal::owner(), &replica))?;
+            outln!(
+                "forgot {name:?}: {} conversations deleted; what was written in {} runs, {} \
+                 tasks' prompts and {} approvals' notes erased; their account removed",
+                forgotten.conversations,
+                forgotten.runs,
+                forgotten.tasks,
+                forgotten.approvals
+            )
         }
     }
 }

@@ -9,7 +9,7 @@ use service_contract::agent::{self, Turn, TurnRole};
 
 use crate::db::{self, Conn, Row};
 use crate::error::Result;
-use crate::params;
+use crate::{params, traces};
 
 pub mod line;
 
@@ -382,8 +382,20 @@ pub fn leave(conn: &Conn, id: &str, ticket: i64) -> Result<()> {
     Ok(())
 }
 
-/// Deletes a conversation and its messages; whether it was there.
+/// Deletes a conversation, its messages, what was written in its runs' traces and the
+/// approvals its runs went on from (their checkpoints hold the messages; one still pending
+/// stays until it is decided or expires); whether it was there.
 pub fn delete(conn: &Conn, id: &str) -> Result<bool> {
+    traces::erase_content(
+        conn,
+        "SELECT trace_id FROM conversation_messages WHERE conversation_id = ?1 \
+         AND trace_id IS NOT NULL",
+        id,
+    )?;
+    conn.execute(
+        "DELETE FROM approvals WHERE conversation_id = ?1 AND resumed = 1",
+        params![id],
+    )?;
     conn.execute(
         "DELETE FROM conversation_messages WHERE conversation_id = ?1",
         params![id],

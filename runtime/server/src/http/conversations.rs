@@ -69,11 +69,13 @@ pub async fn remove(
     let answer = json!({"id": id, "result": "deleted"});
     app.db
         .call(move |conn| {
-            entered(conn, &caller, &id)?;
-            match conversations::delete(conn, &id)? {
-                true => Ok(()),
-                false => Err(unknown(&id)),
-            }
+            conn.transaction(|tx| {
+                entered(tx, &caller, &id)?;
+                match conversations::delete(tx, &id)? {
+                    true => Ok(()),
+                    false => Err(unknown(&id)),
+                }
+            })
         })
         .await?;
     Ok(Json(answer))
