@@ -415,6 +415,49 @@ mod tests {
     use crate::db::testing::{Backends, each_conn};
 
     #[test]
+    fn deleting_erases_what_its_runs_and_their_delegations_wrote() {
+        each_conn(Backends::Both, |conn| {
+            let run = |conn: &Conn, parent: Option<&str>, prompt: &str| {
+                traces::start(
+                    conn,
+                    &traces::NewTrace {
+                        parent_trace_id: parent,
+                        source: "chat",
+                        provider: "offline",
+                        model: "offline-1",
+                        prompt,
+                        ..traces::NewTrace::default()
+                    },
+                )
+                .unwrap()
+            };
+            let asked = run(conn, None, "ada's question");
+            let delegated = run(conn, Some(&asked), "ada's question, passed on");
+            let other = run(conn, None, "someone else's");
+            let chat = start(conn, "default", "chat", "hi", Some("user:ada")).unwrap();
+            let exchange = Exchange {
+                prompt: "ada's question",
+                answer: Some("the answer"),
+                tool_calls: None,
+                trace_id: Some(&asked),
+            };
+            record(conn, &chat.id, &exchange).unwrap();
+
+            assert!(delete(conn, &chat.id).unwrap());
+            for id in [&asked, &delegated] {
+                let trace = traces::get(conn, id).unwrap().unwrap();
+                assert_eq!(
+                    (trace.prompt.as_str(), trace.status.as_str()),
+                    ("", "running")
+                );
+            }
+            let kept = traces::get(conn, &other).unwrap().unwrap();
+            assert_eq!(kept.prompt, "someone else's");
+            assert!(!delete(conn, &chat.id).unwrap(), "gone");
+        });
+    }
+
+    #[test]
     fn exchanges_are_kept_in_order_and_the_history_keeps_the_latest() {
         each_conn(Backends::Both, |conn| {
             let chat = start(
