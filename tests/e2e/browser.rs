@@ -2867,12 +2867,7 @@ async fn the_dashboard_signs_in_people_and_tokens_and_names_a_missing_permission
     assert_eq!(browser.text("#who-name").await, "ada · admin");
 
     // The session's writes carry the anti-forgery token.
-    browser
-        .client
-        .goto(&format!("{}/#/agents", browser.base))
-        .await
-        .unwrap();
-    browser.ready("agents").await;
+    browser.open("agents").await;
     submit_researcher(&browser).await;
     browser
         .wait_for(
@@ -3001,12 +2996,7 @@ async fn admins_add_people_and_tokens_and_read_the_audit_log() {
     let Some(browser) = Browser::start(&server).await else {
         return;
     };
-    browser
-        .client
-        .goto(&format!("{}/#/access", browser.base))
-        .await
-        .unwrap();
-    browser.ready("access").await;
+    browser.open("access").await;
     browser.type_into("#user-name", "bob@example.org").await;
     browser.click("#user-submit").await;
     let link = browser
@@ -3060,12 +3050,7 @@ async fn admins_add_people_and_tokens_and_read_the_audit_log() {
         )
         .await;
 
-    browser
-        .client
-        .goto(&format!("{}/#/audit", browser.base))
-        .await
-        .unwrap();
-    browser.ready("audit").await;
+    browser.open("audit").await;
     // Entries are written just after their answers: the tab refreshes every 5 s.
     browser
         .wait_for(

@@ -35,6 +35,7 @@ pub fn forget(conn: &mut Conn, name: &str, by: &Principal, replica: &str) -> Res
         }
         let runs =
             traces::erase_content(tx, "SELECT id FROM traces WHERE started_by = ?1", &label)?;
+        // The tasks whose titles are prompts (`Task::holds_content`).
         let tasks = tx.execute(
             "UPDATE tasks SET title = '', description = NULL WHERE started_by = ?1 \
              AND agent_profile_name IS NOT NULL AND schedule_name IS NULL",

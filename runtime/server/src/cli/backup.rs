@@ -49,8 +49,15 @@ pub fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<()> 
     }
     if manifest.backend == "postgres" {
         outln!(
-            "serve it with {} set to the database it was loaded into",
-            db::URL_VARIABLE
+            "serve it with {} set to the database it was loaded into{}",
+            db::URL_VARIABLE,
+            // The restored .env may name the database the backup was taken from; the
+            // environment wins over it.
+            if manifest.with_secrets {
+                " in the environment (the restored .env may name the one it was backed up from)"
+            } else {
+                ""
+            }
         )?;
     }
     outln!(
