@@ -414,7 +414,8 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
     let live = text.lines().last().unwrap().to_owned();
     assert!(!gone(&live));
     server.stop();
-    eventually(5, async || gone(&live).then_some(())).await;
+    // Generous for a machine busy with other tests; the guard wakes as the runtime exits.
+    eventually(20, async || gone(&live).then_some(())).await;
 }
 
 #[tokio::test]
@@ -525,6 +526,37 @@ async fn bad_entries_stop_the_start_and_a_silent_server_is_an_error_not_a_hang()
     assert!(failed["error_at"].is_string());
     let (status, _) = server.get("/api/health").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_server_slow_to_answer_or_older_than_discovery_is_connected_at_the_first_try() {
+    if !sdk_available() {
+        return;
+    }
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "mcp__old__shout", json!({"text": "hello"}))]),
+        Reply::Text("ok"),
+    ])
+    .await;
+    // Slower than the 10 s the MCP library gives discovery on its own, within the handshake's
+    // configured 30 s.
+    let config = format!(
+        "{}[mcp.servers.old]\ncommand = [\"python3\", {:?}]\n",
+        stdio_entry("slow", "START_DELAY = \"11\""),
+        fixture("legacy_server.py").to_str().unwrap()
+    );
+    let server = Server::start_with_config(&config, &openai_env(&fake.url));
+    let old = ready(&server, "old").await;
+    assert_eq!(old["protocol_version"], "2025-11-25", "{old}");
+    assert_eq!(old["server"], "legacy-tools 0.9", "{old}");
+    assert_eq!(old["restarts"], 0, "{old}");
+    let slow = ready(&server, "slow").await;
+    assert_eq!(slow["protocol_version"], "2026-07-28", "{slow}");
+    assert_eq!(slow["restarts"], 0, "{slow}");
+
+    create_agent(&server, "caller", json!(["mcp__old__shout"])).await;
+    let answer = chat(&server, "caller").await;
+    assert_eq!(answer["tool_calls"][0]["output"], "HELLO", "{answer}");
 }
 
 /// Runs the fixture client; its JSON answer. (Awaited, so the fake model keeps answering.)

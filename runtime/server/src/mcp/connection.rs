@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter,
+    ClientCapabilities, ClientConfig, ErrorCode, Implementation, ProtocolVersion,
+    SubscriptionFilter,
 };
 use rmcp::service::{
-    ClientLifecycleMode, NotificationContext, Peer, QuitReason, RunningServiceCancellationToken,
+    ClientInitializeError, ClientLifecycleMode, NotificationContext, Peer, QuitReason,
+    RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -70,10 +72,34 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the transport and performs the handshake; `secret` fills `{{secret:NAME}}`.
+    ///
+    /// A server is asked with `server/discover` first; one that refuses it with a JSON-RPC error
+    /// predates it and gets `initialize` on a fresh transport. (rmcp's own fallback gives
+    /// discovery a fixed 10 s and then sends `initialize` on the same stream, which fails
+    /// when a slow server answers the first request late; the caller's timeout bounds both
+    /// here.)
     pub async fn open(
         server: &Server,
         secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
     ) -> Result<Self, String> {
+        let discover = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::LATEST],
+        };
+        match Self::open_with(server, secret, discover).await {
+            Err(Refused::Discover(refusal)) => {
+                Self::open_with(server, secret, ClientLifecycleMode::Initialize)
+                    .await
+                    .map_err(|e| format!("{} (it refused server/discover: {refusal})", e.message()))
+            }
+            opened => opened.map_err(Refused::message),
+        }
+    }
+
+    async fn open_with(
+        server: &Server,
+        secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Self, Refused> {
         let tools_changed = Arc::new(Notify::new());
         let listener = Listener {
             tools_changed: Arc::clone(&tools_changed),
@@ -86,9 +112,9 @@ impl Connection {
                 log_stderr(&server.name, spawned.stderr, Arc::clone(&last_stderr));
                 let transport = AsyncRwTransport::new_client(spawned.stdout, spawned.stdin)
                     .with_max_line_length(MAX_MESSAGE_BYTES);
-                let service = handshake(listener, transport)
+                let service = handshake(listener, transport, lifecycle)
                     .await
-                    .map_err(|e| with_stderr(e, &last_stderr))?;
+                    .map_err(|e| e.map(|message| with_stderr(message, &last_stderr)))?;
                 (service, Some(spawned.process))
             }
             Transport::Http { url, headers } => {
@@ -97,7 +123,7 @@ impl Connection {
                     .max_sse_event_size(MAX_MESSAGE_BYTES)
                     .max_json_response_size(MAX_MESSAGE_BYTES);
                 let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
-                (handshake(listener, transport).await?, None)
+                (handshake(listener, transport, lifecycle).await?, None)
             }
         };
         let peer = service.peer().clone();
@@ -152,24 +178,60 @@ impl Drop for Connection {
     }
 }
 
-/// Handshake at the newest revision: `server/discover` first, `initialize` for servers that
-/// predate it.
+/// Why a handshake failed: a JSON-RPC refusal of `server/discover` (the server predates it)
+/// or anything else.
+enum Refused {
+    Discover(String),
+    Other(String),
+}
+
+impl Refused {
+    fn message(self) -> String {
+        match self {
+            Self::Discover(message) | Self::Other(message) => message,
+        }
+    }
+
+    fn map(self, change: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Discover(message) => Self::Discover(change(message)),
+            Self::Other(message) => Self::Other(change(message)),
+        }
+    }
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Self {
+        Self::Other(message)
+    }
+}
+
 async fn handshake<T, E, A>(
     listener: Listener,
     transport: T,
-) -> Result<rmcp::service::RunningService<RoleClient, Listener>, String>
+    lifecycle: ClientLifecycleMode,
+) -> Result<rmcp::service::RunningService<RoleClient, Listener>, Refused>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::LATEST],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-    };
+    let discovering = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
     listener
         .serve_with_lifecycle(transport, lifecycle)
         .await
-        .map_err(|e| format!("the handshake failed: {e}"))
+        .map_err(|e| {
+            // The two codes a server that knows `server/discover` refuses it with.
+            let refused_discovery = discovering
+                && matches!(&e, ClientInitializeError::JsonRpcError(data)
+                    if data.code != ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                        && data.code != ErrorCode::HEADER_MISMATCH);
+            let message = format!("the handshake failed: {e}");
+            if refused_discovery {
+                Refused::Discover(message)
+            } else {
+                Refused::Other(message)
+            }
+        })
 }
 
 /// Servers at a revision without `initialize` announce tool changes on a subscription rather

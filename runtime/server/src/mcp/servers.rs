@@ -233,9 +233,10 @@ impl McpServers {
         Some(())
     }
 
-    /// Lists the server's tools and registers them in place of the ones it had.
+    /// Lists the server's tools and registers them in place of the ones it had. The listing is
+    /// part of keeping the session, so it has the handshake's time, not a tool call's.
     async fn list(&self, slot: &Arc<Slot>, peer: &Peer<RoleClient>) -> Result<(), String> {
-        let offered = tokio::time::timeout(slot.server.call_timeout, peer.list_all_tools())
+        let offered = tokio::time::timeout(self.connect_timeout, peer.list_all_tools())
             .await
             .map_err(|_| "listing its tools timed out".to_owned())?
             .map_err(|e| format!("cannot list its tools: {e}"))?;
