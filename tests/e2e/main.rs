@@ -32,6 +32,7 @@ mod people;
 mod python;
 mod radicale;
 mod replicas;
+mod retention;
 mod scheduler;
 mod server;
 mod single_sign_on;

@@ -761,3 +761,44 @@ async fn a_session_made_on_one_replica_works_on_the_other_and_ends_on_both() {
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn old_records_are_pruned_once_by_one_of_two_replicas() {
+    // The first replica only writes: with every kind kept forever it runs no pruner.
+    let forever = "[retention]\ntraces_days = 0\ntasks_days = 0\napprovals_days = 0\n";
+    let Some(mut cluster) = Cluster::start_configured(1, forever) else {
+        return;
+    };
+    for n in 0..12 {
+        let (status, answer) = cluster
+            .at(0)
+            .post("/api/chat", json!({"prompt": format!("question {n}")}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    cluster.kill(0);
+    sql(
+        &cluster,
+        "UPDATE traces SET created_at = '2020-01-01T00:00:00.000Z'; \
+         UPDATE conversations SET updated_at = '2020-01-01T00:00:00.000Z'",
+    );
+
+    cluster.config = "[retention]\nconversations_days = 7\n".to_owned();
+    let (first, second) = (cluster.add(), cluster.add());
+    eventually(30, async || {
+        (sql(&cluster, "SELECT count(*) FROM traces").trim() == "0"
+            && sql(&cluster, "SELECT count(*) FROM conversations").trim() == "0")
+            .then_some(())
+    })
+    .await;
+    for kind in ["traces", "conversations"] {
+        let counts = [
+            crate::retention::deleted(cluster.at(first), kind).await,
+            crate::retention::deleted(cluster.at(second), kind).await,
+        ];
+        assert!(
+            counts.contains(&0) && counts.contains(&12),
+            "{kind}: {counts:?}"
+        );
+    }
+}

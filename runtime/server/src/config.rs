@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::mcp::settings::{McpSection, McpServerSection};
+use crate::retention::RetentionSection;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8765;
@@ -46,6 +47,9 @@ pub struct FileConfig {
     pub approvals: ApprovalsSection,
     #[serde(default)]
     pub auth: AuthSection,
+    /// `[retention]`: how long traces, tasks, conversations and approvals are kept.
+    #[serde(default)]
+    pub retention: RetentionSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
@@ -439,7 +443,8 @@ impl FileConfig {
             .and_then(|()| config.mcp.check())
             .and_then(|()| config.conversations.check())
             .and_then(|()| config.approvals.check())
-            .and_then(|()| config.auth.check())?;
+            .and_then(|()| config.auth.check())
+            .and_then(|()| config.retention.check())?;
         Ok(config)
     }
 }

@@ -28,6 +28,7 @@ pub mod peers;
 pub mod placeholders;
 pub mod replica;
 pub mod resumer;
+pub mod retention;
 pub mod running_server;
 pub mod scheduler;
 pub mod sealed_settings;

@@ -21,6 +21,7 @@ use crate::http::limits::Limits;
 use crate::http::{self, AppState, guards::Binding};
 use crate::peers::Peers;
 use crate::resumer::Resumer;
+use crate::retention;
 use crate::wasm::{self, Worker};
 use crate::{job_queue, kv_store, replica};
 
@@ -154,6 +155,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .run(jobs_stop.clone()),
     );
     housekeeping(&app, background.clone())?;
+    retention::start(
+        &app.db,
+        app.config.retention.clone(),
+        app.replica.clone(),
+        background.clone(),
+    )?;
     tokio::spawn(
         Resumer {
             db: app.db.clone(),

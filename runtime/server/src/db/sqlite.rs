@@ -1,5 +1,5 @@
 //! The embedded backend: one SQLite file under the data directory, WAL mode, foreign keys on,
-//! and its write-ahead log checkpointed in the background.
+//! incremental vacuum, and its write-ahead log checkpointed in the background.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,6 +28,11 @@ pub fn connect(path: &Path) -> anyhow::Result<Connection> {
 /// The pragmas every connection of the service runs with; applied after the version check, so
 /// a database of a newer version is left as it was.
 pub fn configure(conn: &Connection) -> anyhow::Result<()> {
+    // Only a file without tables can take it: retention's deletions then give pages back.
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+    if pages == 0 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;

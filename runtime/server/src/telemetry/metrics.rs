@@ -87,6 +87,12 @@ pub struct Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RecordKind {
+    /// `traces`, `tasks`, `conversations` or `approvals`.
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
     /// `size`, `available` or `waiting`.
     pub state: &'static str,
@@ -127,6 +133,7 @@ pub struct Metrics {
     pub adapter_duration: Histograms<AdapterName>,
     pub limit_hits: Family<LimitLabels, Counter>,
     pub scheduler_fires: Family<Outcome, Counter>,
+    retention_deleted: Family<RecordKind, Counter>,
     /// Set when scraped.
     pub instances_in_use: Family<AdapterName, Gauge>,
     pub jobs: Family<JobLabels, Gauge>,
@@ -163,6 +170,7 @@ impl Metrics {
             adapter_duration: Family::new_with_constructor(seconds),
             limit_hits: Family::default(),
             scheduler_fires: Family::default(),
+            retention_deleted: Family::default(),
             instances_in_use: Family::default(),
             jobs: Family::default(),
             db_pool: Family::default(),
@@ -219,6 +227,14 @@ impl Metrics {
             metrics.scheduler_fires.clone(),
         );
         registry.register(
+            "retention_deleted",
+            "Records this replica deleted past their [retention] age, by kind",
+            metrics.retention_deleted.clone(),
+        );
+        for kind in crate::retention::Kind::ALL {
+            metrics.retention_deleted(kind.as_str(), 0);
+        }
+        registry.register(
             "adapter_instances_in_use",
             "Instances of each component adapter in use on this replica",
             metrics.instances_in_use.clone(),
@@ -246,6 +262,13 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_text::encode(&mut text, &self.registry);
         text
+    }
+
+    /// `count` records of `kind` deleted by retention.
+    pub fn retention_deleted(&self, kind: &'static str, count: u64) {
+        self.retention_deleted
+            .get_or_create(&RecordKind { kind })
+            .inc_by(count);
     }
 
     /// `outcome`: `ok`, `error` or `cancelled`.
