@@ -5,12 +5,15 @@
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
 
+use crate::fakes::llm::{self, Reply};
 use crate::guests::guest;
-use crate::support::{Server, cli};
+use crate::support::{Server, cli, eventually, openai_env};
+use crate::teamchat::{SIGNING_SECRET, callback, mention_at, platform, signed};
 use crate::wasm::{ECHO_GRANT, drop_in, loaded};
 
 fn run(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -151,6 +154,68 @@ async fn a_backup_taken_while_chat_turns_are_written_restores_every_answered_one
         (status, said.as_str()),
         (StatusCode::OK, "hello from echo v1")
     );
+}
+
+#[tokio::test]
+async fn mentions_acked_before_a_backup_are_answered_once_by_the_restored_server() {
+    const MENTIONS: usize = 6;
+    // The first server's model holds every answer past the end of the test: each mention is
+    // acked and its job running when the snapshot is taken.
+    let stuck = llm::openai(vec![
+        Reply::Slow(Duration::from_secs(600), "too late");
+        MENTIONS
+    ])
+    .await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&stuck.url));
+    let mut server = Server::start_with_owned(&env);
+    let mut channels = Vec::new();
+    for i in 0..MENTIONS {
+        let channel = format!("C{i:03}");
+        let event = callback(
+            &format!("EvBackup{i}"),
+            mention_at(&channel, "1700000100.000100", "<@UBOT> hi", None),
+        );
+        let (status, body) = signed(&server, "events", &event).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        channels.push(channel);
+    }
+    eventually(20, async || {
+        (stuck.requests().len() == MENTIONS).then_some(())
+    })
+    .await;
+    let scratch = tempfile::tempdir().unwrap();
+    let archive = scratch.path().join("backup.tar.gz");
+    let (ok, _, stderr) = run(&server.data_dir, &["backup", archive.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    server.stop();
+    assert!(
+        api.posted().is_empty(),
+        "nothing was answered before the backup"
+    );
+
+    let restored_dir = scratch.path().join("restored");
+    let (ok, _, stderr) = run(&restored_dir, &["restore", archive.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let fast = llm::openai(vec![Reply::Text("answered"); MENTIONS * 2]).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&fast.url));
+    let restored = Server::start_in(&restored_dir, &env);
+    eventually(60, async || (api.posted().len() >= MENTIONS).then_some(())).await;
+    // Any second answer would come from a job still waiting or running.
+    eventually(30, async || {
+        let (_, tasks) = restored.get("/api/tasks?status=running").await;
+        (tasks["tasks"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
+    let mut answered: Vec<String> = api
+        .posted()
+        .iter()
+        .map(|(_, body)| body["channel"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    answered.sort();
+    assert_eq!(answered, channels, "each acked mention answered once");
 }
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 //! Retention: what the service keeps ends. Conversations idle past their age, decided
 //! approvals, finished tasks and finished traces (with their steps) are deleted in small
 //! batches, each its own short transaction, by one replica at a time (a lease), at start and
-//! hourly. SQLite then gives freed pages back to the file system.
+//! every `every_minutes`. SQLite then gives freed pages back to the file system.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use chrono::{SecondsFormat, Utc};
@@ -17,21 +17,17 @@ use crate::leases;
 use crate::params;
 use crate::telemetry::metrics::metrics;
 
-/// Rows one statement deletes at most: a batch holds the write lock for milliseconds.
-pub const BATCH: u32 = 200;
-/// Conversations are erased one transaction each (their runs' traces too); this many per turn
-/// of the loop.
-const CONVERSATION_BATCH: u32 = 20;
-/// Rounds run at start and then this often.
-const EVERY: Duration = Duration::from_secs(3600);
-/// A round's lease outlasts the round but not the hour: the first replica whose round comes
-/// after it expired leads the next one, so a leader that died is replaced within the hour.
-/// (Two rounds at once would only delete the same rows; the lease saves the work.)
-const LEASE_MS: i64 = 30 * 60 * 1000;
-/// Between batches the pruner steps aside for the writers that queued behind it.
-const PAUSE: Duration = Duration::from_millis(5);
-/// Pages SQLite hands back per step of its incremental vacuum (4 MiB at the default size).
-const VACUUM_PAGES: u32 = 1_024;
+/// Rows one statement deletes at most: a batch holds the write lock for a few milliseconds.
+pub const BATCH: u32 = 50;
+/// Conversations are erased one transaction each (their runs' traces too); this many per
+/// batch.
+const CONVERSATION_BATCH: u32 = 5;
+/// Between batches the pruner rests at least this long, and at least `REST` times what the
+/// batch took: it works a fifth of the time at most, whatever the disk.
+const PAUSE: Duration = Duration::from_millis(20);
+const REST: u32 = 4;
+/// Pages SQLite hands back per step of its incremental vacuum (1 MiB at the default size).
+const VACUUM_PAGES: u32 = 256;
 const LONGEST_DAYS: u32 = 36_500;
 
 /// `[retention]`: how many days each kind of record is kept; `0` keeps it forever.
@@ -47,6 +43,8 @@ pub struct RetentionSection {
     pub conversations_days: Option<u32>,
     /// Decided approvals whose run went on: default 90.
     pub approvals_days: Option<u32>,
+    /// Minutes between rounds (the first is at start), 1 to 1440: default 60.
+    pub every_minutes: Option<u32>,
 }
 
 /// The kinds of record retention ends, in the order a round prunes them (a conversation
@@ -89,6 +87,10 @@ impl RetentionSection {
         Some(set.unwrap_or(default)).filter(|days| *days > 0)
     }
 
+    pub fn every(&self) -> Duration {
+        Duration::from_secs(u64::from(self.every_minutes.unwrap_or(60)) * 60)
+    }
+
     pub fn check(&self) -> anyhow::Result<()> {
         for (kind, set) in [
             (Kind::Traces, self.traces_days),
@@ -102,6 +104,9 @@ impl RetentionSection {
                     kind.as_str()
                 );
             }
+        }
+        if !(1..=1440).contains(&self.every_minutes.unwrap_or(60)) {
+            bail!("[retention] every_minutes must be between 1 and 1440");
         }
         Ok(())
     }
@@ -120,27 +125,28 @@ impl RetentionSection {
     }
 }
 
-/// Starts the pruner on a connection of its own (SQLite: a second one, so the API's never
-/// waits behind it).
-pub fn start(
-    db: &Db,
-    settings: RetentionSection,
-    replica: String,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
+/// Starts the pruner. With SQLite its batches take turns with the API's work on the same
+/// connection: a request waits for at most one batch, where a second connection's writers
+/// would poll SQLite's lock (sleeping up to tens of milliseconds between tries).
+pub fn start(db: &Db, settings: RetentionSection, replica: String, stop: CancellationToken) {
     if settings.cutoffs().is_empty() {
-        return Ok(());
+        return;
     }
-    let db = db.another()?;
+    let db = db.clone();
+    // A round's lease outlasts the round but not the next one: the first replica whose round
+    // comes after it expired leads, so a leader that died is replaced within a period. (Two
+    // rounds at once would only delete the same rows; the lease saves the work.)
+    let lease_ms = settings.every().as_millis() as i64 / 2;
     tokio::spawn(async move {
-        let mut rounds = tokio::time::interval(EVERY);
+        let mut rounds = tokio::time::interval(settings.every());
+        rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = rounds.tick() => {}
                 () = stop.cancelled() => return,
             }
             let me = replica.clone();
-            let lead = db.call(move |conn| leases::hold(conn, "retention", &me, LEASE_MS));
+            let lead = db.call(move |conn| leases::hold(conn, "retention", &me, lease_ms));
             match lead.await {
                 Ok(Some(_)) => {
                     if let Err(e) = round(&db, &settings, &stop).await {
@@ -152,7 +158,6 @@ pub fn start(
             }
         }
     });
-    Ok(())
 }
 
 /// Prunes every kind past its age, a batch at a time, then gives SQLite's free pages back.
@@ -161,15 +166,15 @@ async fn round(db: &Db, settings: &RetentionSection, stop: &CancellationToken) -
         let mut deleted = 0;
         loop {
             let before = cutoff.clone();
-            let gone = db
-                .call(move |conn| prune_batch(conn, kind, &before))
+            let (gone, took) = db
+                .call(move |conn| timed(|| prune_batch(conn, kind, &before)))
                 .await?;
             deleted += gone;
             metrics().retention_deleted(kind.as_str(), gone);
             if gone == 0 || stop.is_cancelled() {
                 break;
             }
-            tokio::time::sleep(PAUSE).await;
+            rest(took).await;
         }
         if deleted > 0 {
             tracing::info!(
@@ -180,18 +185,30 @@ async fn round(db: &Db, settings: &RetentionSection, stop: &CancellationToken) -
         }
     }
     if db.backend() == Backend::Sqlite {
-        while !stop.is_cancelled() && db.call(give_back_pages).await? {
-            tokio::time::sleep(PAUSE).await;
+        while !stop.is_cancelled() {
+            let (more, took) = db.call(|conn| timed(|| give_back_pages(conn))).await?;
+            if !more {
+                break;
+            }
+            rest(took).await;
         }
     }
     Ok(())
 }
 
+/// `work`'s answer and how long it took (on the connection, not waiting for it).
+fn timed<T>(work: impl FnOnce() -> Result<T>) -> Result<(T, Duration)> {
+    let started = Instant::now();
+    Ok((work()?, started.elapsed()))
+}
+
+/// Steps aside after a batch that took `took`, for the work that queued behind it.
+async fn rest(took: Duration) {
+    tokio::time::sleep(PAUSE.max(took * REST)).await;
+}
+
 /// Deletes at most one batch of `kind` older than `cutoff`; how many went.
 pub fn prune_batch(conn: &mut Conn, kind: Kind, cutoff: &str) -> Result<u64> {
-    // What a run waiting for a person, or about to go on after one decided, still needs is
-    // kept whatever its age.
-    const WAITING: &str = "SELECT 1 FROM approvals a WHERE a.resumed = 0";
     let statement = match kind {
         Kind::Conversations => return prune_conversations(conn, cutoff),
         Kind::Approvals => format!(
@@ -202,18 +219,30 @@ pub fn prune_batch(conn: &mut Conn, kind: Kind, cutoff: &str) -> Result<u64> {
             "DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks t \
              WHERE t.status IN ('completed', 'error', 'cancelled') \
              AND t.created_at < ?1 AND t.updated_at < ?1 \
-             AND NOT EXISTS ({WAITING} AND (a.task_id = t.task_id OR a.then_task = t.task_id)) \
-             ORDER BY t.created_at LIMIT {BATCH})"
+             AND t.task_id NOT IN ({}) AND t.task_id NOT IN ({}) \
+             ORDER BY t.created_at LIMIT {BATCH})",
+            waiting("task_id"),
+            waiting("then_task")
         ),
         // Steps go with their trace (ON DELETE CASCADE); runs it started keep their own.
         Kind::Traces => format!(
             "DELETE FROM traces WHERE id IN (SELECT id FROM traces t \
              WHERE t.status <> 'running' AND t.created_at < ?1 \
-             AND NOT EXISTS ({WAITING} AND a.trace_id = t.id) \
-             ORDER BY t.created_at LIMIT {BATCH})"
+             AND t.id NOT IN ({}) ORDER BY t.created_at LIMIT {BATCH})",
+            waiting("trace_id")
         ),
     };
     conn.execute(&statement, params![cutoff])
+}
+
+/// The `column` of approvals whose run waits for a person or is about to go on after one
+/// decided: what it still needs is kept whatever its age. (Every status is named so the
+/// `(status, resumed)` index serves; the subquery runs once per statement.)
+fn waiting(column: &str) -> String {
+    format!(
+        "SELECT {column} FROM approvals WHERE status IN ('pending', 'approved', 'denied', \
+         'expired') AND resumed = 0 AND {column} IS NOT NULL"
+    )
 }
 
 /// Erases a batch of conversations idle since before `cutoff`, each as its deletion would; one
@@ -224,10 +253,9 @@ fn prune_conversations(conn: &mut Conn, cutoff: &str) -> Result<u64> {
             "SELECT id FROM conversations c WHERE c.updated_at < ?1 \
              AND NOT EXISTS (SELECT 1 FROM conversation_turns t \
                              WHERE t.conversation_id = c.id AND t.lease_until >= {clock}) \
-             AND NOT EXISTS (SELECT 1 FROM approvals a \
-                             WHERE a.conversation_id = c.id AND a.resumed = 0) \
-             ORDER BY c.updated_at LIMIT {CONVERSATION_BATCH}",
-            clock = conn.clock_ms()
+             AND c.id NOT IN ({waiting}) ORDER BY c.updated_at LIMIT {CONVERSATION_BATCH}",
+            clock = conn.clock_ms(),
+            waiting = waiting("conversation_id")
         ),
         params![cutoff],
         |r| r.get(0),
@@ -248,7 +276,12 @@ fn give_back_pages(conn: &mut Conn) -> Result<bool> {
     if incremental != 2 {
         return Ok(false);
     }
-    conn.batch(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})"))?;
+    // Each step of the statement frees one page: it is run to its end.
+    conn.query(
+        &format!("PRAGMA incremental_vacuum({VACUUM_PAGES})"),
+        params![],
+        |_| Ok(()),
+    )?;
     let free: i64 = conn.query_one("PRAGMA freelist_count", params![], |r| r.get(0))?;
     Ok(free > 0)
 }

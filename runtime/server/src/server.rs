@@ -160,7 +160,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         app.config.retention.clone(),
         app.replica.clone(),
         background.clone(),
-    )?;
+    );
     tokio::spawn(
         Resumer {
             db: app.db.clone(),
