@@ -122,6 +122,7 @@ fn main() {
     serve::wait_until_optimized(&url, &data_dir, Duration::from_secs(180));
 
     let db = Db::open_sqlite(&data_dir.join(db::FILE_NAME)).unwrap();
+    let (fresh, _) = size_mib(&db);
     write_old_traces(&db);
     let (with_old, _) = size_mib(&db);
 
@@ -192,6 +193,8 @@ fn main() {
     );
     println!("  the round took about {:.1} s", took.as_secs_f64());
     println!(
-        "  database: {with_old:.1} MiB with the old traces, {after:.1} MiB after ({free:.1} MiB free pages left)"
+        "  database: {fresh:.1} MiB at start, {with_old:.1} MiB with the old traces, {after:.1} MiB \
+         after the round and {} chat turns ({free:.1} MiB of free pages left)",
+        idle.len() + pruning.len()
     );
 }

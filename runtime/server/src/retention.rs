@@ -17,17 +17,18 @@ use crate::leases;
 use crate::params;
 use crate::telemetry::metrics::metrics;
 
-/// Rows one statement deletes at most: a batch holds the write lock for a few milliseconds.
-pub const BATCH: u32 = 50;
+/// Rows one statement deletes at most: a batch holds the connection (and the write lock) for
+/// about half a millisecond, which is what a request queued behind it waits.
+pub const BATCH: u32 = 10;
 /// Conversations are erased one transaction each (their runs' traces too); this many per
 /// batch.
-const CONVERSATION_BATCH: u32 = 5;
+const CONVERSATION_BATCH: u32 = 1;
 /// Between batches the pruner rests at least this long, and at least `REST` times what the
 /// batch took: it works a fifth of the time at most, whatever the disk.
-const PAUSE: Duration = Duration::from_millis(20);
+const PAUSE: Duration = Duration::from_millis(10);
 const REST: u32 = 4;
-/// Pages SQLite hands back per step of its incremental vacuum (1 MiB at the default size).
-const VACUUM_PAGES: u32 = 256;
+/// Pages SQLite hands back per step of its incremental vacuum (256 KiB at the default size).
+const VACUUM_PAGES: u32 = 64;
 const LONGEST_DAYS: u32 = 36_500;
 
 /// `[retention]`: how many days each kind of record is kept; `0` keeps it forever.
