@@ -540,16 +540,24 @@ async fn a_server_slow_to_answer_or_older_than_discovery_is_connected_at_the_fir
     .await;
     // Slower than the 10 s the MCP library gives discovery on its own, within the handshake's
     // configured 30 s.
+    let dir = tempfile::tempdir().unwrap();
+    let asked = dir.path().join("asked");
     let config = format!(
-        "{}[mcp.servers.old]\ncommand = [\"python3\", {:?}]\n",
+        "{}[mcp.servers.old]\ncommand = [\"python3\", {:?}]\nenv = {{ ASKED_FILE = {:?} }}\n",
         stdio_entry("slow", "START_DELAY = \"11\""),
-        fixture("legacy_server.py").to_str().unwrap()
+        fixture("legacy_server.py").to_str().unwrap(),
+        asked
     );
     let server = Server::start_with_config(&config, &openai_env(&fake.url));
     let old = ready(&server, "old").await;
     assert_eq!(old["protocol_version"], "2025-11-25", "{old}");
     assert_eq!(old["server"], "legacy-tools 0.9", "{old}");
     assert_eq!(old["restarts"], 0, "{old}");
+    assert_eq!(
+        std::fs::read_to_string(&asked).unwrap(),
+        "2025-11-25\n",
+        "initialize asks for the newest revision that has it"
+    );
     let slow = ready(&server, "slow").await;
     assert_eq!(slow["protocol_version"], "2026-07-28", "{slow}");
     assert_eq!(slow["restarts"], 0, "{slow}");

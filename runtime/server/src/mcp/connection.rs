@@ -39,11 +39,14 @@ const MAX_STDERR_BYTES: usize = 4_096;
 #[derive(Clone)]
 struct Listener {
     tools_changed: Arc<Notify>,
+    /// The revision an `initialize` asks for: the newest that has it.
+    asks_for: ProtocolVersion,
 }
 
 impl ClientHandler for Listener {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(ClientCapabilities::default(), identity())
+            .with_protocol_version(self.asks_for.clone())
     }
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
@@ -101,8 +104,13 @@ impl Connection {
         lifecycle: ClientLifecycleMode,
     ) -> Result<Self, Refused> {
         let tools_changed = Arc::new(Notify::new());
+        let asks_for = match lifecycle {
+            ClientLifecycleMode::Initialize => ProtocolVersion::LATEST_WITH_INITIALIZE,
+            _ => ProtocolVersion::LATEST,
+        };
         let listener = Listener {
             tools_changed: Arc::clone(&tools_changed),
+            asks_for,
         };
         let last_stderr = Arc::new(Mutex::new(None));
         let (service, process) = match &server.transport {
