@@ -343,7 +343,7 @@ async fn a_job_continues_the_trace_of_the_request_that_queued_it() {
 }
 
 /// `name{labels} value` lines of a Prometheus text exposition.
-fn samples(text: &str) -> HashMap<String, f64> {
+pub(crate) fn samples(text: &str) -> HashMap<String, f64> {
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
         .map(|line| {
@@ -353,7 +353,7 @@ fn samples(text: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-async fn scrape(server: &Server, token: Option<&str>) -> (StatusCode, String, String) {
+pub(crate) async fn scrape(server: &Server, token: Option<&str>) -> (StatusCode, String, String) {
     let mut request = reqwest::Client::new().get(server.url("/metrics"));
     if let Some(token) = token {
         request = request.bearer_auth(token);

@@ -6,24 +6,16 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use service_runtime::tasks::TaskStatus;
 
+use crate::observability::{samples, scrape};
 use crate::support::{Server, eventually};
 
 const LONG_AGO: &str = "2020-01-01T00:00:00.000Z";
 
 /// `service_runtime_retention_deleted_total` of `kind` on this server.
 pub async fn deleted(server: &Server, kind: &str) -> u64 {
-    let text = reqwest::get(server.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let series = format!("service_runtime_retention_deleted_total{{kind=\"{kind}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .unwrap_or_else(|| panic!("no {series} in /metrics"))
-        .parse()
-        .unwrap()
+    let (_, _, text) = scrape(server, None).await;
+    let series = format!("service_runtime_retention_deleted_total{{kind=\"{kind}\"}}");
+    samples(&text)[&series] as u64
 }
 
 async fn chat(server: &Server, prompt: &str) -> Value {

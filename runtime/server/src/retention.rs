@@ -77,14 +77,19 @@ impl Kind {
 }
 
 impl RetentionSection {
-    /// Days `kind` is kept; `None` forever.
-    pub fn days(&self, kind: Kind) -> Option<u32> {
-        let (set, default) = match kind {
+    /// What config.toml says for `kind`, and its default.
+    fn set(&self, kind: Kind) -> (Option<u32>, u32) {
+        match kind {
             Kind::Traces => (self.traces_days, 30),
             Kind::Tasks => (self.tasks_days, 90),
             Kind::Conversations => (self.conversations_days, 0),
             Kind::Approvals => (self.approvals_days, 90),
-        };
+        }
+    }
+
+    /// Days `kind` is kept; `None` forever.
+    pub fn days(&self, kind: Kind) -> Option<u32> {
+        let (set, default) = self.set(kind);
         Some(set.unwrap_or(default)).filter(|days| *days > 0)
     }
 
@@ -93,13 +98,8 @@ impl RetentionSection {
     }
 
     pub fn check(&self) -> anyhow::Result<()> {
-        for (kind, set) in [
-            (Kind::Traces, self.traces_days),
-            (Kind::Tasks, self.tasks_days),
-            (Kind::Conversations, self.conversations_days),
-            (Kind::Approvals, self.approvals_days),
-        ] {
-            if set.is_some_and(|days| days > LONGEST_DAYS) {
+        for kind in Kind::ALL {
+            if self.set(kind).0.is_some_and(|days| days > LONGEST_DAYS) {
                 bail!(
                     "[retention] {}_days must be between 0 (forever) and {LONGEST_DAYS}",
                     kind.as_str()
