@@ -3,7 +3,7 @@
 //! What pruning costs the writers beside it: p99 of `POST /api/chat` (each turn writes a trace,
 //! its step and a conversation) through the release binary on SQLite, while retention deletes
 //! 100,000 traces past their age (each with two steps), against the same requests before the
-//! pruner's round started, in the same run. Target: at most 1.2x. Also the database's size with
+//! pruner's round started and after it ended, in the same run. Target: at most 1.2x. Also the database's size with
 //! the old traces and after the round gave their pages back.
 
 #[allow(dead_code)]
@@ -98,6 +98,24 @@ async fn deleted(client: &reqwest::Client, url: &str) -> u64 {
         .unwrap()
 }
 
+/// Sends `count` chat turns one after the other; how long each took.
+async fn chat_turns(client: &reqwest::Client, chat: &str, count: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(count);
+    for n in 0..count {
+        let start = Instant::now();
+        let answer = client
+            .post(chat)
+            .json(&serde_json::json!({"prompt": format!("question {n}")}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{}", answer.status());
+        answer.bytes().await.unwrap();
+        times.push(start.elapsed());
+    }
+    times
+}
+
 fn p99(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() * 99 / 100]
@@ -138,19 +156,7 @@ fn main() {
             if before == OLD_TRACES || Instant::now() > deadline {
                 break;
             }
-            let mut times = Vec::with_capacity(BATCH);
-            for n in 0..BATCH {
-                let start = Instant::now();
-                let answer = client
-                    .post(&chat)
-                    .json(&serde_json::json!({"prompt": format!("question {n}")}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert!(answer.status().is_success(), "{}", answer.status());
-                answer.bytes().await.unwrap();
-                times.push(start.elapsed());
-            }
+            let times = chat_turns(&client, &chat, BATCH).await;
             let after = deleted(&client, &url).await;
             // A batch counts only when the pruner was idle, or busy, all through it.
             if after == 0 {
@@ -173,17 +179,30 @@ fn main() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let (after, free) = size_mib(&db);
+    // Idle again, as many turns as before the round: the baseline spans the round, so neither
+    // a warming machine nor the turns written meanwhile count as the pruner's cost.
+    let idle_after = runtime.block_on(chat_turns(
+        &reqwest::Client::new(),
+        &format!("{url}/api/chat"),
+        idle.len(),
+    ));
     drop(server);
 
-    let (idle_p99, pruning_p99) = (p99(idle.clone()), p99(pruning.clone()));
+    let (each, turns) = (idle.len(), idle.len() + pruning.len());
+    let (before_p99, after_p99) = (p99(idle.clone()), p99(idle_after.clone()));
+    let pruning_p99 = p99(pruning.clone());
+    let idle_p99 = p99([idle, idle_after].concat());
     let ratio = pruning_p99.as_secs_f64() / idle_p99.as_secs_f64();
     println!(
         "POST /api/chat p99 on SQLite, one client, while retention deletes {OLD_TRACES} traces:"
     );
     println!(
-        "  before the round     {:.3} ms ({} requests)",
+        "  idle                 {:.3} ms (before the round {:.3} ms, after it {:.3} ms; {} \
+         requests each)",
         ms(idle_p99),
-        idle.len()
+        ms(before_p99),
+        ms(after_p99),
+        each
     );
     println!(
         "  during the round     {:.3} ms ({} requests), ratio {ratio:.2}x (target at most 1.2x: {})",
@@ -194,7 +213,6 @@ fn main() {
     println!("  the round took about {:.1} s", took.as_secs_f64());
     println!(
         "  database: {fresh:.1} MiB at start, {with_old:.1} MiB with the old traces, {after:.1} MiB \
-         after the round and {} chat turns ({free:.1} MiB of free pages left)",
-        idle.len() + pruning.len()
+         after the round and {turns} chat turns ({free:.1} MiB of free pages left)"
     );
 }
