@@ -1,41 +1,29 @@
 //! service-runtime: a local agent runtime whose inbound adapters are WebAssembly components.
 //!
-//! The binary (`src/main.rs`) is only the command line; everything else lives here so the
-//! tests can reach it.
+//! This crate is the top floor: the HTTP API and dashboard, the wiring of a running server, and
+//! the binary (`src/main.rs`, the command line). The floors below are their own crates:
+//! service-adapters (the component host and the adapters' supervisor), service-engine (agents,
+//! MCP, the scheduler, access control, settings, telemetry) and service-store (the database and
+//! the stores). Every floor's modules are re-exported here under the paths they have always had,
+//! for the binary, the end-to-end tests and the benches.
 
-pub mod access;
-pub mod adapters;
-pub mod agents;
-pub mod allowances;
 pub mod app;
-pub mod approvals;
 pub mod backup;
-pub mod bus;
-pub mod config;
-pub mod conversations;
-pub mod db;
-pub mod engine;
-pub mod error;
 pub mod http;
 pub mod integrations;
-pub mod job_queue;
-pub mod kv_store;
-pub mod leases;
-pub mod mcp;
-pub mod net;
-pub mod notes;
 pub mod peers;
-pub mod placeholders;
 pub mod replica;
 pub mod resumer;
-pub mod retention;
 pub mod running_server;
-pub mod scheduler;
-pub mod sealed_settings;
 pub mod server;
-pub mod settings_store;
-pub mod task_runs;
-pub mod tasks;
-pub mod telemetry;
-pub mod traces;
-pub mod wasm;
+#[cfg(test)]
+mod supervisor_tests;
+
+pub use service_adapters::{adapters, wasm};
+pub use service_engine::{
+    access, agents, config, engine, mcp, placeholders, retention, scheduler, telemetry,
+};
+pub use service_store::{
+    allowances, approvals, bus, conversations, db, error, job_queue, kv_store, leases, net, notes,
+    params, sealed_settings, settings_store, task_runs, tasks, traces,
+};

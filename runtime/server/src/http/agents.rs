@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
-use crate::access::Principal;
+use super::identity::Known;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles::{self, NewProfile, Profile, ProfileInput, ProfilePatch};
 use crate::agents::{references, store, tool_names};
@@ -81,7 +81,7 @@ pub async fn show(
 
 /// Changes the fields the body names, validated as on create; the name cannot change.
 pub async fn update(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(patch): JsonBody<ProfilePatch>,
@@ -119,7 +119,7 @@ pub async fn references(
 /// are left as they are and listed in the answer: they now follow the rule for a missing
 /// profile.
 pub async fn remove(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

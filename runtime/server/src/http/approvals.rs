@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
-use crate::access::Principal;
+use super::identity::Known;
 use crate::approvals::{self, Decided, Decision};
 use crate::conversations;
 use crate::error::Error;
@@ -28,7 +28,7 @@ pub struct Filter {
 /// `?status=pending|approved|denied|expired`; newest first, at most 200; of the caller's own
 /// conversations unless they may manage every conversation.
 pub async fn list(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
@@ -60,7 +60,7 @@ pub struct DecisionBody {
 
 /// Decides once: a second decision is a 409 and changes nothing.
 pub async fn decide(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
     JsonBody(body): JsonBody<DecisionBody>,

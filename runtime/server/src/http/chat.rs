@@ -18,7 +18,7 @@ use super::AppState;
 use super::api::JsonBody;
 use super::api_error::{ApiError, ApiResult};
 use super::chat_turns;
-use crate::access::Principal;
+use super::identity::Known;
 use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError};
 
@@ -54,7 +54,7 @@ pub fn run_error(e: RunError) -> ApiError {
 
 /// Runs to the end and answers with the whole result and its conversation.
 pub async fn complete(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -106,7 +106,7 @@ fn frame(value: &Value) -> Result<SseEvent, Infallible> {
 /// the run early can still link to it. Problems found before the run starts are plain HTTP
 /// errors.
 pub async fn stream(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> ApiResult<Response> {

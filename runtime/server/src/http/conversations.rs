@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{Page, PathParam, QueryParams};
 use super::api_error::ApiResult;
+use super::identity::Known;
 use crate::access::Principal;
 use crate::conversations::{self, Conversation};
 use crate::db::Conn;
@@ -22,7 +23,7 @@ pub struct Filter {
 
 /// Newest first; the caller's own unless they may manage every conversation.
 pub async fn list(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {
@@ -45,7 +46,7 @@ pub async fn list(
 
 /// One conversation with its messages in order.
 pub async fn show(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -62,7 +63,7 @@ pub async fn show(
 }
 
 pub async fn remove(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

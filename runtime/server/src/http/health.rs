@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::identity::AnyCaller;
 use super::identity::Caller;
 use crate::access::Permission;
 use crate::approvals;
@@ -15,7 +16,10 @@ use crate::db::{self, SCHEMA_VERSION};
 use crate::engine::settings;
 
 /// Everyone gets the status; callers who may read the service's status get the rest.
-pub async fn show(State(app): State<AppState>, caller: Caller) -> (StatusCode, Json<Value>) {
+pub async fn show(
+    State(app): State<AppState>,
+    AnyCaller(caller): AnyCaller,
+) -> (StatusCode, Json<Value>) {
     let full = matches!(&caller, Caller::Known(principal) if principal.may(Permission::ReadStatus));
     // Five counts take microseconds; run them on this thread when the connection is free.
     // A hop to the blocking pool and back is what a probe waits for most while guests keep

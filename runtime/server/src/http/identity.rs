@@ -182,27 +182,34 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-/// The caller of a route that needs someone (any route but an open one).
-impl<S: Send + Sync> FromRequestParts<S> for Principal {
+/// The caller of a route that needs someone (any route but an open one), as a handler takes
+/// it: `Known(caller): Known`.
+pub struct Known(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Known {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
         match parts.extensions.get::<Caller>() {
-            Some(Caller::Known(principal)) => Ok(principal.clone()),
+            Some(Caller::Known(principal)) => Ok(Self(principal.clone())),
             _ => Err(unauthorized("sign in, or send an API token")),
         }
     }
 }
 
-/// The caller of an open route, if any.
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
+/// The caller of an open route, if any: `AnyCaller(caller): AnyCaller`.
+pub struct AnyCaller(pub Caller);
+
+impl<S: Send + Sync> FromRequestParts<S> for AnyCaller {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .unwrap_or(Caller::Anonymous))
+        Ok(Self(
+            parts
+                .extensions
+                .get::<Caller>()
+                .cloned()
+                .unwrap_or(Caller::Anonymous),
+        ))
     }
 }

@@ -7,12 +7,13 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::identity::AnyCaller;
 use super::identity::{Caller, SessionCookie};
 use crate::access::sessions;
 
 pub async fn show(
     State(app): State<AppState>,
-    caller: Caller,
+    AnyCaller(caller): AnyCaller,
     session: Option<Extension<SessionCookie>>,
 ) -> Json<Value> {
     let principal = match caller {

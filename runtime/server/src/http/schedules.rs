@@ -17,6 +17,7 @@ use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
 use service_contract::RunFailureKind;
 
+use super::identity::Known;
 use crate::access::Principal;
 use crate::agents::profiles;
 use crate::db::Conn;
@@ -107,7 +108,7 @@ fn enabled_by_default() -> bool {
 }
 
 pub async fn create(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<NewBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -145,7 +146,7 @@ pub struct ChangesBody {
 }
 
 pub async fn update(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<ChangesBody>,
@@ -209,7 +210,7 @@ pub struct RunQuery {
 /// while a run of it is in progress (a schedule never overlaps itself). 202 at once, or with
 /// `?wait=true` 200 once it ended: its task status, trace and answer or error.
 pub async fn run(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     QueryParams(query): QueryParams<RunQuery>,

@@ -11,7 +11,7 @@ use super::AppState;
 use super::api::{Page, PathParam, QueryParams, content_hidden};
 use super::api_error::ApiResult;
 use super::guards::LoopbackPeer;
-use crate::access::Principal;
+use super::identity::Known;
 use crate::approvals;
 use crate::bus::Event;
 use crate::tasks::{self, Removal, TaskStatus};
@@ -26,7 +26,7 @@ pub struct Filter {
 /// A page of the tasks (100 by default), newest first, with the total of the filter and the
 /// count of every status (for the dashboard's filter tabs).
 pub async fn list(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
 ) -> ApiResult<Json<Value>> {

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
+use super::identity::Known;
 use super::identity::role_to_give;
-use crate::access::Principal;
 use crate::access::tokens::{self, NewToken};
 
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
@@ -29,7 +29,7 @@ pub struct CreateBody {
 }
 
 pub async fn create(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {

@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{Page, PathParam, QueryParams, content_hidden};
 use super::api_error::ApiResult;
-use crate::access::Principal;
+use super::identity::Known;
 use crate::db;
 use crate::error::Error;
 use crate::traces;
 
 pub async fn list(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(page): QueryParams<Page>,
 ) -> ApiResult<Json<Value>> {
@@ -45,7 +45,7 @@ pub async fn list(
 
 /// One trace with its LLM calls and tool invocations in order.
 pub async fn show(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

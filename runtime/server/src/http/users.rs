@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
+use super::identity::Known;
 use super::identity::role_to_give;
 use crate::access::links;
-use crate::access::{Principal, Role, users};
+use crate::access::{Role, users};
 use crate::error::Error;
 
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
@@ -28,7 +29,7 @@ pub struct CreateBody {
 }
 
 pub async fn create(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<CreateBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -52,7 +53,7 @@ pub struct UpdateBody {
 }
 
 pub async fn update(
-    caller: Principal,
+    Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<UpdateBody>,

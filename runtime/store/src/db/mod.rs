@@ -11,8 +11,8 @@ mod conn;
 pub mod migrations;
 mod postgres;
 pub mod sqlite;
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod value;
 
 use std::path::{Path, PathBuf};

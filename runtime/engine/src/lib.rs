@@ -1,0 +1,21 @@
+//! service-engine: what runs an agent and decides who may ask it to, on the storage floor.
+//!
+//! The agent engine (providers, tools, turns), agent profiles and bundles, MCP both ways, the
+//! scheduler, access control (people, roles, tokens, single sign-on), the settings file,
+//! retention and telemetry. Nothing here knows about WebAssembly components or the HTTP API.
+
+pub mod access;
+pub mod agents;
+pub mod config;
+pub mod engine;
+pub mod mcp;
+pub mod placeholders;
+pub mod retention;
+pub mod scheduler;
+pub mod telemetry;
+
+// The stores, under the paths the modules above have always used (`crate::db`, ...).
+use service_store::{
+    approvals, conversations, db, error, job_queue, leases, net, notes, params, settings_store,
+    task_runs, tasks, traces,
+};

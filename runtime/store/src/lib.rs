@@ -1,0 +1,23 @@
+//! service-store: the storage floor of service-runtime.
+//!
+//! [`db`] puts SQLite (the default) and PostgreSQL behind one connection type; every store here
+//! is plain functions over a [`db::Conn`], so it runs on either backend. Nothing in this crate
+//! knows about agents, components or HTTP. `net` lives here too because the database's TLS is
+//! the first thing that needs the service's trust roots.
+
+pub mod allowances;
+pub mod approvals;
+pub mod bus;
+pub mod conversations;
+pub mod db;
+pub mod error;
+pub mod job_queue;
+pub mod kv_store;
+pub mod leases;
+pub mod net;
+pub mod notes;
+pub mod sealed_settings;
+pub mod settings_store;
+pub mod task_runs;
+pub mod tasks;
+pub mod traces;
