@@ -118,7 +118,7 @@ async fn chat_turns(client: &reqwest::Client, chat: &str, count: usize) -> Vec<D
     times
 }
 
-fn p99(mut times: Vec<Duration>) -> Duration {
+fn p99(times: &mut [Duration]) -> Duration {
     times.sort();
     times[times.len() * 99 / 100]
 }
@@ -188,7 +188,7 @@ fn main() {
     drop(server);
 
     let turns = idle.len() + pruning.len();
-    let (idle_p99, pruning_p99) = (p99(idle.clone()), p99(pruning.clone()));
+    let (idle_p99, pruning_p99) = (p99(&mut idle), p99(&mut pruning));
     let ratio = pruning_p99.as_secs_f64() / idle_p99.as_secs_f64();
     println!(
         "POST /api/chat p99 on SQLite, one client, while retention deletes {OLD_TRACES} traces \
