@@ -4,6 +4,11 @@
 //! host module per capability a component may be granted. [`adapters`] is the registry and
 //! supervisor of every adapter, components and native ones alike. The HTTP API and the binary
 //! sit on top (service-runtime).
+//!
+//! The async functions the floors above call (serving a run, an adapter's request, a background
+//! loop) return boxed futures. An async body is compiled again in every crate that polls it
+//! (the compiler instantiates it like a generic), so unboxed, each would be compiled once more
+//! in every crate above with everything it awaits; boxed, it is compiled here once.
 
 pub mod adapters;
 pub mod wasm;

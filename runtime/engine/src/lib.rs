@@ -3,6 +3,11 @@
 //! The agent engine (providers, tools, turns), agent profiles and bundles, MCP both ways, the
 //! scheduler, access control (people, roles, tokens, single sign-on), the settings file,
 //! retention and telemetry. Nothing here knows about WebAssembly components or the HTTP API.
+//!
+//! The async functions the floors above call (serving a run, an adapter's request, a background
+//! loop) return boxed futures. An async body is compiled again in every crate that polls it
+//! (the compiler instantiates it like a generic), so unboxed, each would be compiled once more
+//! in every crate above with everything it awaits; boxed, it is compiled here once.
 
 pub mod access;
 pub mod agents;

@@ -1,7 +1,7 @@
 //! service-runtime: a local agent runtime whose inbound adapters are WebAssembly components.
 //!
 //! This crate is the top floor: the HTTP API and dashboard, the wiring of a running server, and
-//! the binary (`src/main.rs`, the command line). The floors below are their own crates:
+//! the command line (`cli`; the binary, `src/main.rs`, only calls it). The floors below are their own crates:
 //! service-adapters (the component host and the adapters' supervisor), service-engine (agents,
 //! MCP, the scheduler, access control, settings, telemetry) and service-store (the database and
 //! the stores). Every floor's modules are re-exported here under the paths they have always had,
@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod backup;
+pub mod cli;
 pub mod http;
 pub mod integrations;
 pub mod peers;

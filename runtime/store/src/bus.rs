@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -162,43 +163,45 @@ impl Bus {
     /// Passes the other replicas' events on to this process's subscribers until `stop`,
     /// reconnecting with backoff when the listening connection is lost. Returns at once with
     /// SQLite.
-    pub async fn listen(self: Arc<Self>, stop: CancellationToken) {
-        let mut backoff = Duration::from_millis(250);
-        let mut reconnecting = false;
-        loop {
-            let listening = tokio::select! {
-                listening = self.db.listen(CHANNEL) => listening,
-                () = stop.cancelled() => return,
-            };
-            match listening {
-                Ok(None) => return,
-                Ok(Some(mut notes)) => {
-                    backoff = Duration::from_millis(250);
-                    if reconnecting {
-                        tracing::info!("listening to the other replicas again");
-                        let _ = self.local.send(Event::Resync);
-                    }
-                    loop {
-                        let note = tokio::select! {
-                            note = notes.recv() => note,
-                            () = stop.cancelled() => return,
-                        };
-                        let Some(note) = note else { break };
-                        if let Some(event) = self.heard(&note) {
-                            let _ = self.local.send(event);
+    pub fn listen(self: Arc<Self>, stop: CancellationToken) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut backoff = Duration::from_millis(250);
+            let mut reconnecting = false;
+            loop {
+                let listening = tokio::select! {
+                    listening = self.db.listen(CHANNEL) => listening,
+                    () = stop.cancelled() => return,
+                };
+                match listening {
+                    Ok(None) => return,
+                    Ok(Some(mut notes)) => {
+                        backoff = Duration::from_millis(250);
+                        if reconnecting {
+                            tracing::info!("listening to the other replicas again");
+                            let _ = self.local.send(Event::Resync);
                         }
+                        loop {
+                            let note = tokio::select! {
+                                note = notes.recv() => note,
+                                () = stop.cancelled() => return,
+                            };
+                            let Some(note) = note else { break };
+                            if let Some(event) = self.heard(&note) {
+                                let _ = self.local.send(event);
+                            }
+                        }
+                        tracing::warn!("lost the connection that hears the other replicas");
                     }
-                    tracing::warn!("lost the connection that hears the other replicas");
+                    Err(e) => tracing::warn!("cannot listen to the other replicas: {e}"),
                 }
-                Err(e) => tracing::warn!("cannot listen to the other replicas: {e}"),
+                reconnecting = true;
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = stop.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
             }
-            reconnecting = true;
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                () = stop.cancelled() => return,
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
-        }
+        })
     }
 
     /// The event in another replica's notification.

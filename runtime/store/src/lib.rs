@@ -4,6 +4,11 @@
 //! is plain functions over a [`db::Conn`], so it runs on either backend. Nothing in this crate
 //! knows about agents, components or HTTP. `net` lives here too because the database's TLS is
 //! the first thing that needs the service's trust roots.
+//!
+//! The async functions the floors above call (serving a run, an adapter's request, a background
+//! loop) return boxed futures. An async body is compiled again in every crate that polls it
+//! (the compiler instantiates it like a generic), so unboxed, each would be compiled once more
+//! in every crate above with everything it awaits; boxed, it is compiled here once.
 
 pub mod allowances;
 pub mod approvals;

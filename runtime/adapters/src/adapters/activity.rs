@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use service_contract::AdapterRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -29,30 +30,36 @@ pub async fn load(db: &Db) -> Result<HashMap<String, String>> {
 }
 
 /// Writes new activity every [`SAVE_EVERY`] until `stop`, then once more.
-pub async fn keep(db: Db, registry: Arc<AdapterRegistry>, stop: CancellationToken) {
-    let mut saved: HashMap<String, String> = HashMap::new();
-    loop {
-        let stopping = tokio::select! {
-            () = tokio::time::sleep(SAVE_EVERY) => false,
-            () = stop.cancelled() => true,
-        };
-        let fresh: Vec<(String, String)> = registry
-            .entries()
-            .into_iter()
-            .filter_map(|e| Some((e.name, e.last_activity_at?)))
-            .filter(|(name, at)| saved.get(name) != Some(at))
-            .collect();
-        if !fresh.is_empty() {
-            let rows = fresh.clone();
-            match db.call(move |conn| save(conn, &rows)).await {
-                Ok(()) => saved.extend(fresh),
-                Err(e) => tracing::warn!("cannot save the adapters' activity: {e}"),
+pub fn keep(
+    db: Db,
+    registry: Arc<AdapterRegistry>,
+    stop: CancellationToken,
+) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let mut saved: HashMap<String, String> = HashMap::new();
+        loop {
+            let stopping = tokio::select! {
+                () = tokio::time::sleep(SAVE_EVERY) => false,
+                () = stop.cancelled() => true,
+            };
+            let fresh: Vec<(String, String)> = registry
+                .entries()
+                .into_iter()
+                .filter_map(|e| Some((e.name, e.last_activity_at?)))
+                .filter(|(name, at)| saved.get(name) != Some(at))
+                .collect();
+            if !fresh.is_empty() {
+                let rows = fresh.clone();
+                match db.call(move |conn| save(conn, &rows)).await {
+                    Ok(()) => saved.extend(fresh),
+                    Err(e) => tracing::warn!("cannot save the adapters' activity: {e}"),
+                }
+            }
+            if stopping {
+                return;
             }
         }
-        if stopping {
-            return;
-        }
-    }
+    })
 }
 
 /// Upserts, keeping the later time (another replica may have written one).

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -59,47 +60,51 @@ impl Singletons {
     /// Takes the leases of the natives no other replica runs, and puts the others on
     /// standby; call before the natives start ([`Supervisor::start_natives`] then starts the
     /// ones held here).
-    pub async fn first_round(&mut self) {
-        for name in self.supervisor.natives() {
-            match self.ask(&name).await {
-                Ok(Ok(())) => {
-                    self.held.insert(name.clone(), Held::Since(Instant::now()));
-                }
-                Ok(Err(holder)) => self.stand_by(&name, holder).await,
-                Err(e) => {
-                    tracing::warn!(adapter = name, "cannot learn which replica runs it: {e}");
-                    self.supervisor
-                        .stand_by(&name, "standby: finding out which replica runs it")
-                        .await;
+    pub fn first_round<'a>(&'a mut self) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for name in self.supervisor.natives() {
+                match self.ask(&name).await {
+                    Ok(Ok(())) => {
+                        self.held.insert(name.clone(), Held::Since(Instant::now()));
+                    }
+                    Ok(Err(holder)) => self.stand_by(&name, holder).await,
+                    Err(e) => {
+                        tracing::warn!(adapter = name, "cannot learn which replica runs it: {e}");
+                        self.supervisor
+                            .stand_by(&name, "standby: finding out which replica runs it")
+                            .await;
+                    }
                 }
             }
-        }
+        })
     }
 
     /// Renews and takes over leases until `stop`, then gives up the ones held (call after the
     /// adapters stopped), so another replica takes over at once.
-    pub async fn keep(mut self, stop: CancellationToken) {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(EVERY) => self.round().await,
-                () = stop.cancelled() => break,
-            }
-        }
-        let (db, me) = (self.db.clone(), self.replica.clone());
-        let held: Vec<String> = self
-            .held
-            .iter()
-            .filter(|(_, held)| matches!(held, Held::Since(_)))
-            .map(|(name, _)| lease_name(name))
-            .collect();
-        let _ = db
-            .call(move |conn| {
-                for name in &held {
-                    leases::release(conn, name, &me)?;
+    pub fn keep(mut self, stop: CancellationToken) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(EVERY) => self.round().await,
+                    () = stop.cancelled() => break,
                 }
-                Ok(())
-            })
-            .await;
+            }
+            let (db, me) = (self.db.clone(), self.replica.clone());
+            let held: Vec<String> = self
+                .held
+                .iter()
+                .filter(|(_, held)| matches!(held, Held::Since(_)))
+                .map(|(name, _)| lease_name(name))
+                .collect();
+            let _ = db
+                .call(move |conn| {
+                    for name in &held {
+                        leases::release(conn, name, &me)?;
+                    }
+                    Ok(())
+                })
+                .await;
+        })
     }
 
     async fn round(&mut self) {

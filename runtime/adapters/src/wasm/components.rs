@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures_util::future::BoxFuture;
+
 use super::cache;
 use super::folder::{self, Files};
 use super::generation::{CODE, Generation, OPTIMIZED};
@@ -144,28 +146,33 @@ impl Components {
     /// start anew; components are loaded again, so their grant's origins and secrets are
     /// resolved anew, and start anew (their tools listed again). Returns the adapters that
     /// did.
-    pub async fn settings_changed(&self, changed: &BTreeSet<String>) -> Vec<String> {
-        if changed.is_empty() {
-            return Vec::new();
-        }
-        let mut applied = self.supervisor.restart_natives_reading(changed).await;
-        let files = self
-            .seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        for generation in self.supervisor.runners::<Generation>() {
-            if !generation.settings().iter().any(|s| changed.contains(s)) {
-                continue;
+    pub fn settings_changed<'a>(
+        &'a self,
+        changed: &'a BTreeSet<String>,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            if changed.is_empty() {
+                return Vec::new();
             }
-            let name = &generation.name;
-            match self.reload(name, files.get(name), Fresh::Always).await {
-                Ok(()) => applied.push(name.clone()),
-                Err(e) => loading::load_failed(&self.supervisor, name, &format!("{e:#}")),
+            let mut applied = self.supervisor.restart_natives_reading(changed).await;
+            let files = self
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            for generation in self.supervisor.runners::<Generation>() {
+                if !generation.settings().iter().any(|s| changed.contains(s)) {
+                    continue;
+                }
+                let name = &generation.name;
+                match self.reload(name, files.get(name), Fresh::Always).await {
+                    Ok(()) => applied.push(name.clone()),
+                    Err(e) => loading::load_failed(&self.supervisor, name, &format!("{e:#}")),
+                }
             }
-        }
-        applied.sort();
-        applied
+            applied.sort();
+            applied
+        })
     }
 
     /// Loads an adapter from its file, else its bundled component, and installs it unless

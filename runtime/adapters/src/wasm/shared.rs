@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use futures_util::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
 use crate::db::{self, Conn, Db};
@@ -62,51 +63,57 @@ fn fetch(conn: &Conn, name: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
 
 /// Brings `adapters_dir` in line with the database: writes what is new or changed, removes
 /// what is gone. Returns the names it wrote or removed.
-pub async fn mirror(db: &Db, data_dir: &Path, adapters_dir: &Path) -> anyhow::Result<Vec<String>> {
-    let record = data_dir.join(MIRRORED);
-    let mut mirrored = read_record(&record)?;
-    let wanted = db.call(|conn| versions(conn)).await?;
-    let mut changed = Vec::new();
-    for (name, version) in &wanted {
-        if mirrored.get(name) == Some(version) {
-            continue;
+pub fn mirror<'a>(
+    db: &'a Db,
+    data_dir: &'a Path,
+    adapters_dir: &'a Path,
+) -> BoxFuture<'a, anyhow::Result<Vec<String>>> {
+    Box::pin(async move {
+        let record = data_dir.join(MIRRORED);
+        let mut mirrored = read_record(&record)?;
+        let wanted = db.call(|conn| versions(conn)).await?;
+        let mut changed = Vec::new();
+        for (name, version) in &wanted {
+            if mirrored.get(name) == Some(version) {
+                continue;
+            }
+            let fetched = {
+                let name = name.clone();
+                db.call(move |conn| fetch(conn, &name)).await?
+            };
+            let Some((wasm, grant)) = fetched else {
+                continue;
+            };
+            let grant_path = adapters_dir.join(format!("{name}.toml"));
+            // The grant first: the component must never be loaded without it.
+            match grant {
+                Some(text) => write_atomically(&grant_path, text.as_bytes())?,
+                None => remove_if_present(&grant_path)?,
+            }
+            write_atomically(&adapters_dir.join(format!("{name}.wasm")), &wasm)?;
+            mirrored.insert(name.clone(), version.clone());
+            changed.push(name.clone());
         }
-        let fetched = {
-            let name = name.clone();
-            db.call(move |conn| fetch(conn, &name)).await?
-        };
-        let Some((wasm, grant)) = fetched else {
-            continue;
-        };
-        let grant_path = adapters_dir.join(format!("{name}.toml"));
-        // The grant first: the component must never be loaded without it.
-        match grant {
-            Some(text) => write_atomically(&grant_path, text.as_bytes())?,
-            None => remove_if_present(&grant_path)?,
-        }
-        write_atomically(&adapters_dir.join(format!("{name}.wasm")), &wasm)?;
-        mirrored.insert(name.clone(), version.clone());
-        changed.push(name.clone());
-    }
-    let gone: Vec<String> = mirrored
-        .keys()
-        .filter(|name| !wanted.contains_key(*name))
-        .cloned()
-        .collect();
-    for name in gone {
-        remove_if_present(&adapters_dir.join(format!("{name}.wasm")))?;
-        remove_if_present(&adapters_dir.join(format!("{name}.toml")))?;
-        mirrored.remove(&name);
-        changed.push(name);
-    }
-    if !changed.is_empty() {
-        let text: String = mirrored
-            .iter()
-            .map(|(name, version)| format!("{name} {version}\n"))
+        let gone: Vec<String> = mirrored
+            .keys()
+            .filter(|name| !wanted.contains_key(*name))
+            .cloned()
             .collect();
-        write_atomically(&record, text.as_bytes())?;
-    }
-    Ok(changed)
+        for name in gone {
+            remove_if_present(&adapters_dir.join(format!("{name}.wasm")))?;
+            remove_if_present(&adapters_dir.join(format!("{name}.toml")))?;
+            mirrored.remove(&name);
+            changed.push(name);
+        }
+        if !changed.is_empty() {
+            let text: String = mirrored
+                .iter()
+                .map(|(name, version)| format!("{name} {version}\n"))
+                .collect();
+            write_atomically(&record, text.as_bytes())?;
+        }
+        Ok(changed)
+    })
 }
 
 fn read_record(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
@@ -31,23 +32,25 @@ pub const SETTLE: Duration = Duration::from_millis(100);
 pub const QUIET_LIMIT: Duration = Duration::from_secs(2);
 
 /// Reloads what changes in the adapters folder until `stop`.
-pub async fn watch(components: Arc<Components>, stop: CancellationToken) {
-    let dir = components.loader().adapters_dir().to_owned();
-    let polling = components.loader().services().env.get("SERVICE_WATCH_POLL");
-    if polling.as_deref() == Some("true") {
-        tracing::info!(folder = %dir.display(), "watching the adapters folder by polling (SERVICE_WATCH_POLL=true)");
-        return poll(&components, &dir, stop).await;
-    }
-    match Notifications::start(&dir) {
-        Ok(notifications) => {
-            tracing::info!(folder = %dir.display(), "watching the adapters folder (file-system notifications)");
-            notified(&components, &dir, &notifications, stop).await;
+pub fn watch(components: Arc<Components>, stop: CancellationToken) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let dir = components.loader().adapters_dir().to_owned();
+        let polling = components.loader().services().env.get("SERVICE_WATCH_POLL");
+        if polling.as_deref() == Some("true") {
+            tracing::info!(folder = %dir.display(), "watching the adapters folder by polling (SERVICE_WATCH_POLL=true)");
+            return poll(&components, &dir, stop).await;
         }
-        Err(e) => {
-            tracing::warn!(folder = %dir.display(), "no file-system notifications ({e}); polling the adapters folder every {POLL:?}");
-            poll(&components, &dir, stop).await;
+        match Notifications::start(&dir) {
+            Ok(notifications) => {
+                tracing::info!(folder = %dir.display(), "watching the adapters folder (file-system notifications)");
+                notified(&components, &dir, &notifications, stop).await;
+            }
+            Err(e) => {
+                tracing::warn!(folder = %dir.display(), "no file-system notifications ({e}); polling the adapters folder every {POLL:?}");
+                poll(&components, &dir, stop).await;
+            }
         }
-    }
+    })
 }
 
 /// What a notification last said about a file.

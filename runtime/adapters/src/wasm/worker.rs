@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -55,54 +56,56 @@ pub struct Worker {
 
 impl Worker {
     /// Runs jobs until `stop`, then drains (see the module's notes).
-    pub async fn run(self, stop: CancellationToken) {
-        let this = Arc::new(self);
-        let leases_stop = CancellationToken::new();
-        let leases = tokio::spawn(Arc::clone(&this).keep_leases(leases_stop.clone()));
-        let slots = Arc::new(Semaphore::new(this.settings.workers()));
-        let mut in_flight = JoinSet::new();
-        let mut last: Option<String> = None;
-        let mut backlog = HashSet::new();
-        loop {
-            while in_flight.try_join_next().is_some() {}
-            let permit = tokio::select! {
-                permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
-                () = stop.cancelled() => break,
-            };
-            match this.next(&mut last, &mut backlog).await {
-                Some(claimed) => {
-                    let worker = Arc::clone(&this);
-                    in_flight.spawn(async move {
-                        worker.run_one(claimed).await;
+    pub fn run(self, stop: CancellationToken) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let this = Arc::new(self);
+            let leases_stop = CancellationToken::new();
+            let leases = tokio::spawn(Arc::clone(&this).keep_leases(leases_stop.clone()));
+            let slots = Arc::new(Semaphore::new(this.settings.workers()));
+            let mut in_flight = JoinSet::new();
+            let mut last: Option<String> = None;
+            let mut backlog = HashSet::new();
+            loop {
+                while in_flight.try_join_next().is_some() {}
+                let permit = tokio::select! {
+                    permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
+                    () = stop.cancelled() => break,
+                };
+                match this.next(&mut last, &mut backlog).await {
+                    Some(claimed) => {
+                        let worker = Arc::clone(&this);
+                        in_flight.spawn(async move {
+                            worker.run_one(claimed).await;
+                            drop(permit);
+                            // A slot is free, and a retry may have been scheduled.
+                            worker.ready.notify_one();
+                        });
+                    }
+                    None => {
                         drop(permit);
-                        // A slot is free, and a retry may have been scheduled.
-                        worker.ready.notify_one();
-                    });
-                }
-                None => {
-                    drop(permit);
-                    let wait = this.until_next_retry().await;
-                    tokio::select! {
-                        () = this.ready.notified() => {}
-                        () = tokio::time::sleep(wait) => {}
-                        () = stop.cancelled() => break,
+                        let wait = this.until_next_retry().await;
+                        tokio::select! {
+                            () = this.ready.notified() => {}
+                            () = tokio::time::sleep(wait) => {}
+                            () = stop.cancelled() => break,
+                        }
                     }
                 }
             }
-        }
-        let grace = this.settings.grace();
-        let drained = tokio::time::timeout(grace, async {
-            while in_flight.join_next().await.is_some() {}
+            let grace = this.settings.grace();
+            let drained = tokio::time::timeout(grace, async {
+                while in_flight.join_next().await.is_some() {}
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!(
+                    jobs = in_flight.len(),
+                    "jobs still running after the {grace:?} grace period; they run again at the next start"
+                );
+            }
+            leases_stop.cancel();
+            let _ = leases.await;
         })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(
-                jobs = in_flight.len(),
-                "jobs still running after the {grace:?} grace period; they run again at the next start"
-            );
-        }
-        leases_stop.cancel();
-        let _ = leases.await;
     }
 
     fn lease(&self) -> Lease<'_> {

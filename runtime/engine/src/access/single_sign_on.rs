@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{Duration, SecondsFormat, Utc};
+use futures_util::future::BoxFuture;
 use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
 use openidconnect::{
     AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, Nonce, PkceCodeChallenge,
@@ -157,87 +158,94 @@ impl Provider<'_> {
 
     /// The provider's address to send the browser to, with a fresh `state`, `nonce` and PKCE
     /// challenge, and what the callback needs (to [`keep`]); `next` is where the person lands.
-    pub async fn begin(&self, next: String) -> Result<(Begun, Flow)> {
-        let client = self.client().await?;
-        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let scopes = self
-            .config
-            .scopes
-            .clone()
-            .unwrap_or_else(|| vec!["profile".into(), "email".into()]);
-        let mut request = client
-            .authorize_url(
-                CoreAuthenticationFlow::AuthorizationCode,
-                CsrfToken::new_random,
-                Nonce::new_random,
-            )
-            .set_pkce_challenge(challenge);
-        for scope in scopes.into_iter().filter(|s| s != "openid") {
-            request = request.add_scope(Scope::new(scope));
-        }
-        let (url, state, nonce) = request.url();
-        Ok((
-            Begun {
-                url: url.to_string(),
-                state: state.secret().clone(),
-            },
-            Flow {
-                nonce: nonce.secret().clone(),
-                verifier: verifier.secret().clone(),
-                next,
-            },
-        ))
+    pub fn begin<'a>(&'a self, next: String) -> BoxFuture<'a, Result<(Begun, Flow)>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+            let scopes = self
+                .config
+                .scopes
+                .clone()
+                .unwrap_or_else(|| vec!["profile".into(), "email".into()]);
+            let mut request = client
+                .authorize_url(
+                    CoreAuthenticationFlow::AuthorizationCode,
+                    CsrfToken::new_random,
+                    Nonce::new_random,
+                )
+                .set_pkce_challenge(challenge);
+            for scope in scopes.into_iter().filter(|s| s != "openid") {
+                request = request.add_scope(Scope::new(scope));
+            }
+            let (url, state, nonce) = request.url();
+            Ok((
+                Begun {
+                    url: url.to_string(),
+                    state: state.secret().clone(),
+                },
+                Flow {
+                    nonce: nonce.secret().clone(),
+                    verifier: verifier.secret().clone(),
+                    next,
+                },
+            ))
+        })
     }
 
     /// Exchanges the code for tokens and checks the ID token (signature, issuer, audience,
     /// expiry, nonce); the person it names.
-    pub async fn finish(&self, code: String, flow: Flow) -> Result<Identity> {
-        let client = self.client().await?;
-        let refused = |what: String| Error::Forbidden(format!("single sign-on refused: {what}"));
-        let tokens = client
-            .exchange_code(AuthorizationCode::new(code))
-            .map_err(|e| Error::Unavailable(format!("the provider has no token endpoint: {e}")))?
-            .set_pkce_verifier(PkceCodeVerifier::new(flow.verifier))
-            .request_async(self.http)
-            .await
-            .map_err(|e| refused(format!("the provider did not take the code: {e}")))?;
-        let token = tokens
-            .id_token()
-            .ok_or_else(|| refused("the provider sent no ID token".into()))?;
-        let claims = token
-            .claims(&client.id_token_verifier(), &Nonce::new(flow.nonce))
-            .map_err(|e| refused(format!("the ID token is not valid: {e}")))?;
-        // Verified above; read as JSON for the configured claims.
-        let payload = token
-            .to_string()
-            .split('.')
-            .nth(1)
-            .and_then(|part| URL_SAFE_NO_PAD.decode(part).ok())
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-            .unwrap_or_default();
-        let subject = claims.subject().as_str().to_owned();
-        let name_claim = self
-            .config
-            .name_claim
-            .as_deref()
-            .unwrap_or("preferred_username");
-        let name = [name_claim, "email"]
-            .iter()
-            .find_map(|claim| payload[claim].as_str())
-            .unwrap_or(&subject)
-            .to_owned();
-        let groups = match &payload[self.config.role_claim.as_deref().unwrap_or("groups")] {
-            Value::String(group) => vec![group.clone()],
-            Value::Array(groups) => groups
+    pub fn finish<'a>(&'a self, code: String, flow: Flow) -> BoxFuture<'a, Result<Identity>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let refused =
+                |what: String| Error::Forbidden(format!("single sign-on refused: {what}"));
+            let tokens = client
+                .exchange_code(AuthorizationCode::new(code))
+                .map_err(|e| {
+                    Error::Unavailable(format!("the provider has no token endpoint: {e}"))
+                })?
+                .set_pkce_verifier(PkceCodeVerifier::new(flow.verifier))
+                .request_async(self.http)
+                .await
+                .map_err(|e| refused(format!("the provider did not take the code: {e}")))?;
+            let token = tokens
+                .id_token()
+                .ok_or_else(|| refused("the provider sent no ID token".into()))?;
+            let claims = token
+                .claims(&client.id_token_verifier(), &Nonce::new(flow.nonce))
+                .map_err(|e| refused(format!("the ID token is not valid: {e}")))?;
+            // Verified above; read as JSON for the configured claims.
+            let payload = token
+                .to_string()
+                .split('.')
+                .nth(1)
+                .and_then(|part| URL_SAFE_NO_PAD.decode(part).ok())
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .unwrap_or_default();
+            let subject = claims.subject().as_str().to_owned();
+            let name_claim = self
+                .config
+                .name_claim
+                .as_deref()
+                .unwrap_or("preferred_username");
+            let name = [name_claim, "email"]
                 .iter()
-                .filter_map(|g| g.as_str().map(str::to_owned))
-                .collect(),
-            _ => Vec::new(),
-        };
-        Ok(Identity {
-            subject: format!("{}|{subject}", self.config.issuer),
-            name,
-            groups,
+                .find_map(|claim| payload[claim].as_str())
+                .unwrap_or(&subject)
+                .to_owned();
+            let groups = match &payload[self.config.role_claim.as_deref().unwrap_or("groups")] {
+                Value::String(group) => vec![group.clone()],
+                Value::Array(groups) => groups
+                    .iter()
+                    .filter_map(|g| g.as_str().map(str::to_owned))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Ok(Identity {
+                subject: format!("{}|{subject}", self.config.issuer),
+                name,
+                groups,
+            })
         })
     }
 }

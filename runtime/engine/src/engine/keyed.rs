@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -71,36 +72,38 @@ impl Engine {
 
 /// Keeps a turn's exchange in its conversation: the prompt always, the answer (with its tool
 /// calls) when the run gave one. A failure to record is logged; the run's outcome stands.
-pub async fn keep_exchange(
-    db: &Db,
-    conversation: &str,
-    prompt: &str,
-    result: &Result<RunOutput, RunError>,
-) {
-    let (answer, calls, trace_id) = match result {
-        Ok(output) => (
-            Some(output.text.clone()),
-            Some(json!(output.tool_calls)),
-            Some(output.trace_id.clone()),
-        ),
-        Err(e) => (None, None, e.trace_id().map(str::to_owned)),
-    };
-    let (conversation, prompt) = (conversation.to_owned(), prompt.to_owned());
-    let recorded = db
-        .call(move |conn| {
-            conversations::record(
-                conn,
-                &conversation,
-                &Exchange {
-                    prompt: &prompt,
-                    answer: answer.as_deref(),
-                    tool_calls: calls.as_ref(),
-                    trace_id: trace_id.as_deref(),
-                },
-            )
-        })
-        .await;
-    if let Err(e) = recorded {
-        tracing::warn!("cannot record an exchange in its conversation: {e}");
-    }
+pub fn keep_exchange<'a>(
+    db: &'a Db,
+    conversation: &'a str,
+    prompt: &'a str,
+    result: &'a Result<RunOutput, RunError>,
+) -> BoxFuture<'a, ()> {
+    Box::pin(async move {
+        let (answer, calls, trace_id) = match result {
+            Ok(output) => (
+                Some(output.text.clone()),
+                Some(json!(output.tool_calls)),
+                Some(output.trace_id.clone()),
+            ),
+            Err(e) => (None, None, e.trace_id().map(str::to_owned)),
+        };
+        let (conversation, prompt) = (conversation.to_owned(), prompt.to_owned());
+        let recorded = db
+            .call(move |conn| {
+                conversations::record(
+                    conn,
+                    &conversation,
+                    &Exchange {
+                        prompt: &prompt,
+                        answer: answer.as_deref(),
+                        tool_calls: calls.as_ref(),
+                        trace_id: trace_id.as_deref(),
+                    },
+                )
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!("cannot record an exchange in its conversation: {e}");
+        }
+    })
 }

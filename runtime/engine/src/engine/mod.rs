@@ -16,6 +16,7 @@ use std::time::Instant;
 
 pub use self::keyed::keep_exchange;
 pub use self::run_error::RunError;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 use service_contract::agent::{Budget, TurnRole};
@@ -185,70 +186,74 @@ impl Engine {
     }
 
     /// Prepares and executes a run.
-    pub async fn run(
-        self: &Arc<Self>,
+    pub fn run<'a>(
+        self: &'a Arc<Self>,
         request: RunRequest,
-        events: Option<&Events>,
-        cancel: &CancellationToken,
-    ) -> Result<RunOutput, RunError> {
-        let prepared = self.prepare(request).await?;
-        self.execute(prepared, events, cancel).await
+        events: Option<&'a Events>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        Box::pin(async move {
+            let prepared = self.prepare(request).await?;
+            self.execute(prepared, events, cancel).await
+        })
     }
 
     /// Checks the prompt and resolves the profile, model and provider. A run that fails here
     /// still records an error trace (except for an empty prompt, which is not a run).
-    pub async fn prepare(&self, request: RunRequest) -> Result<Prepared, RunError> {
-        let prompt = request.prompt.trim().to_owned();
-        if prompt.is_empty() {
-            return Err(RunError::EmptyPrompt);
-        }
-        let name = request.profile.name().to_owned();
-        let choice = self.provider_choice();
-        let profile = {
-            let name = name.clone();
-            self.db.call(move |conn| profiles::get(conn, &name)).await?
-        };
-        let model = request
-            .model
-            .clone()
-            .or_else(|| profile.as_ref().and_then(|p| p.default_model.clone()))
-            .unwrap_or_else(|| choice.model().to_owned());
-        let failed_trace = |error: String| {
-            let provider = choice.kind.as_str();
-            self.failed_trace(&request, &prompt, &name, (provider, &model), error)
-        };
-        if profile.is_none() && matches!(request.profile, ProfileChoice::Required(_)) {
-            let trace_id = failed_trace(format!("no agent named {name:?}")).await?;
-            return Err(RunError::UnknownAgent { name, trace_id });
-        }
-        // However it was reached (a delegation tool, a component's tool, a component run
-        // inside one), a run is never deeper than the limit.
-        if let Some(parent) = request
-            .parent
-            .as_ref()
-            .filter(|p| p.depth > MAX_DELEGATION_DEPTH)
-        {
-            let message = format!(
-                "delegation depth {} is past the limit of {MAX_DELEGATION_DEPTH}",
-                parent.depth
-            );
-            let trace_id = failed_trace(message.clone()).await?;
-            return Err(RunError::Failed { message, trace_id });
-        }
-        let provider = match self.provider_of(&choice) {
-            Ok(provider) => provider,
-            Err(error) => {
-                let trace_id = failed_trace(error.to_string()).await?;
-                return Err(RunError::NotConfigured { error, trace_id });
+    pub fn prepare<'a>(&'a self, request: RunRequest) -> BoxFuture<'a, Result<Prepared, RunError>> {
+        Box::pin(async move {
+            let prompt = request.prompt.trim().to_owned();
+            if prompt.is_empty() {
+                return Err(RunError::EmptyPrompt);
             }
-        };
-        Ok(Prepared {
-            request,
-            prompt,
-            profile,
-            provider,
-            model,
-            conversation: None,
+            let name = request.profile.name().to_owned();
+            let choice = self.provider_choice();
+            let profile = {
+                let name = name.clone();
+                self.db.call(move |conn| profiles::get(conn, &name)).await?
+            };
+            let model = request
+                .model
+                .clone()
+                .or_else(|| profile.as_ref().and_then(|p| p.default_model.clone()))
+                .unwrap_or_else(|| choice.model().to_owned());
+            let failed_trace = |error: String| {
+                let provider = choice.kind.as_str();
+                self.failed_trace(&request, &prompt, &name, (provider, &model), error)
+            };
+            if profile.is_none() && matches!(request.profile, ProfileChoice::Required(_)) {
+                let trace_id = failed_trace(format!("no agent named {name:?}")).await?;
+                return Err(RunError::UnknownAgent { name, trace_id });
+            }
+            // However it was reached (a delegation tool, a component's tool, a component run
+            // inside one), a run is never deeper than the limit.
+            if let Some(parent) = request
+                .parent
+                .as_ref()
+                .filter(|p| p.depth > MAX_DELEGATION_DEPTH)
+            {
+                let message = format!(
+                    "delegation depth {} is past the limit of {MAX_DELEGATION_DEPTH}",
+                    parent.depth
+                );
+                let trace_id = failed_trace(message.clone()).await?;
+                return Err(RunError::Failed { message, trace_id });
+            }
+            let provider = match self.provider_of(&choice) {
+                Ok(provider) => provider,
+                Err(error) => {
+                    let trace_id = failed_trace(error.to_string()).await?;
+                    return Err(RunError::NotConfigured { error, trace_id });
+                }
+            };
+            Ok(Prepared {
+                request,
+                prompt,
+                profile,
+                provider,
+                model,
+                conversation: None,
+            })
         })
     }
 
@@ -316,90 +321,92 @@ impl Engine {
     }
 
     /// Runs the tool-calling loop of a prepared run, recording its trace as it goes.
-    pub async fn execute(
-        self: &Arc<Self>,
+    pub fn execute<'a>(
+        self: &'a Arc<Self>,
         prepared: Prepared,
-        events: Option<&Events>,
-        cancel: &CancellationToken,
-    ) -> Result<RunOutput, RunError> {
-        let Prepared {
-            request,
-            prompt,
-            profile,
-            provider,
-            model,
-            conversation,
-        } = prepared;
-        let (specs, warnings) = self.allowed_tools(profile.as_ref());
-        let run = StartTrace {
-            request: request.clone(),
-            profile: profile.as_ref().map(|p| p.name.clone()),
-            provider: provider.name(),
-            model: model.clone(),
-            prompt: prompt.clone(),
-        };
-        let trace_id = self
-            .start_trace(run, move |tx, id| traces::set_warnings(tx, id, &warnings))
-            .await?;
-        if let Some(events) = events {
-            let _ = events.send(Event::Started {
+        events: Option<&'a Events>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        Box::pin(async move {
+            let Prepared {
+                request,
+                prompt,
+                profile,
+                provider,
+                model,
+                conversation,
+            } = prepared;
+            let (specs, warnings) = self.allowed_tools(profile.as_ref());
+            let run = StartTrace {
+                request: request.clone(),
+                profile: profile.as_ref().map(|p| p.name.clone()),
+                provider: provider.name(),
+                model: model.clone(),
+                prompt: prompt.clone(),
+            };
+            let trace_id = self
+                .start_trace(run, move |tx, id| traces::set_warnings(tx, id, &warnings))
+                .await?;
+            if let Some(events) = events {
+                let _ = events.send(Event::Started {
+                    trace_id: trace_id.clone(),
+                });
+            }
+            let agent = request.profile.name().to_owned();
+            // Delegated runs answer their parent, not a conversation or a task: they cannot pause.
+            let then = conversation.as_ref().and(request.then.clone());
+            let landing = Landing {
+                conversation,
+                task: request.task.clone(),
+                then: then.map(|payload| Then {
+                    adapter: request.source.clone(),
+                    payload,
+                }),
+            }
+            .unless(request.parent.is_some());
+            let run = Run {
+                engine: self,
                 trace_id: trace_id.clone(),
-            });
-        }
-        let agent = request.profile.name().to_owned();
-        // Delegated runs answer their parent, not a conversation or a task: they cannot pause.
-        let then = conversation.as_ref().and(request.then.clone());
-        let landing = Landing {
-            conversation,
-            task: request.task.clone(),
-            then: then.map(|payload| Then {
-                adapter: request.source.clone(),
-                payload,
-            }),
-        }
-        .unless(request.parent.is_some());
-        let run = Run {
-            engine: self,
-            trace_id: trace_id.clone(),
-            agent,
-            source: request.source.clone(),
-            started_by: request.started_by().map(str::to_owned),
-            landing,
-            depth: request.parent.as_ref().map_or(0, |p| p.depth),
-            budget: request
-                .parent
-                .as_ref()
-                .map_or_else(|| Budget::new(self.llm_call_budget), |p| p.budget.clone()),
-            offered: specs.iter().map(|s| s.name.clone()).collect(),
-            provider: provider.as_ref(),
-            events,
-            cancel,
-            usage: Usage::default(),
-            tool_calls: Vec::new(),
-            step: 0,
-            iterations: 0,
-            clock: Instant::now(),
-            earlier_ms: 0,
-        };
-        let messages = request
-            .history
-            .iter()
-            .map(|turn| match turn.role {
-                TurnRole::User => Message::User(turn.text.clone()),
-                TurnRole::Assistant => Message::Assistant {
-                    text: turn.text.clone(),
-                    tool_calls: Vec::new(),
-                },
-            })
-            .chain([Message::User(prompt)])
-            .collect();
-        let chat = ChatRequest {
-            model,
-            system: profile.map(|p| p.system_prompt),
-            messages,
-            tools: specs,
-        };
-        self.drive(run, chat, None).await
+                agent,
+                source: request.source.clone(),
+                started_by: request.started_by().map(str::to_owned),
+                landing,
+                depth: request.parent.as_ref().map_or(0, |p| p.depth),
+                budget: request
+                    .parent
+                    .as_ref()
+                    .map_or_else(|| Budget::new(self.llm_call_budget), |p| p.budget.clone()),
+                offered: specs.iter().map(|s| s.name.clone()).collect(),
+                provider: provider.as_ref(),
+                events,
+                cancel,
+                usage: Usage::default(),
+                tool_calls: Vec::new(),
+                step: 0,
+                iterations: 0,
+                clock: Instant::now(),
+                earlier_ms: 0,
+            };
+            let messages = request
+                .history
+                .iter()
+                .map(|turn| match turn.role {
+                    TurnRole::User => Message::User(turn.text.clone()),
+                    TurnRole::Assistant => Message::Assistant {
+                        text: turn.text.clone(),
+                        tool_calls: Vec::new(),
+                    },
+                })
+                .chain([Message::User(prompt)])
+                .collect();
+            let chat = ChatRequest {
+                model,
+                system: profile.map(|p| p.system_prompt),
+                messages,
+                tools: specs,
+            };
+            self.drive(run, chat, None).await
+        })
     }
 
     /// The tools a profile's runs are offered, with warnings about the names that matched none.

@@ -5,18 +5,27 @@
 //! like every other run; a client that cancels its request cancels the run.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
+
+use axum::body::Body;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
 use service_contract::agent::{ProfileChoice, RunFailure, RunReply, RunRequest, Turn};
 use service_contract::tools::{ToolContext, ToolRegistry};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
 use tracing::Instrument;
 
 use super::connection::identity;
@@ -30,6 +39,9 @@ use crate::telemetry::{TARGET, propagation};
 
 /// Where the runs it starts say they came from.
 pub const SOURCE: &str = "mcp";
+
+/// The agents as an HTTP service, for `/mcp`.
+pub type HttpService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
 
 /// The MCP server's state, shared by every session (each gets a clone).
 #[derive(Clone)]
@@ -70,6 +82,40 @@ impl Agents {
             shutdown,
             budget,
         }))
+    }
+
+    /// The agents over MCP's Streamable HTTP transport, each request served on its own (no
+    /// session state, so any replica can take any request), ended at shutdown. Boxed here, so
+    /// the protocol's machinery is compiled once, in this crate, not again in the HTTP API's.
+    pub fn http_service(&self) -> HttpService {
+        let agents = self.clone();
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            // Host and Origin are checked by the HTTP API's browser guard, for every route alike.
+            .disable_allowed_hosts()
+            .with_cancellation_token(self.0.shutdown.child_token());
+        let service = StreamableHttpService::new(
+            move || Ok(agents.clone()),
+            Arc::new(NeverSessionManager::default()),
+            config,
+        );
+        BoxCloneSyncService::new(ServiceExt::<Request<Body>>::map_response(
+            service,
+            |answer| answer.map(Body::new),
+        ))
+    }
+
+    /// Serves one MCP client on stdin and stdout until it ends the session. Boxed for the
+    /// same reason as [`Agents::http_service`].
+    pub fn serve_stdio(self) -> BoxFuture<'static, anyhow::Result<()>> {
+        Box::pin(async move {
+            let session = self
+                .serve(rmcp::transport::stdio())
+                .await
+                .map_err(|e| anyhow::anyhow!("the MCP client did not start a session: {e}"))?;
+            session.waiting().await?;
+            Ok(())
+        })
     }
 
     /// Every tool offered now to `caller`, with what it stands for: the agents they may use,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use rmcp::service::Peer;
@@ -140,13 +141,15 @@ impl McpServers {
     }
 
     /// Ends every session; stdio servers' processes are killed.
-    pub async fn stop(&self) {
-        self.stop.cancel();
-        let running =
-            std::mem::take(&mut *self.running.lock().unwrap_or_else(PoisonError::into_inner));
-        for task in running {
-            let _ = task.await;
-        }
+    pub fn stop<'a>(&'a self) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.stop.cancel();
+            let running =
+                std::mem::take(&mut *self.running.lock().unwrap_or_else(PoisonError::into_inner));
+            for task in running {
+                let _ = task.await;
+            }
+        })
     }
 
     /// Returns once every server answered its first handshake or failed it (bounded by the

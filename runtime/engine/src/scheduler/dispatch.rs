@@ -2,6 +2,7 @@
 //! written back.
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use service_contract::agent::{ProfileChoice, RunFailure, RunReply, RunRequest};
 use tokio_util::sync::CancellationToken;
 
@@ -47,41 +48,44 @@ impl Dispatcher {
 
     /// Runs the schedule's prompt with its profile as a task and writes the trace id back.
     /// Deleting the task while it runs cancels the run.
-    pub async fn run(&self, due: Due) -> Result<Ran> {
-        let new = NewRun {
-            title: format!("Scheduled run: {}", due.name),
-            description: due.prompt.clone(),
-            profile: due.agent.clone(),
-            may_pause: true,
-        };
-        let span = tracing::info_span!(
-            target: TARGET,
-            "schedule",
-            otel.name = %format!("schedule {}", due.name),
-            otel.kind = "internal",
-            service_runtime.schedule = %due.name,
-        );
-        let request = RunRequest::new(due.prompt, ProfileChoice::Required(due.agent), super::NAME);
-        let (task_id, result) = self
-            .tasks
-            .as_task_of(new, Some(&due.name), request, CancellationToken::new())
-            .instrument(span)
-            .await;
-        if task_id.is_none() {
-            let failure = result.err().map(|f| f.message).unwrap_or_default();
-            return Err(crate::error::Error::Internal(anyhow::anyhow!(failure)));
-        }
-        let ran = Ran {
-            status: task_runs::status_of(&result),
-            outcome: result,
-        };
-        if let Some(trace) = ran.trace_id().map(str::to_owned) {
-            let name = due.name;
-            self.tasks
-                .db
-                .call(move |conn| store::set_last_trace(conn, &name, &trace))
-                .await?;
-        }
-        Ok(ran)
+    pub fn run<'a>(&'a self, due: Due) -> BoxFuture<'a, Result<Ran>> {
+        Box::pin(async move {
+            let new = NewRun {
+                title: format!("Scheduled run: {}", due.name),
+                description: due.prompt.clone(),
+                profile: due.agent.clone(),
+                may_pause: true,
+            };
+            let span = tracing::info_span!(
+                target: TARGET,
+                "schedule",
+                otel.name = %format!("schedule {}", due.name),
+                otel.kind = "internal",
+                service_runtime.schedule = %due.name,
+            );
+            let request =
+                RunRequest::new(due.prompt, ProfileChoice::Required(due.agent), super::NAME);
+            let (task_id, result) = self
+                .tasks
+                .as_task_of(new, Some(&due.name), request, CancellationToken::new())
+                .instrument(span)
+                .await;
+            if task_id.is_none() {
+                let failure = result.err().map(|f| f.message).unwrap_or_default();
+                return Err(crate::error::Error::Internal(anyhow::anyhow!(failure)));
+            }
+            let ran = Ran {
+                status: task_runs::status_of(&result),
+                outcome: result,
+            };
+            if let Some(trace) = ran.trace_id().map(str::to_owned) {
+                let name = due.name;
+                self.tasks
+                    .db
+                    .call(move |conn| store::set_last_trace(conn, &name, &trace))
+                    .await?;
+            }
+            Ok(ran)
+        })
     }
 }

@@ -3,16 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::app::{App, Role};
+use crate::bus::Event;
+use crate::db::{self, Backend};
+use crate::settings_store::SettingsStore;
+use crate::wasm::grants::Grant;
+use crate::wasm::inventory::{Kind, Listed, inventory};
+use crate::wasm::shared::{self, write_atomically};
+use crate::wasm::{GrantSource, check_name};
 use anyhow::Context;
 use clap::Subcommand;
-use service_runtime::app::{App, Role};
-use service_runtime::bus::Event;
-use service_runtime::db::{self, Backend};
-use service_runtime::settings_store::SettingsStore;
-use service_runtime::wasm::grants::Grant;
-use service_runtime::wasm::inventory::{Kind, Listed, inventory};
-use service_runtime::wasm::shared::{self, write_atomically};
-use service_runtime::wasm::{GrantSource, check_name};
 
 use super::scaffold::{self, Lang, World};
 
@@ -133,7 +133,7 @@ pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()
                 eprintln!(
                     "warning: {name} imports {}, which its grant does not cover: calls to them are refused. \
                      A grant that allows them ({name}.toml):\n{}",
-                    service_runtime::wasm::imports_list(&ungranted),
+                    crate::wasm::imports_list(&ungranted),
                     generation.suggested_grant()
                 );
             }

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use service_runtime::backup::{self, Database};
-use service_runtime::db;
-use service_runtime::settings_store::SettingsStore;
+use crate::backup::{self, Database};
+use crate::db;
+use crate::settings_store::SettingsStore;
 
 pub fn write(data_dir: &Path, file: &Path, with_secrets: bool) -> anyhow::Result<()> {
     let env = SettingsStore::load(data_dir)?;

@@ -4,15 +4,14 @@
 
 use std::path::Path;
 
+use crate::app::{App, Role};
+use crate::config::FileConfig;
+use crate::mcp::import;
+use crate::replica;
+use crate::settings_store::SettingsStore;
+use crate::wasm::shared::write_atomically;
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use rmcp::ServiceExt;
-use service_runtime::app::{App, Role};
-use service_runtime::config::FileConfig;
-use service_runtime::mcp::import;
-use service_runtime::replica;
-use service_runtime::settings_store::SettingsStore;
-use service_runtime::wasm::shared::write_atomically;
 
 #[derive(Subcommand)]
 pub enum McpCommand {
@@ -37,17 +36,10 @@ async fn serve(data_dir: &Path) -> anyhow::Result<()> {
     let _presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone()).await?;
     app.mcp.start();
-    let session = app
-        .mcp_agents
-        .clone()
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| anyhow::anyhow!("the MCP client did not start a session: {e}"))?;
-    let ended = session.waiting().await;
+    let ended = app.mcp_agents.clone().serve_stdio().await;
     app.shutdown.cancel();
     app.mcp.stop().await;
-    ended?;
-    Ok(())
+    ended
 }
 
 /// Everything is checked before anything is written: the entries with the config they join, and

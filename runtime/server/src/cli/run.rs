@@ -4,12 +4,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use service_runtime::access::Principal;
-use service_runtime::agents::profiles::DEFAULT_PROFILE;
-use service_runtime::app::{App, Role};
-use service_runtime::engine::{Event, ProfileChoice, RunRequest};
-use service_runtime::replica;
-use service_runtime::running_server::Running;
+use crate::access::Principal;
+use crate::agents::profiles::DEFAULT_PROFILE;
+use crate::app::{App, Role};
+use crate::engine::{Event, ProfileChoice, RunRequest};
+use crate::replica;
+use crate::running_server::Running;
 
 use super::{output, through};
 use eventsource_stream::Eventsource;

@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
+use crate::app::NATIVE_NAMES;
+use crate::wasm::bundled::BUNDLED;
+use crate::wasm::check_name;
 use anyhow::Context;
 use clap::ValueEnum;
-use service_runtime::app::NATIVE_NAMES;
-use service_runtime::wasm::bundled::BUNDLED;
-use service_runtime::wasm::check_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Lang {

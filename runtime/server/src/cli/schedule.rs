@@ -4,26 +4,26 @@
 
 use std::path::Path;
 
+use crate::agents::profiles;
+use crate::app::{self, App, Role};
+use crate::config::FileConfig;
+use crate::db::Db;
+use crate::replica;
+use crate::scheduler;
+use crate::scheduler::cron;
+use crate::scheduler::manage::{self, Changes, Draft};
+use crate::scheduler::plan;
+use crate::scheduler::store::{self, Schedule};
+use crate::scheduler::tick::Due;
+use crate::settings_store::SettingsStore;
+use crate::tasks;
 use chrono::Utc;
 use chrono_tz::Tz;
 use clap::Subcommand;
 use service_contract::agent::RunFailureKind;
-use service_runtime::agents::profiles;
-use service_runtime::app::{self, App, Role};
-use service_runtime::config::FileConfig;
-use service_runtime::db::Db;
-use service_runtime::replica;
-use service_runtime::scheduler;
-use service_runtime::scheduler::cron;
-use service_runtime::scheduler::manage::{self, Changes, Draft};
-use service_runtime::scheduler::plan;
-use service_runtime::scheduler::store::{self, Schedule};
-use service_runtime::scheduler::tick::Due;
-use service_runtime::settings_store::SettingsStore;
-use service_runtime::tasks;
 
 use super::through;
-use service_runtime::running_server::Running;
+use crate::running_server::Running;
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {

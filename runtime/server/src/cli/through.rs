@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use service_runtime::running_server::{self, Running};
-use service_runtime::settings_store::SettingsStore;
+use crate::running_server::{self, Running};
+use crate::settings_store::SettingsStore;
 
 /// The running server, or `None` to run in this process.
 pub async fn server(data_dir: &Path) -> anyhow::Result<Option<Running>> {

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
+use crate::access::Role;
+use crate::access::tokens::{self, NewToken};
+use crate::app;
+use crate::config::FileConfig;
+use crate::settings_store::SettingsStore;
 use clap::Subcommand;
-use service_runtime::access::Role;
-use service_runtime::access::tokens::{self, NewToken};
-use service_runtime::app;
-use service_runtime::config::FileConfig;
-use service_runtime::settings_store::SettingsStore;
 
 #[derive(Subcommand)]
 pub enum TokensCommand {

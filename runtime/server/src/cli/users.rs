@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
+use crate::access::{Principal, Role, erasure, links, users};
+use crate::app;
+use crate::config::{DEFAULT_HOST, DEFAULT_PORT, FileConfig};
+use crate::replica;
+use crate::settings_store::SettingsStore;
 use clap::Subcommand;
-use service_runtime::access::{Principal, Role, erasure, links, users};
-use service_runtime::app;
-use service_runtime::config::{DEFAULT_HOST, DEFAULT_PORT, FileConfig};
-use service_runtime::replica;
-use service_runtime::settings_store::SettingsStore;
 
 #[derive(Subcommand)]
 pub enum UsersCommand {

@@ -15,11 +15,13 @@ pub mod sqlite;
 pub mod testing;
 mod value;
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
+use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 pub use conn::{Backend, Conn, Row};
@@ -90,15 +92,17 @@ impl Db {
 
     /// The database of a data directory: PostgreSQL when `url` is set, else the directory's
     /// SQLite file.
-    pub async fn open(
-        data_dir: &Path,
-        url: Option<&str>,
+    pub fn open<'a>(
+        data_dir: &'a Path,
+        url: Option<&'a str>,
         pool_size: usize,
-    ) -> anyhow::Result<Self> {
-        match url {
-            Some(url) => Self::connect_postgres(url, pool_size).await,
-            None => Self::open_sqlite(&data_dir.join(FILE_NAME)),
-        }
+    ) -> BoxFuture<'a, anyhow::Result<Self>> {
+        Box::pin(async move {
+            match url {
+                Some(url) => Self::connect_postgres(url, pool_size).await,
+                None => Self::open_sqlite(&data_dir.join(FILE_NAME)),
+            }
+        })
     }
 
     /// A handle whose work never waits behind this one's: a second connection to the SQLite
@@ -155,8 +159,14 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     {
+        self.call_erased(erase(work)).await.map(unerase)
+    }
+
+    async fn call_erased(&self, work: ErasedWork) -> Result<Erased> {
         let store = Arc::clone(&self.store);
-        blocking_task(move || store.run(work)).await
+        tokio::task::spawn_blocking(move || store.run(work))
+            .await
+            .map_err(|e| Error::Internal(anyhow::anyhow!("database task failed: {e}")))?
     }
 
     /// Like [`Db::call`], but runs `work` right here when the SQLite connection is free. For
@@ -169,6 +179,10 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     {
+        self.call_inline_erased(erase(work)).await.map(unerase)
+    }
+
+    async fn call_inline_erased(&self, work: ErasedWork) -> Result<Erased> {
         // A log to truncate first is work for the pool, not for this thread.
         if let Store::Sqlite { conn, path, side } = &*self.store
             && !(*side && sqlite::log_oversized(path))
@@ -176,7 +190,7 @@ impl Db {
         {
             return with_sqlite(&conn, work);
         }
-        self.call(work).await
+        self.call_erased(work).await
     }
 
     /// Runs `work` with a connection on this thread, for code outside the async runtime
@@ -251,12 +265,23 @@ fn lock(conn: &Mutex<rusqlite::Connection>) -> std::sync::MutexGuard<'_, rusqlit
     conn.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-async fn blocking_task<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| Error::Internal(anyhow::anyhow!("database task failed: {e}")))?
+/// A unit of work and its result with their types erased. Every `call` site would otherwise
+/// instantiate its own copy of the blocking pool's task machinery (about 400 lines of LLVM IR
+/// each, a hundred call sites in the API crate alone); erased, one copy serves them all, for
+/// a box per call next to the pool's own.
+type Erased = Box<dyn Any + Send>;
+type ErasedWork = Box<dyn FnOnce(&mut Conn<'_>) -> Result<Erased> + Send>;
+
+fn erase<T: Send + 'static>(
+    work: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+) -> ErasedWork {
+    Box::new(|conn: &mut Conn<'_>| work(conn).map(|value| Box::new(value) as Erased))
+}
+
+fn unerase<T: 'static>(value: Erased) -> T {
+    *value
+        .downcast()
+        .expect("a unit of work gives back the type it was erased from")
 }
 
 /// Runs blocking `work` from wherever this is called: inside a multi-threaded runtime, the

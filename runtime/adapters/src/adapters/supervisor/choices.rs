@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use futures_util::future::BoxFuture;
 use service_contract::{AdapterEntry, AdapterError, AdapterStatus};
 
 use super::{DISABLED, Supervisor, read, write};
@@ -39,15 +40,17 @@ pub(super) enum Choice {
 impl Supervisor {
     /// Reads the operator's choices, and the activity kept from before; call it before
     /// anything starts.
-    pub async fn load_choices(&self) -> crate::error::Result<()> {
-        let disabled = toggles::disabled(&self.db).await?;
-        write(&self.disabled).extend(disabled);
-        let activity = activity::load(&self.db).await?;
-        for (name, at) in &activity {
-            self.registry().restore_activity(name, at);
-        }
-        *write(&self.activity) = activity;
-        Ok(())
+    pub fn load_choices<'a>(&'a self) -> BoxFuture<'a, crate::error::Result<()>> {
+        Box::pin(async move {
+            let disabled = toggles::disabled(&self.db).await?;
+            write(&self.disabled).extend(disabled);
+            let activity = activity::load(&self.db).await?;
+            for (name, at) in &activity {
+                self.registry().restore_activity(name, at);
+            }
+            *write(&self.activity) = activity;
+            Ok(())
+        })
     }
 
     /// Keeps an adapter from starting, with the reason its entry shows.

@@ -1,6 +1,7 @@
 //! Requests to `/api/adapters/<name>/...`: refused while an adapter is not serving, answered
 //! by it otherwise, its failures on its entry.
 
+use futures_util::future::BoxFuture;
 use service_contract::{AdapterError, AdapterStatus, FailureKind, HttpRequest, HttpResponse};
 
 use super::{Supervisor, read};
@@ -49,57 +50,60 @@ impl Supervisor {
     }
 
     /// Answers a request to `/api/adapters/<name>/...`.
-    pub async fn dispatch(
-        &self,
-        name: &str,
+    pub fn dispatch<'a>(
+        &'a self,
+        name: &'a str,
         request: HttpRequest,
-    ) -> Result<HttpResponse, Refusal> {
-        let slot = read(&self.slots)
-            .get(name)
-            .map(|s| (s.runner.clone(), s.vacancy.clone()));
-        let (runner, vacancy) =
-            slot.ok_or_else(|| Refusal::new(404, format!("no adapter named {name:?}")))?;
-        let Some(runner) = runner else {
-            let refusal = vacancy.unwrap_or_else(|| format!("the {name} adapter is not serving"));
-            return Err(Refusal::new(503, refusal));
-        };
-        if let Some(reason) = self.off(name) {
-            return Err(Refusal::new(
-                503,
-                format!("adapter {name:?} is off: {reason}"),
-            ));
-        }
-        let errors_before = self.errors(name);
-        let failure = match runner.handle_http(request).await {
-            Ok(answer) => match response::check(&answer) {
-                Ok(()) => {
-                    // Activity is what it handled, not what it turned away.
-                    if answer.status < 400 {
-                        self.registry().touch(name);
+    ) -> BoxFuture<'a, Result<HttpResponse, Refusal>> {
+        Box::pin(async move {
+            let slot = read(&self.slots)
+                .get(name)
+                .map(|s| (s.runner.clone(), s.vacancy.clone()));
+            let (runner, vacancy) =
+                slot.ok_or_else(|| Refusal::new(404, format!("no adapter named {name:?}")))?;
+            let Some(runner) = runner else {
+                let refusal =
+                    vacancy.unwrap_or_else(|| format!("the {name} adapter is not serving"));
+                return Err(Refusal::new(503, refusal));
+            };
+            if let Some(reason) = self.off(name) {
+                return Err(Refusal::new(
+                    503,
+                    format!("adapter {name:?} is off: {reason}"),
+                ));
+            }
+            let errors_before = self.errors(name);
+            let failure = match runner.handle_http(request).await {
+                Ok(answer) => match response::check(&answer) {
+                    Ok(()) => {
+                        // Activity is what it handled, not what it turned away.
+                        if answer.status < 400 {
+                            self.registry().touch(name);
+                        }
+                        self.recovered(name, runner.as_ref(), &answer, errors_before);
+                        return Ok(answer);
                     }
-                    self.recovered(name, runner.as_ref(), &answer, errors_before);
-                    return Ok(answer);
-                }
-                Err(problem) => AdapterError::new(FailureKind::BadResponse, problem),
-            },
-            Err(CallError::Busy(message)) => return Err(Refusal::new(503, message)),
-            Err(CallError::Failed(failure)) => failure,
-        };
-        self.registry()
-            .mark_error(name, &failure.kind, &failure.message);
-        let status = if failure.is(FailureKind::Timeout) {
-            503
-        } else if failure.is(FailureKind::BadResponse) {
-            502
-        } else {
-            500
-        };
-        Err(Refusal::new(
-            status,
-            format!(
-                "adapter {name:?} failed ({}); its entry in /api/adapters has the details",
-                failure.kind
-            ),
-        ))
+                    Err(problem) => AdapterError::new(FailureKind::BadResponse, problem),
+                },
+                Err(CallError::Busy(message)) => return Err(Refusal::new(503, message)),
+                Err(CallError::Failed(failure)) => failure,
+            };
+            self.registry()
+                .mark_error(name, &failure.kind, &failure.message);
+            let status = if failure.is(FailureKind::Timeout) {
+                503
+            } else if failure.is(FailureKind::BadResponse) {
+                502
+            } else {
+                500
+            };
+            Err(Refusal::new(
+                status,
+                format!(
+                    "adapter {name:?} failed ({}); its entry in /api/adapters has the details",
+                    failure.kind
+                ),
+            ))
+        })
     }
 }

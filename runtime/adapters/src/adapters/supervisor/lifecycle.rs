@@ -49,20 +49,22 @@ impl Supervisor {
     }
 
     /// Starts every native adapter that is not off, in name order.
-    pub async fn start_natives(&self) {
-        let _lifecycle = self.lifecycle.lock().await;
-        let natives: Vec<(String, Arc<dyn Managed>)> = read(&self.slots)
-            .iter()
-            .filter(|(_, slot)| slot.native)
-            .filter_map(|(name, slot)| Some((name.clone(), slot.runner.clone()?)))
-            .collect();
-        for (name, runner) in natives {
-            match self.off(&name) {
-                Some(reason) => self.registry().mark_stopped_because(&name, &reason),
-                // A failure is already on the entry; the others start regardless.
-                None => drop(self.start(&name, runner.as_ref()).await),
+    pub fn start_natives<'a>(&'a self) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _lifecycle = self.lifecycle.lock().await;
+            let natives: Vec<(String, Arc<dyn Managed>)> = read(&self.slots)
+                .iter()
+                .filter(|(_, slot)| slot.native)
+                .filter_map(|(name, slot)| Some((name.clone(), slot.runner.clone()?)))
+                .collect();
+            for (name, runner) in natives {
+                match self.off(&name) {
+                    Some(reason) => self.registry().mark_stopped_because(&name, &reason),
+                    // A failure is already on the entry; the others start regardless.
+                    None => drop(self.start(&name, runner.as_ref()).await),
+                }
             }
-        }
+        })
     }
 
     /// Makes `runner` the one that serves its name: `stop` of the one it replaces, then its
@@ -209,17 +211,21 @@ impl Supervisor {
     }
 
     /// Stops every running adapter, the last started first (shutdown).
-    pub async fn stop_all(&self) {
-        let _lifecycle = self.lifecycle.lock().await;
-        let mut running: Vec<(u64, String, Arc<dyn Managed>)> = read(&self.slots)
-            .iter()
-            .filter_map(|(name, slot)| Some((slot.started?, name.clone(), slot.runner.clone()?)))
-            .collect();
-        running.sort_by_key(|(started, _, _)| std::cmp::Reverse(*started));
-        for (_, name, runner) in running {
-            if self.stop(&name, runner.as_ref()).await.is_ok() {
-                self.registry().mark_stopped(&name);
+    pub fn stop_all<'a>(&'a self) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _lifecycle = self.lifecycle.lock().await;
+            let mut running: Vec<(u64, String, Arc<dyn Managed>)> = read(&self.slots)
+                .iter()
+                .filter_map(|(name, slot)| {
+                    Some((slot.started?, name.clone(), slot.runner.clone()?))
+                })
+                .collect();
+            running.sort_by_key(|(started, _, _)| std::cmp::Reverse(*started));
+            for (_, name, runner) in running {
+                if self.stop(&name, runner.as_ref()).await.is_ok() {
+                    self.registry().mark_stopped(&name);
+                }
             }
-        }
+        })
     }
 }
