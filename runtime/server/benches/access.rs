@@ -6,7 +6,7 @@
 //! asks nobody, in alternating rounds of the same run. Target: at most 1.1x each.
 
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::{median, ms, verdict};
 use std::path::Path;

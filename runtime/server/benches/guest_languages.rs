@@ -9,7 +9,7 @@
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::ms;
 use std::path::PathBuf;

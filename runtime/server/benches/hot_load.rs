@@ -11,7 +11,7 @@
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::{median, ms, verdict};
 use std::path::{Path, PathBuf};

@@ -19,7 +19,7 @@ use std::time::Duration;
 // Shared with the teamchat delivery benches, which use other parts of it.
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 #[allow(dead_code)]
 #[path = "shared/teamchat_load.rs"]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 // Shared with the teamchat delivery bench, which uses other parts of it.
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 #[allow(dead_code)]
 #[path = "shared/teamchat_load.rs"]

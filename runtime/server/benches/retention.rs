@@ -9,7 +9,7 @@
 //! size with the old traces and after the last round gave their pages back.
 
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::{ms, verdict};
 use std::process::{Child, Stdio};

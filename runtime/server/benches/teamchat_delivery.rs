@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;

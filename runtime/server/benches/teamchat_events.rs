@@ -10,7 +10,7 @@
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::{median, ms, verdict};
 use std::net::SocketAddr;

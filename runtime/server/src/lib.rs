@@ -1,11 +1,12 @@
 //! service-runtime: a local agent runtime whose inbound adapters are WebAssembly components.
 //!
 //! This crate is the top floor: the HTTP API and dashboard, the wiring of a running server, and
-//! the command line (`cli`; the binary, `src/main.rs`, only calls it). The floors below are their own crates:
-//! service-adapters (the component host and the adapters' supervisor), service-engine (agents,
-//! MCP, the scheduler, access control, settings, telemetry) and service-store (the database and
-//! the stores). Every floor's modules are re-exported here under the paths they have always had,
-//! for the binary, the end-to-end tests and the benches.
+//! the command line (`cli`; the binary, `src/main.rs`, only calls it). The floors below are
+//! their own crates: service-adapters (the component host and the adapters' supervisor),
+//! service-engine (agents, MCP, the scheduler, access control, settings, telemetry) and
+//! service-store (the database and the stores). The floors' modules that this crate, the
+//! end-to-end tests and the benches use are re-exported here under the paths they have always
+//! had (`service_runtime::db`, ...).
 
 pub mod app;
 pub mod backup;
@@ -21,10 +22,8 @@ pub mod server;
 mod supervisor_tests;
 
 pub use service_adapters::{adapters, wasm};
-pub use service_engine::{
-    access, agents, config, engine, mcp, placeholders, retention, scheduler, telemetry,
-};
+pub use service_engine::{access, agents, config, engine, mcp, retention, scheduler, telemetry};
 pub use service_store::{
-    allowances, approvals, bus, conversations, db, error, job_queue, kv_store, leases, net, notes,
-    params, sealed_settings, settings_store, task_runs, tasks, traces,
+    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params,
+    settings_store, task_runs, tasks, traces,
 };

@@ -5,26 +5,26 @@
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
-#[path = "shared/stats.rs"]
+#[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::{median, ms};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use chrono::{Duration as Span, Utc};
-use service_runtime::db::{Conn, Db};
-use service_runtime::params;
-use service_runtime::scheduler::cron;
-use service_runtime::scheduler::plan::CatchUp;
-use service_runtime::scheduler::store::{self, NewSchedule};
-use service_runtime::scheduler::tick::plan_tick;
+use service_engine::scheduler::cron;
+use service_engine::scheduler::plan::CatchUp;
+use service_engine::scheduler::store::{self, NewSchedule};
+use service_engine::scheduler::tick::plan_tick;
+use service_store::db::{Conn, Db};
+use service_store::params;
 
 const SCHEDULES: usize = 10_000;
 const DUE: usize = 1_000;
 const ROUNDS: usize = 25;
 
 /// Backdates the first `DUE` schedules so they fire at the next tick.
-fn make_due(conn: &Conn) -> service_runtime::error::Result<()> {
+fn make_due(conn: &Conn) -> service_store::error::Result<()> {
     let past = store::timestamp(Utc::now() - Span::minutes(5));
     conn.execute(
         "UPDATE schedules SET next_run_at = ?1 WHERE rowid <= ?2",
