@@ -21,7 +21,7 @@ pub mod kv_store;
 pub mod leases;
 pub mod net;
 pub mod notes;
-pub mod sealed_settings;
+mod sealed_settings;
 pub mod settings_store;
 pub mod task_runs;
 pub mod tasks;

@@ -7,7 +7,7 @@ mod approvals;
 mod managed;
 mod native;
 mod records;
-pub mod response;
+pub(crate) mod response;
 mod singletons;
 mod supervisor;
 mod toggles;

@@ -60,7 +60,7 @@ impl Singletons {
     /// Takes the leases of the natives no other replica runs, and puts the others on
     /// standby; call before the natives start ([`Supervisor::start_natives`] then starts the
     /// ones held here).
-    pub fn first_round<'a>(&'a mut self) -> BoxFuture<'a, ()> {
+    pub fn first_round(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             for name in self.supervisor.natives() {
                 match self.ask(&name).await {

@@ -15,7 +15,7 @@ mod guest_lane;
 pub mod inventory;
 mod loader;
 mod loading;
-pub mod outbound;
+pub(crate) mod outbound;
 mod pool;
 mod proxy;
 mod rate;

@@ -13,7 +13,7 @@ pub mod credential;
 pub mod erasure;
 pub mod links;
 pub mod passwords;
-pub mod roles;
+pub(crate) mod roles;
 pub mod sessions;
 pub mod single_sign_on;
 pub mod tokens;

@@ -158,7 +158,7 @@ impl Provider<'_> {
 
     /// The provider's address to send the browser to, with a fresh `state`, `nonce` and PKCE
     /// challenge, and what the callback needs (to [`keep`]); `next` is where the person lands.
-    pub fn begin<'a>(&'a self, next: String) -> BoxFuture<'a, Result<(Begun, Flow)>> {
+    pub fn begin(&self, next: String) -> BoxFuture<'_, Result<(Begun, Flow)>> {
         Box::pin(async move {
             let client = self.client().await?;
             let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
@@ -194,7 +194,7 @@ impl Provider<'_> {
 
     /// Exchanges the code for tokens and checks the ID token (signature, issuer, audience,
     /// expiry, nonce); the person it names.
-    pub fn finish<'a>(&'a self, code: String, flow: Flow) -> BoxFuture<'a, Result<Identity>> {
+    pub fn finish(&self, code: String, flow: Flow) -> BoxFuture<'_, Result<Identity>> {
         Box::pin(async move {
             let client = self.client().await?;
             let refused =

@@ -200,7 +200,7 @@ impl Engine {
 
     /// Checks the prompt and resolves the profile, model and provider. A run that fails here
     /// still records an error trace (except for an empty prompt, which is not a run).
-    pub fn prepare<'a>(&'a self, request: RunRequest) -> BoxFuture<'a, Result<Prepared, RunError>> {
+    pub fn prepare(&self, request: RunRequest) -> BoxFuture<'_, Result<Prepared, RunError>> {
         Box::pin(async move {
             let prompt = request.prompt.trim().to_owned();
             if prompt.is_empty() {

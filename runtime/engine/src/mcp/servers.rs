@@ -141,7 +141,7 @@ impl McpServers {
     }
 
     /// Ends every session; stdio servers' processes are killed.
-    pub fn stop<'a>(&'a self) -> BoxFuture<'a, ()> {
+    pub fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.stop.cancel();
             let running =

@@ -48,7 +48,7 @@ impl Dispatcher {
 
     /// Runs the schedule's prompt with its profile as a task and writes the trace id back.
     /// Deleting the task while it runs cancels the run.
-    pub fn run<'a>(&'a self, due: Due) -> BoxFuture<'a, Result<Ran>> {
+    pub fn run(&self, due: Due) -> BoxFuture<'_, Result<Ran>> {
         Box::pin(async move {
             let new = NewRun {
                 title: format!("Scheduled run: {}", due.name),

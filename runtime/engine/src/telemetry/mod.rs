@@ -5,8 +5,8 @@
 //! Spans meant for OTLP have the target [`TARGET`]: they are never logged, and while no
 //! collector is configured no layer takes them, so they cost a cached check each.
 
-pub mod export;
-pub mod genai;
+pub(crate) mod export;
+pub(crate) mod genai;
 pub mod metrics;
 pub mod propagation;
 

@@ -8,7 +8,7 @@
 //! slow disk or network never stalls the executor.
 
 mod conn;
-pub mod migrations;
+pub(crate) mod migrations;
 mod postgres;
 pub mod sqlite;
 #[cfg(any(test, feature = "testing"))]

@@ -40,7 +40,7 @@ pub(super) enum Choice {
 impl Supervisor {
     /// Reads the operator's choices, and the activity kept from before; call it before
     /// anything starts.
-    pub fn load_choices<'a>(&'a self) -> BoxFuture<'a, crate::error::Result<()>> {
+    pub fn load_choices(&self) -> BoxFuture<'_, crate::error::Result<()>> {
         Box::pin(async move {
             let disabled = toggles::disabled(&self.db).await?;
             write(&self.disabled).extend(disabled);

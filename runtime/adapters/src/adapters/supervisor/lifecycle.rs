@@ -49,7 +49,7 @@ impl Supervisor {
     }
 
     /// Starts every native adapter that is not off, in name order.
-    pub fn start_natives<'a>(&'a self) -> BoxFuture<'a, ()> {
+    pub fn start_natives(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let _lifecycle = self.lifecycle.lock().await;
             let natives: Vec<(String, Arc<dyn Managed>)> = read(&self.slots)
@@ -211,7 +211,7 @@ impl Supervisor {
     }
 
     /// Stops every running adapter, the last started first (shutdown).
-    pub fn stop_all<'a>(&'a self) -> BoxFuture<'a, ()> {
+    pub fn stop_all(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let _lifecycle = self.lifecycle.lock().await;
             let mut running: Vec<(u64, String, Arc<dyn Managed>)> = read(&self.slots)
