@@ -13,7 +13,11 @@ mod supervisor;
 mod toggles;
 
 pub use approvals::DbApprovals;
-pub use managed::{CallError, Managed, json_error, no_route};
+pub use managed::{CallError, Managed};
 pub use records::{DbFeedback, DbTasks};
-pub use singletons::{Singletons, TAKEOVER};
-pub use supervisor::{Refusal, START_LIMIT, STOP_LIMIT, Supervisor, ToggleError};
+pub use singletons::Singletons;
+pub use supervisor::{Refusal, Supervisor, ToggleError};
+
+// For the component host beside it, not for the crates above.
+pub(crate) use managed::no_route;
+pub(crate) use supervisor::{START_LIMIT, STOP_LIMIT};

@@ -1,7 +1,7 @@
 //! Native adapters run on one replica at a time: the scheduler ticks once, a gateway
 //! connection is held once, a mailbox is polled once. Each native has a lease; the replica
-//! holding it runs the adapter, the others stand by and take over within
-//! [`TAKEOVER`] once the holder stops renewing (it died, or lost the database). A holder that
+//! holding it runs the adapter, the others stand by and take over within 12 s (the lease
+//! and one round) once the holder stops renewing (it died, or lost the database). A holder that
 //! cannot renew stops the adapter itself before its lease can pass to another, so two replicas
 //! never run one native at once. A disabled native keeps its holder, which starts it when an
 //! operator enables it on any replica. With SQLite there is one replica, which holds them all.
@@ -25,8 +25,6 @@ const EVERY: Duration = Duration::from_secs(2);
 /// A holder that could not renew for this long stops the adapter: its lease may be about to
 /// pass to another replica.
 const SELF_FENCE: Duration = Duration::from_secs(7);
-/// The longest a native stays without a replica running it after its holder died.
-pub const TAKEOVER: Duration = Duration::from_secs(12);
 
 fn lease_name(adapter: &str) -> String {
     format!("adapter:{adapter}")

@@ -28,7 +28,7 @@ mod watcher;
 mod worker;
 
 pub use components::Components;
-pub use generation::{BASELINE, Generation, OPTIMIZED};
+pub use generation::{Generation, OPTIMIZED};
 pub use loader::{GrantSource, Loader, Named, check_name, imports_list};
 pub use sandbox::Sandbox;
 pub use state::Services;
