@@ -19,7 +19,7 @@ use crate::params;
 const CHANNEL: &str = "service_events";
 
 /// How long a coalesced event waits for others like it before the other replicas hear of it.
-pub const COALESCE: Duration = Duration::from_millis(100);
+pub(crate) const COALESCE: Duration = Duration::from_millis(100);
 
 /// Events queued per subscriber before the slowest one misses some (it then resyncs).
 const BACKLOG: usize = 1024;

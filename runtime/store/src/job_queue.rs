@@ -52,7 +52,7 @@ impl From<kv_store::Refused> for Refused {
 }
 
 /// Jobs of `adapter` waiting or running (counted by triggers as their tasks change).
-pub fn unfinished(conn: &Conn, adapter: &str) -> Result<u32> {
+pub(crate) fn unfinished(conn: &Conn, adapter: &str) -> Result<u32> {
     Ok(conn
         .query_opt(
             "SELECT unfinished FROM adapter_jobs_open WHERE adapter = ?1",

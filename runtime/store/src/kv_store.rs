@@ -32,7 +32,7 @@ pub fn get(conn: &Conn, adapter: &str, key: &str) -> Result<Option<Vec<u8>>> {
 }
 
 /// Bytes the adapter stores now (expired entries count until purged).
-pub fn usage(conn: &Conn, adapter: &str) -> Result<i64> {
+pub(crate) fn usage(conn: &Conn, adapter: &str) -> Result<i64> {
     Ok(conn
         .query_opt(
             "SELECT bytes FROM adapter_kv_usage WHERE adapter = ?1",

@@ -33,7 +33,7 @@ pub fn rustls_config() -> anyhow::Result<rustls::ClientConfig> {
 }
 
 /// Whether an address is on the public internet.
-pub fn is_public(ip: IpAddr) -> bool {
+pub(crate) fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -124,7 +124,7 @@ impl Guard {
 /// A name refused because it resolves to private or local addresses only.
 #[derive(Debug, thiserror::Error)]
 #[error("refusing {0}: it resolves to a private or local address")]
-pub struct PrivateAddress(String);
+pub(crate) struct PrivateAddress(String);
 
 /// Whether a request failed because the guard refused the address a name resolved to.
 pub fn refused_by_guard(e: &reqwest::Error) -> bool {

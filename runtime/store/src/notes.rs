@@ -50,14 +50,6 @@ pub fn create(conn: &Conn, title: &str, body: &str) -> Result<Note> {
     )
 }
 
-pub fn get(conn: &Conn, id: i64) -> Result<Option<Note>> {
-    conn.query_opt(
-        &format!("SELECT {COLUMNS} FROM notes WHERE id = ?1"),
-        params![id],
-        from_row,
-    )
-}
-
 /// Appends `text` on a new line of the note's body.
 pub fn append(conn: &Conn, id: i64, text: &str) -> Result<Note> {
     conn.query_opt(

@@ -167,7 +167,7 @@ pub fn create(conn: &Conn, task: &NewTask<'_>) -> Result<Task> {
 }
 
 /// Creates a task that starts running at once (its work is already under way); returns its id.
-pub fn create_running(conn: &Conn, task: &NewTask<'_>) -> Result<String> {
+pub(crate) fn create_running(conn: &Conn, task: &NewTask<'_>) -> Result<String> {
     insert(conn, task, TaskStatus::Running).map(|task| task.task_id)
 }
 
@@ -291,7 +291,7 @@ pub fn record_run(
 
 /// Names what a job's task did once its first agent run starts: titled by the run (`title`)
 /// and naming its agent, instead of `<adapter> job`. Later runs of the job change nothing.
-pub fn name_run(conn: &Conn, task_id: &str, title: &str, agent: &str) -> Result<()> {
+pub(crate) fn name_run(conn: &Conn, task_id: &str, title: &str, agent: &str) -> Result<()> {
     conn.execute(
         "UPDATE tasks SET title = ?2, agent_profile_name = ?3 \
          WHERE task_id = ?1 AND agent_profile_name IS NULL",
@@ -350,14 +350,14 @@ impl RunningTasks {
 }
 
 /// The most of one note (a failed job's message, say) a task's description takes.
-pub const NOTE_CHARS: usize = 1_000;
+pub(crate) const NOTE_CHARS: usize = 1_000;
 
 /// The most a task's description keeps: past it, the oldest lines go.
-pub const DESCRIPTION_CHARS: usize = 4_000;
+pub(crate) const DESCRIPTION_CHARS: usize = 4_000;
 
 /// Adds a line to a task's description (how an attempt ended, for instance), cut to
 /// [`NOTE_CHARS`], keeping the description within [`DESCRIPTION_CHARS`] (the newest lines).
-pub fn append_note(conn: &Conn, task_id: &str, note: &str) -> Result<()> {
+pub(crate) fn append_note(conn: &Conn, task_id: &str, note: &str) -> Result<()> {
     let note = clip(note, NOTE_CHARS);
     let description: Option<String> = conn
         .query_opt(

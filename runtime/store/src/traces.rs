@@ -266,7 +266,7 @@ pub fn set_warnings(conn: &Conn, trace_id: &str, warnings: &[String]) -> Result<
 }
 
 /// The most warnings a trace keeps; past them, adding one is a conflict.
-pub const MAX_WARNINGS: usize = 32;
+pub(crate) const MAX_WARNINGS: usize = 32;
 
 /// Adds a warning to a trace of `source` after the run (an adapter noting its reply was not
 /// delivered); a trace of another source is not found, and a trace with [`MAX_WARNINGS`]

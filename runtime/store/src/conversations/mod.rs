@@ -304,7 +304,7 @@ pub fn answer(
 /// took their tickets, whichever replica they came to): its ticket, or `None` when
 /// `alone` was asked and another turn is under way or waiting. It holds for `lease_ms` unless
 /// renewed; a dead replica's tickets expire and are cleared by the next arrival.
-pub fn queue(
+pub(crate) fn queue(
     conn: &mut Conn,
     id: &str,
     holder: &str,
@@ -348,7 +348,7 @@ pub fn queue(
 }
 
 /// How many live turns wait or run ahead of `ticket`.
-pub fn ahead(conn: &Conn, id: &str, ticket: i64) -> Result<i64> {
+pub(crate) fn ahead(conn: &Conn, id: &str, ticket: i64) -> Result<i64> {
     conn.query_one(
         &format!(
             "SELECT count(*) FROM conversation_turns WHERE conversation_id = ?1 AND ticket < ?2 \
@@ -361,7 +361,7 @@ pub fn ahead(conn: &Conn, id: &str, ticket: i64) -> Result<i64> {
 }
 
 /// Keeps a ticket for another `lease_ms`.
-pub fn renew(conn: &Conn, id: &str, ticket: i64, lease_ms: i64) -> Result<()> {
+pub(crate) fn renew(conn: &Conn, id: &str, ticket: i64, lease_ms: i64) -> Result<()> {
     conn.execute(
         &format!(
             "UPDATE conversation_turns SET lease_until = {} + ?3 \
@@ -374,7 +374,7 @@ pub fn renew(conn: &Conn, id: &str, ticket: i64, lease_ms: i64) -> Result<()> {
 }
 
 /// Leaves the line.
-pub fn leave(conn: &Conn, id: &str, ticket: i64) -> Result<()> {
+pub(crate) fn leave(conn: &Conn, id: &str, ticket: i64) -> Result<()> {
     conn.execute(
         "DELETE FROM conversation_turns WHERE conversation_id = ?1 AND ticket = ?2",
         params![id, ticket],

@@ -121,8 +121,9 @@ impl<'c> Conn<'c> {
         }
     }
 
-    /// The underlying SQLite connection, for what only SQLite has (pragmas, checkpoints).
-    pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
+    /// The underlying SQLite connection, for tests of what only SQLite has (pragmas, checkpoints).
+    #[cfg(test)]
+    pub(crate) fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
         match self.inner {
             Inner::Sqlite(conn) => Some(conn),
             Inner::Postgres { .. } => None,
@@ -273,7 +274,7 @@ impl<'c> Conn<'c> {
     }
 
     /// Runs several statements without parameters (schema changes).
-    pub fn batch(&self, sql: &str) -> Result<()> {
+    pub(crate) fn batch(&self, sql: &str) -> Result<()> {
         match self.inner {
             Inner::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
             Inner::Postgres { .. } => self.round_trip(sql, &[], Ask::Batch).map(drop),
@@ -339,7 +340,7 @@ impl<'c> Conn<'c> {
     /// Runs a statement whose outcome nothing waits for (an insert, say): with PostgreSQL it
     /// goes with the next statement, or at the end of the unit of work, and a failure shows
     /// there. Inside a transaction it is part of it.
-    pub fn execute_later(&self, sql: &str, params: &[&dyn ToParam]) -> Result<()> {
+    pub(crate) fn execute_later(&self, sql: &str, params: &[&dyn ToParam]) -> Result<()> {
         match self.inner {
             Inner::Sqlite(_) => self.execute(sql, params).map(drop),
             Inner::Postgres { .. } => {

@@ -78,7 +78,7 @@ impl Db {
 
     /// Connects to PostgreSQL at `url` with a pool of at most `pool_size` connections and
     /// migrates it (replicas starting together take turns).
-    pub async fn connect_postgres(url: &str, pool_size: usize) -> anyhow::Result<Self> {
+    pub(crate) async fn connect_postgres(url: &str, pool_size: usize) -> anyhow::Result<Self> {
         let pg = postgres::connect(url, pool_size).await?;
         let target = pg.target.clone();
         let db = Self {
