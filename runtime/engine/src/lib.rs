@@ -9,6 +9,9 @@
 //! (the compiler instantiates it like a generic), so unboxed, each would be compiled once more
 //! in every crate above with everything it awaits; boxed, it is compiled here once.
 
+// `pub` is this crate's surface to the floors above; what only it uses is `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod access;
 pub mod agents;
 pub mod config;

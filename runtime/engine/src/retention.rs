@@ -210,7 +210,7 @@ async fn rest(took: Duration) {
 }
 
 /// Deletes at most one batch of `kind` older than `cutoff`; how many went.
-pub fn prune_batch(conn: &mut Conn, kind: Kind, cutoff: &str) -> Result<u64> {
+pub(crate) fn prune_batch(conn: &mut Conn, kind: Kind, cutoff: &str) -> Result<u64> {
     let statement = match kind {
         Kind::Conversations => return prune_conversations(conn, cutoff),
         Kind::Approvals => format!(

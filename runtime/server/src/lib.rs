@@ -8,6 +8,9 @@
 //! end-to-end tests and the benches use are re-exported here under the paths they have always
 //! had (`service_runtime::db`, ...).
 
+// `pub` is this crate's surface to the binary, the tests and the benches; the rest is `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod app;
 pub mod backup;
 pub mod cli;

@@ -15,14 +15,14 @@ use crate::error::{Error, Result};
 use crate::params;
 
 /// The variable holding the key.
-pub const KEY_VARIABLE: &str = "SERVICE_SECRET_KEY";
+pub(crate) const KEY_VARIABLE: &str = "SERVICE_SECRET_KEY";
 
 /// Format version of a sealed value (its first byte).
 const VERSION: u8 = 1;
 const NONCE_BYTES: usize = 24;
 
 /// What the keys API answers when it cannot seal.
-pub fn key_missing() -> Error {
+pub(crate) fn key_missing() -> Error {
     Error::conflict(format!(
         "keys written here are stored in the shared database, sealed with {KEY_VARIABLE}, which \
          is not set: generate one with `openssl rand -base64 32`, set it in every replica's \
@@ -30,7 +30,7 @@ pub fn key_missing() -> Error {
     ))
 }
 
-pub struct SealKey(XChaCha20Poly1305);
+pub(crate) struct SealKey(XChaCha20Poly1305);
 
 impl std::fmt::Debug for SealKey {
     /// Never the key itself.
@@ -41,7 +41,7 @@ impl std::fmt::Debug for SealKey {
 
 impl SealKey {
     /// Reads a key of 32 bytes, in base64 or hex; the error never repeats the value.
-    pub fn parse(text: &str) -> anyhow::Result<Self> {
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
         let text = text.trim();
         let bytes = if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
             hex::decode(text).ok()
@@ -102,7 +102,7 @@ impl SealKey {
 }
 
 /// Seals `value` under `name` and stores it (replacing an earlier one).
-pub fn store(conn: &Conn, key: &SealKey, name: &str, value: &str) -> Result<()> {
+pub(crate) fn store(conn: &Conn, key: &SealKey, name: &str, value: &str) -> Result<()> {
     conn.execute(
         "INSERT INTO sealed_settings (name, sealed, updated_at) VALUES (?1, ?2, ?3) \
          ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
@@ -113,7 +113,7 @@ pub fn store(conn: &Conn, key: &SealKey, name: &str, value: &str) -> Result<()> 
 
 /// Every stored value that `key` opens; those it cannot (sealed under another key, damaged)
 /// are named in the second list and left out.
-pub fn load(conn: &Conn, key: &SealKey) -> Result<(HashMap<String, String>, Vec<String>)> {
+pub(crate) fn load(conn: &Conn, key: &SealKey) -> Result<(HashMap<String, String>, Vec<String>)> {
     let rows: Vec<(String, Vec<u8>)> = conn.query(
         "SELECT name, sealed FROM sealed_settings ORDER BY name",
         params![],
@@ -133,7 +133,7 @@ pub fn load(conn: &Conn, key: &SealKey) -> Result<(HashMap<String, String>, Vec<
 }
 
 /// How many values are stored (to warn when they cannot be opened for want of a key).
-pub fn count(conn: &Conn) -> Result<i64> {
+pub(crate) fn count(conn: &Conn) -> Result<i64> {
     db::count(conn, "sealed_settings")
 }
 

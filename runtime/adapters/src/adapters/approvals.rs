@@ -29,7 +29,7 @@ pub struct DbApprovals {
 
 impl DbApprovals {
     /// Decides an approval of a run `source` started.
-    pub async fn decide_for(
+    pub(crate) async fn decide_for(
         &self,
         source: &str,
         approval_id: &str,

@@ -40,7 +40,7 @@ pub trait Managed: Any + Send + Sync {
 /// A JSON error answer, as every API error is.
 /// The answer to a request no route takes: 405 with `Allow` when routes serve its path with
 /// other methods, 404 otherwise.
-pub fn no_route<'a>(
+pub(crate) fn no_route<'a>(
     routes: impl Iterator<Item = &'a Route>,
     request: &HttpRequest,
 ) -> HttpResponse {
@@ -68,7 +68,7 @@ pub fn no_route<'a>(
     answer
 }
 
-pub fn json_error(status: u16, message: &str) -> HttpResponse {
+pub(crate) fn json_error(status: u16, message: &str) -> HttpResponse {
     HttpResponse {
         status,
         headers: vec![("content-type".into(), "application/json".into())],

@@ -17,7 +17,7 @@ use super::managed::{CallError, Managed, no_route};
 /// How long a native route may take to answer.
 const ROUTE_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub struct Native {
+pub(super) struct Native {
     adapter: Arc<dyn Adapter>,
     ctx: Arc<AdapterContext>,
     routes: Routes,
@@ -25,7 +25,10 @@ pub struct Native {
 
 impl Native {
     /// Binds the adapter (it mounts its routes); an error is why it cannot run.
-    pub fn bind(adapter: Arc<dyn Adapter>, ctx: Arc<AdapterContext>) -> Result<Self, AdapterError> {
+    pub(super) fn bind(
+        adapter: Arc<dyn Adapter>,
+        ctx: Arc<AdapterContext>,
+    ) -> Result<Self, AdapterError> {
         let mut routes = Routes::default();
         adapter.bind(&mut routes, &ctx)?;
         Ok(Self {
@@ -37,7 +40,7 @@ impl Native {
 }
 
 /// What a panic said, when it said it with a string.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -4,17 +4,17 @@
 use service_contract::HttpResponse;
 
 /// The most headers an answer may have, and their bytes together.
-pub const MAX_HEADERS: usize = 64;
-pub const MAX_HEADER_BYTES: usize = 16 << 10;
+pub(crate) const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADER_BYTES: usize = 16 << 10;
 
 /// The largest body an answer may have: what a client that reads slowly can make the server
 /// hold for it, per connection.
-pub const MAX_BODY_BYTES: usize = 4 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Why an answer cannot be passed on, if it cannot: a status outside 200-599 (1xx are not
 /// final answers), too many or too large headers, a header HTTP cannot carry, or a body past
 /// [`MAX_BODY_BYTES`].
-pub fn check(response: &HttpResponse) -> Result<(), String> {
+pub(crate) fn check(response: &HttpResponse) -> Result<(), String> {
     if response.body.len() > MAX_BODY_BYTES {
         return Err(format!(
             "a body of {} bytes, more than {} MiB",

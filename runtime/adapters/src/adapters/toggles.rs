@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::params;
 
 /// Adapters the operator disabled.
-pub async fn disabled(db: &Db) -> Result<Vec<String>> {
+pub(super) async fn disabled(db: &Db) -> Result<Vec<String>> {
     db.call(|conn| {
         conn.query(
             "SELECT name FROM adapter_state WHERE enabled = FALSE",
@@ -17,7 +17,7 @@ pub async fn disabled(db: &Db) -> Result<Vec<String>> {
 }
 
 /// Persists a choice.
-pub async fn remember(db: &Db, name: &str, enabled: bool) -> Result<()> {
+pub(super) async fn remember(db: &Db, name: &str, enabled: bool) -> Result<()> {
     let name = name.to_owned();
     db.call(move |conn| {
         conn.execute(

@@ -4,7 +4,7 @@
 //! through the version it was built for (`exports`).
 
 /// `service:adapter@0.1.0`, kept so components built for it keep loading.
-pub mod v0_1 {
+pub(crate) mod v0_1 {
     wasmtime::component::bindgen!({
         world: "adapter-host",
         path: "../../wit/v0.1.0",
@@ -15,7 +15,7 @@ pub mod v0_1 {
 
 /// `service:adapter@0.2.3`, the newest; it serves components built for 0.2.0 to 0.2.2 too
 /// (wasmtime links an import to a semver-compatible newer definition).
-pub mod v0_2 {
+pub(super) mod v0_2 {
     wasmtime::component::bindgen!({
         world: "adapter-host",
         path: "../../wit",
@@ -26,4 +26,4 @@ pub mod v0_2 {
 
 /// The newest contract, which the capabilities implement: a new version moves this alias,
 /// and the version it leaves gets forwarding impls like 0.1's.
-pub use v0_2 as latest;
+pub(super) use v0_2 as latest;

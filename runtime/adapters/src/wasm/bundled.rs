@@ -10,4 +10,4 @@ pub struct Bundled {
 pub const BUNDLED: &[Bundled] = include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 
 /// What a bundled component missing from the build says on its registry entry.
-pub const NOT_BUILT: &str = "this binary was built without the wasm32-wasip2 target: run `rustup target add wasm32-wasip2` and build again";
+pub(crate) const NOT_BUILT: &str = "this binary was built without the wasm32-wasip2 target: run `rustup target add wasm32-wasip2` and build again";

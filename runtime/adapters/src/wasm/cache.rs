@@ -12,15 +12,15 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The most the cache keeps; the least recently written artifacts go first past it.
-pub const MAX_CACHE_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_CACHE_BYTES: u64 = 512 << 20;
 
 /// A compiled component, before `describe`.
-pub struct Compiled {
+pub(crate) struct Compiled {
     pub sha256: String,
     pub component: Component,
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -28,7 +28,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// this host wrote are ever deserialized: the cache directory is the host's own (mode 0700),
 /// files appear there by atomic rename after a successful compile, and a file or directory that
 /// someone else could have written is not trusted.
-pub fn compile(
+pub(super) fn compile(
     engine: &Engine,
     cache: &Path,
     bytes: &[u8],
@@ -89,14 +89,14 @@ pub fn compile(
 }
 
 /// Whether `engine`'s artifact of the component whose sha256 is `sha256` is in the cache.
-pub fn is_cached(engine: &Engine, cache: &Path, sha256: &str) -> bool {
+pub(crate) fn is_cached(engine: &Engine, cache: &Path, sha256: &str) -> bool {
     let path = cache_path(engine, cache, sha256);
     path.exists() && trusted(&path)
 }
 
 /// Removes `engine`'s artifact of that component (a baseline one, once the optimized one is
 /// written).
-pub fn forget(engine: &Engine, cache: &Path, sha256: &str) {
+pub(super) fn forget(engine: &Engine, cache: &Path, sha256: &str) {
     let _ = std::fs::remove_file(cache_path(engine, cache, sha256));
 }
 
@@ -149,7 +149,7 @@ fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Removes artifacts of components not in `keep` (sha256s), then the oldest until the rest
 /// fits in [`MAX_CACHE_BYTES`].
-pub fn prune(cache: &Path, keep: &HashSet<String>) {
+pub(crate) fn prune(cache: &Path, keep: &HashSet<String>) {
     for (_, _, path) in artifacts(cache) {
         let known = path
             .file_name()

@@ -65,7 +65,7 @@ impl Components {
 
     /// The generation serving `name` and a place among its instances for a job, when it
     /// serves (installed, not off) and has one free now within its background share.
-    pub fn job_place(&self, name: &str) -> Option<(Arc<Generation>, AdapterPlace)> {
+    pub(crate) fn job_place(&self, name: &str) -> Option<(Arc<Generation>, AdapterPlace)> {
         if !self.supervisor.is_serving(name) {
             return None;
         }
@@ -199,7 +199,7 @@ impl Components {
     /// unloads it, or brings back the bundled component of that name. The `unfinished`
     /// adapters (a file still being written) count as unchanged until a later pass. A file
     /// that fails to load is tried again once it changes.
-    pub async fn reload_changed(
+    pub(crate) async fn reload_changed(
         &self,
         mut files: BTreeMap<String, Files>,
         unfinished: &BTreeSet<String>,
@@ -255,7 +255,7 @@ impl Components {
     }
 
     /// Unloads an adapter (its file was removed): its tools, its `stop`, its entry.
-    pub async fn unload(&self, name: &str) {
+    pub(crate) async fn unload(&self, name: &str) {
         self.tools.unregister(name);
         self.supervisor.remove(name).await;
         tracing::info!(adapter = %name, "component unloaded");

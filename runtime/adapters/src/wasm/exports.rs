@@ -14,7 +14,7 @@ use super::proxy;
 use super::state::{HostState, JobContext};
 
 /// The contract versions this host loads, oldest first.
-pub const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", "0.2.1", "0.2.2", "0.2.3"];
+pub(crate) const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", "0.2.1", "0.2.2", "0.2.3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -91,7 +91,7 @@ impl Exports {
         })
     }
 
-    pub fn has_lifecycle(&self) -> bool {
+    pub(crate) fn has_lifecycle(&self) -> bool {
         match self {
             Self::V0_1 { lifecycle, .. } => lifecycle.is_some(),
             Self::V0_2 { lifecycle, .. } => lifecycle.is_some(),
@@ -99,7 +99,7 @@ impl Exports {
         }
     }
 
-    pub fn has_tools(&self) -> bool {
+    pub(crate) fn has_tools(&self) -> bool {
         match self {
             Self::V0_1 { tools, .. } => tools.is_some(),
             Self::V0_2 { tools, .. } => tools.is_some(),
@@ -135,7 +135,7 @@ pub trait Call: Send + 'static {
 
 /// What `describe` says, whatever version it came in.
 #[derive(Debug, Clone)]
-pub struct Description {
+pub(crate) struct Description {
     pub name: String,
     pub version: String,
     /// (method, path)
@@ -149,7 +149,7 @@ pub struct Description {
 impl Description {
     /// A `wasi:http` component's, which has no `describe`: no version of its own, and a note
     /// of its world.
-    pub fn proxy() -> Self {
+    pub(crate) fn proxy() -> Self {
         Self {
             name: String::new(),
             version: String::new(),
@@ -161,7 +161,7 @@ impl Description {
     }
 }
 
-pub struct Describe;
+pub(crate) struct Describe;
 
 impl Call for Describe {
     type Output = Description;
@@ -227,7 +227,7 @@ impl Call for Describe {
     }
 }
 
-pub struct HandleHttp(pub HttpRequest);
+pub(crate) struct HandleHttp(pub HttpRequest);
 
 impl Call for HandleHttp {
     type Output = service_contract::HttpResponse;
@@ -299,7 +299,7 @@ pub struct JobFailure {
     pub retry_after_ms: Option<u64>,
 }
 
-pub struct RunJob {
+pub(crate) struct RunJob {
     pub job: JobContext,
     pub payload: Vec<u8>,
 }
@@ -355,7 +355,7 @@ impl Call for RunJob {
 }
 
 /// `start` (true) or `stop` (false); `Ok` for a component without them.
-pub struct Hook(pub bool);
+pub(super) struct Hook(pub bool);
 
 impl Call for Hook {
     type Output = Result<(), String>;
@@ -405,7 +405,7 @@ pub struct OfferedTool {
     pub parameters_json: String,
 }
 
-pub struct ListTools;
+pub(crate) struct ListTools;
 
 impl Call for ListTools {
     type Output = Vec<OfferedTool>;
@@ -454,7 +454,7 @@ impl Call for ListTools {
     }
 }
 
-pub struct CallTool {
+pub(crate) struct CallTool {
     pub name: String,
     pub args_json: String,
     /// The agent run that called the tool.

@@ -9,15 +9,15 @@ use std::time::SystemTime;
 /// An adapter's files in the adapters folder, as (length, modified) stamps: a changed stamp
 /// is a changed file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Files {
+pub(crate) struct Files {
     pub wasm: Option<(PathBuf, Stamp)>,
     pub grant: Option<Stamp>,
 }
 
-pub type Stamp = (u64, SystemTime);
+pub(crate) type Stamp = (u64, SystemTime);
 
 /// The adapter a file of the folder belongs to: `<name>.wasm` or `<name>.toml`.
-pub fn adapter_of(path: &Path) -> Option<(String, &str)> {
+pub(crate) fn adapter_of(path: &Path) -> Option<(String, &str)> {
     let name = path.file_stem()?.to_str()?.to_owned();
     match path.extension()?.to_str()? {
         extension @ ("wasm" | "toml") => Some((name, extension)),
@@ -26,7 +26,7 @@ pub fn adapter_of(path: &Path) -> Option<(String, &str)> {
 }
 
 /// The adapters folder by adapter name: its component and its grant file.
-pub fn scan(dir: &Path) -> BTreeMap<String, Files> {
+pub(super) fn scan(dir: &Path) -> BTreeMap<String, Files> {
     let mut found: BTreeMap<String, Files> = BTreeMap::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();

@@ -24,9 +24,9 @@ use super::state::{HostState, JobContext};
 use crate::adapters::{CallError, Managed, START_LIMIT, STOP_LIMIT, no_route};
 
 /// The registry metadata key that says which compiler's code a component runs.
-pub const CODE: &str = "code";
+pub(crate) const CODE: &str = "code";
 /// Its values: Winch's while Cranelift works behind it, then Cranelift's.
-pub const BASELINE: &str = "baseline (Winch)";
+pub(crate) const BASELINE: &str = "baseline (Winch)";
 pub const OPTIMIZED: &str = "optimized (Cranelift)";
 
 pub struct Generation {
@@ -103,7 +103,7 @@ impl Generation {
     }
 
     /// What the optimizing compiler needs, once: `None` when its code is optimized already.
-    pub fn take_unoptimized(&self) -> Option<Unoptimized> {
+    pub(crate) fn take_unoptimized(&self) -> Option<Unoptimized> {
         self.unoptimized
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -122,7 +122,7 @@ impl Generation {
         self.optimized.send_replace(true);
     }
 
-    pub fn is_optimized(&self) -> bool {
+    pub(crate) fn is_optimized(&self) -> bool {
         *self.optimized.borrow()
     }
 
@@ -168,7 +168,7 @@ impl Generation {
     }
 
     /// Whether the same component under the same grant already serves as `other`.
-    pub fn same_as(&self, other: &Generation) -> bool {
+    pub(crate) fn same_as(&self, other: &Generation) -> bool {
         self.sha256 == other.sha256
             && self.prepared().caller.granted == other.prepared().caller.granted
     }
@@ -188,7 +188,7 @@ impl Generation {
     }
 
     /// A place among its instances for a job, if one is free now within the background share.
-    pub fn free_place(&self) -> Option<AdapterPlace> {
+    pub(crate) fn free_place(&self) -> Option<AdapterPlace> {
         AdapterPlace::try_take(&self.prepared().caller)
     }
 

@@ -76,7 +76,7 @@ pub struct LimitKey {
 
 impl Limits {
     /// The `[limits]` keys the sandbox reads.
-    pub const KEYS: &'static [LimitKey] = &[
+    pub(crate) const KEYS: &'static [LimitKey] = &[
         LimitKey {
             name: "handle_http_ms",
             max: 120_000,
@@ -103,19 +103,19 @@ impl Limits {
         Duration::from_millis(self.run_job_ms)
     }
 
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         usize::try_from(self.memory_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
     }
 }
 
 /// A grant file being read: each reader takes its keys out; what is left over is unknown.
-pub struct GrantTable {
+pub(crate) struct GrantTable {
     top: toml::Table,
     limits: toml::Table,
 }
 
 impl GrantTable {
-    pub fn new(mut top: toml::Table) -> Result<Self, String> {
+    pub(crate) fn new(mut top: toml::Table) -> Result<Self, String> {
         let limits = match top.remove("limits") {
             None => toml::Table::new(),
             Some(toml::Value::Table(limits)) => limits,
@@ -126,7 +126,7 @@ impl GrantTable {
 
     /// Deserializes `T` from the top-level `keys` (plus, as a `limits` table, the
     /// `limit_keys` of `[limits]`).
-    pub fn take<T: DeserializeOwned>(
+    pub(crate) fn take<T: DeserializeOwned>(
         &mut self,
         keys: &[&str],
         limit_keys: &[LimitKey],
@@ -145,7 +145,7 @@ impl GrantTable {
     }
 
     /// The sandbox's `[limits]`.
-    pub fn take_limits(&mut self) -> Result<Limits, String> {
+    pub(crate) fn take_limits(&mut self) -> Result<Limits, String> {
         let own = self.take_limit_keys(Limits::KEYS)?;
         Limits::deserialize(toml::Value::Table(own)).map_err(|e| e.message().to_owned())
     }
@@ -173,7 +173,7 @@ impl GrantTable {
     }
 
     /// Fails on the first key no capability read.
-    pub fn finish(self) -> Result<(), String> {
+    pub(crate) fn finish(self) -> Result<(), String> {
         if let Some(key) = self.top.keys().next() {
             return Err(format!("unknown key `{key}`"));
         }
@@ -215,7 +215,7 @@ impl Origin {
     }
 
     /// Parses a list of origins; one written wrong is an error, not silently dropped.
-    pub fn parse_all<'a>(
+    pub(crate) fn parse_all<'a>(
         texts: impl IntoIterator<Item = &'a String>,
     ) -> Result<BTreeSet<Self>, String> {
         texts.into_iter().map(|o| Self::parse(o)).collect()

@@ -36,13 +36,13 @@ use tracing::Instrument;
 
 /// How long a guest may compute in one go: on the caller's executor before it moves to the
 /// lane, and on the lane before it lets the next guest run.
-pub const SLICE: Duration = Duration::from_millis(2);
+pub(crate) const SLICE: Duration = Duration::from_millis(2);
 
 /// How long an adapter whose call needed the lane has its requests start there.
-pub const HEAVY_FOR: Duration = Duration::from_secs(10);
+pub(crate) const HEAVY_FOR: Duration = Duration::from_secs(10);
 
 /// Host work on this many bytes of a guest's or more goes to the lane first.
-pub const HEAVY_BYTES: usize = 64 << 10;
+pub(crate) const HEAVY_BYTES: usize = 64 << 10;
 
 static START: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -99,7 +99,7 @@ impl Slice {
     }
 
     /// Moves the call to the lane, for host work of its own (a no-op there already).
-    pub async fn to_lane(&self) {
+    pub(crate) async fn to_lane(&self) {
         if ON_LANE.with(|on| on.get()) {
             return;
         }
@@ -108,7 +108,7 @@ impl Slice {
     }
 
     /// Whether the call went to the lane on its way.
-    pub fn went_to_lane(&self) -> bool {
+    pub(crate) fn went_to_lane(&self) -> bool {
         self.wants_lane.load(Ordering::Relaxed)
     }
 }
@@ -157,7 +157,7 @@ pub enum Start {
 
 /// The guest lane, started the first time a guest needs it.
 #[derive(Default)]
-pub struct GuestLane {
+pub(crate) struct GuestLane {
     runtime: OnceLock<Runtime>,
     /// Held while the runtime is built, so only one is (dropping a spare one on an executor
     /// thread would panic).
@@ -187,7 +187,7 @@ impl GuestLane {
 
     /// Runs a guest call here until it has computed a whole slice, then on the lane; or on
     /// the lane from the start when `start` says so.
-    pub async fn run<T: Send + 'static>(
+    pub(super) async fn run<T: Send + 'static>(
         &self,
         slice: Arc<Slice>,
         start: Start,
@@ -230,7 +230,7 @@ impl Drop for GuestLane {
 
 /// Runs host work a guest asked for on the host's executor (`host`), awaited from wherever the
 /// guest runs. On the host's executor already, it runs in place.
-pub async fn on_host<T: Send + 'static>(
+pub(crate) async fn on_host<T: Send + 'static>(
     host: &Handle,
     work: impl Future<Output = T> + Send + 'static,
 ) -> T {

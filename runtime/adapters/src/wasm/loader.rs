@@ -29,11 +29,11 @@ const PACKAGE: &str = "service:adapter/";
 /// What a standard `wasi:http/proxy` component exports (any 0.2.x).
 const INCOMING_HANDLER: &str = "wasi:http/incoming-handler@0.2.";
 /// Bounds on what `describe` may say.
-pub const MAX_NAME_CHARS: usize = 64;
-pub const MAX_VERSION_CHARS: usize = 64;
-pub const MAX_METADATA: usize = 32;
-pub const MAX_METADATA_VALUE_CHARS: usize = 512;
-pub const MAX_REQUIRED_SECRETS: usize = 32;
+pub(crate) const MAX_NAME_CHARS: usize = 64;
+pub(crate) const MAX_VERSION_CHARS: usize = 64;
+pub(crate) const MAX_METADATA: usize = 32;
+pub(crate) const MAX_METADATA_VALUE_CHARS: usize = 512;
+pub(crate) const MAX_REQUIRED_SECRETS: usize = 32;
 
 pub struct Loader {
     sandbox: Arc<Sandbox>,
@@ -79,7 +79,7 @@ impl Loader {
         &self.adapters_dir
     }
 
-    pub fn cache_dir(&self) -> &std::path::Path {
+    pub(crate) fn cache_dir(&self) -> &std::path::Path {
         &self.cache_dir
     }
 
@@ -87,12 +87,12 @@ impl Loader {
         self.bundled.iter().find(|b| b.name == name)
     }
 
-    pub fn bundled_names(&self) -> impl Iterator<Item = &'static str> {
+    pub(crate) fn bundled_names(&self) -> impl Iterator<Item = &'static str> {
         self.bundled.iter().map(|b| b.name)
     }
 
     /// The bundled component's bytes, or why this binary has none.
-    pub fn bundled_bytes(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+    pub(crate) fn bundled_bytes(&self, name: &str) -> anyhow::Result<Vec<u8>> {
         match self.bundled(name).map(|b| b.wasm) {
             Some(Some(wasm)) => Ok(wasm.to_vec()),
             Some(None) => Err(anyhow::anyhow!(NOT_BUILT)),
@@ -127,7 +127,7 @@ impl Loader {
     }
 
     /// The grant of an adapter, from where [`Loader::grant_source`] says.
-    pub fn grant_for(&self, name: &str, file: Option<&[u8]>) -> anyhow::Result<Grant> {
+    pub(crate) fn grant_for(&self, name: &str, file: Option<&[u8]>) -> anyhow::Result<Grant> {
         match self.grant_source(name, file) {
             GrantSource::File(path) => {
                 let text = std::fs::read_to_string(&path)

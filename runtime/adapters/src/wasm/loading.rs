@@ -8,7 +8,7 @@ use crate::adapters::Supervisor;
 
 /// A component being compiled: its entry is `stopped` in phase `loading`, and its routes answer 503 until it is
 /// installed (a generation already serving keeps serving).
-pub fn loading(supervisor: &Supervisor, name: &str) {
+pub(super) fn loading(supervisor: &Supervisor, name: &str) {
     let refusal = format!("the {name} adapter is loading; try again shortly");
     if !supervisor.keep_place(name, refusal) {
         return;
@@ -24,7 +24,7 @@ pub fn loading(supervisor: &Supervisor, name: &str) {
 
 /// A component that could not be loaded: the entry records why; a generation already serving
 /// keeps serving, and a native adapter of that name keeps running.
-pub fn load_failed(supervisor: &Supervisor, name: &str, message: &str) {
+pub(crate) fn load_failed(supervisor: &Supervisor, name: &str, message: &str) {
     tracing::warn!(adapter = %name, "cannot load component: {message}");
     let registry = supervisor.registry();
     if supervisor.is_native(name) {

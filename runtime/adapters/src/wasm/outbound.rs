@@ -18,11 +18,11 @@ use crate::telemetry::{TARGET, propagation};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-pub const MAX_RESPONSE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE: usize = 4 * 1024 * 1024;
 /// A request body a guest streams (`wasi:http`) is held until it ends, up to this.
-pub const MAX_REQUEST: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REQUEST: usize = 4 * 1024 * 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {

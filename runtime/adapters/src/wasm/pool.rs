@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
 /// Instances each loaded adapter can always have, whatever its neighbours do.
-pub const RESERVED: usize = 2;
+pub(crate) const RESERVED: usize = 2;
 
-pub struct Pool {
+pub(crate) struct Pool {
     size: usize,
     state: Mutex<State>,
     /// Told whenever an instance is given back or a reservation goes.
@@ -61,7 +61,7 @@ impl State {
 }
 
 impl Pool {
-    pub fn new(size: usize) -> Arc<Self> {
+    pub(super) fn new(size: usize) -> Arc<Self> {
         Arc::new(Self {
             size,
             state: Mutex::default(),
@@ -74,7 +74,7 @@ impl Pool {
     }
 
     /// The instances each adapter has in use now.
-    pub fn in_use(&self) -> Vec<(String, usize)> {
+    pub(super) fn in_use(&self) -> Vec<(String, usize)> {
         self.lock()
             .adapters
             .iter()
@@ -83,7 +83,7 @@ impl Pool {
     }
 
     /// Counts `adapter` among the loaded ones (its reservation holds) while this lives.
-    pub fn join(self: &Arc<Self>, adapter: &str) -> Membership {
+    pub(super) fn join(self: &Arc<Self>, adapter: &str) -> Membership {
         self.lock().usage(adapter).loaded += 1;
         Membership {
             pool: Arc::clone(self),
@@ -92,7 +92,7 @@ impl Pool {
     }
 
     /// An instance for `adapter`, if one is free for it now.
-    pub fn try_take(self: &Arc<Self>, adapter: &str) -> Option<Instance> {
+    pub(crate) fn try_take(self: &Arc<Self>, adapter: &str) -> Option<Instance> {
         let mut state = self.lock();
         if !state.may_take(self.size, adapter) {
             return None;
@@ -106,7 +106,7 @@ impl Pool {
     }
 
     /// An instance for `adapter`, waiting until one is free for it.
-    pub async fn take(self: &Arc<Self>, adapter: &str) -> Instance {
+    pub(super) async fn take(self: &Arc<Self>, adapter: &str) -> Instance {
         loop {
             // Registered before looking, so a release in between is not missed.
             let freed = self.freed.notified();
@@ -137,7 +137,7 @@ impl Drop for Membership {
 }
 
 /// One instance in use, given back when dropped.
-pub struct Instance {
+pub(crate) struct Instance {
     pool: Arc<Pool>,
     adapter: String,
 }

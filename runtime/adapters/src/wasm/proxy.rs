@@ -21,7 +21,7 @@ use super::state::HostState;
 use crate::adapters::response::MAX_BODY_BYTES;
 
 /// Where the guest's `wasi:http/incoming-handler` is.
-pub type Indices =
+pub(crate) type Indices =
     wasmtime_wasi_http::p2::bindings::exports::wasi::http::incoming_handler::GuestIndices;
 
 /// Names the prefix the component is served under.
@@ -30,7 +30,7 @@ const PREFIX_HEADER: &str = "x-forwarded-prefix";
 type Answer = Result<hyper::Response<HyperOutgoingBody>, ErrorCode>;
 
 /// Calls the guest's `handle` with `request` and reads back what it answers.
-pub async fn handle(
+pub(super) async fn handle(
     store: &mut Store<HostState>,
     instance: &Instance,
     indices: &Indices,

@@ -4,13 +4,13 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-pub struct PerMinute {
+pub(crate) struct PerMinute {
     per_minute: u32,
     bucket: Mutex<(f64, Instant)>,
 }
 
 impl PerMinute {
-    pub fn new(per_minute: u32) -> Self {
+    pub(super) fn new(per_minute: u32) -> Self {
         Self {
             per_minute,
             bucket: Mutex::new((f64::from(per_minute), Instant::now())),
@@ -18,7 +18,7 @@ impl PerMinute {
     }
 
     /// Takes one unit now if the allowance has one.
-    pub fn take(&self) -> bool {
+    pub(super) fn take(&self) -> bool {
         self.take_at(Instant::now())
     }
 

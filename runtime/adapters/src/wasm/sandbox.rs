@@ -44,7 +44,7 @@ pub enum Wait {
 /// How many of `instances` background calls (jobs, hooks, tool listings) may hold at once: all
 /// but an eighth, which stays free for requests. A request gets 503 rather than wait, so a
 /// backlog of jobs waiting on a slow model must never hold every instance.
-pub fn background_share(instances: usize) -> usize {
+pub(crate) fn background_share(instances: usize) -> usize {
     instances - instances / 8
 }
 
@@ -57,7 +57,7 @@ pub struct AdapterPlace {
 
 impl AdapterPlace {
     /// A place among `caller`'s instances for background work, if one is free now.
-    pub fn try_take(caller: &Caller) -> Option<Self> {
+    pub(crate) fn try_take(caller: &Caller) -> Option<Self> {
         Some(Self {
             _share: Arc::clone(&caller.background).try_acquire_owned().ok()?,
             _instance: Arc::clone(&caller.instances).try_acquire_owned().ok()?,
@@ -94,7 +94,7 @@ enum Places {
 
 /// Components this large or larger (mostly interpreters and the state they snapshot) get the
 /// copy-on-write flavour of the engine; smaller ones copy their memory in.
-pub const LARGE_COMPONENT_BYTES: usize = 4 << 20;
+pub(crate) const LARGE_COMPONENT_BYTES: usize = 4 << 20;
 
 /// One engine and the linker of its host functions.
 pub struct Flavor {
@@ -122,7 +122,7 @@ impl Flavor {
         &self.engine
     }
 
-    pub fn linker(&self) -> &Linker<HostState> {
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
         &self.linker
     }
 
@@ -163,7 +163,7 @@ impl Sandbox {
     }
 
     /// The flavour a component of `size` bytes runs in.
-    pub fn flavor(&self, size: usize) -> &Flavor {
+    pub(crate) fn flavor(&self, size: usize) -> &Flavor {
         if size >= LARGE_COMPONENT_BYTES {
             &self.large
         } else {
@@ -320,7 +320,7 @@ fn classify(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> (FailureKind,
 }
 
 /// The error with the last few meaningful lines the guest wrote to stderr.
-pub fn trap_text(error: &wasmtime::Error, guest_stderr: &str) -> String {
+pub(crate) fn trap_text(error: &wasmtime::Error, guest_stderr: &str) -> String {
     // The standard "run with RUST_BACKTRACE" hint says nothing here.
     let lines: Vec<&str> = guest_stderr
         .lines()

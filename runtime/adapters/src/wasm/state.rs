@@ -96,7 +96,7 @@ impl Caller {
     }
 
     /// Records a quota the adapter went past.
-    pub fn over_quota(&self, message: &str) {
+    pub(crate) fn over_quota(&self, message: &str) {
         tracing::warn!(adapter = %self.adapter, "over quota: {message}");
         self.record(FailureKind::QuotaExceeded, message);
     }
@@ -126,7 +126,7 @@ pub struct HostState {
 }
 
 /// Guest stderr is kept (64 KiB) so a panic or allocation failure can be named.
-pub const STDERR_CAPACITY: usize = 64 * 1024;
+pub(crate) const STDERR_CAPACITY: usize = 64 * 1024;
 
 impl HostState {
     pub fn new(
@@ -163,7 +163,7 @@ impl HostState {
 
     /// Drops every resource the guest left behind (its call has returned): a `wasi:http`
     /// body it never finished ends where it stopped.
-    pub fn drop_resources(&mut self) {
+    pub(crate) fn drop_resources(&mut self) {
         self.table = ResourceTable::new();
     }
 

@@ -11,9 +11,9 @@ use service_contract::{FailureKind, Tool, ToolContext, ToolRegistry};
 use super::generation::Generation;
 use crate::adapters::Supervisor;
 
-pub const MAX_TOOLS: usize = 16;
-pub const MAX_DESCRIPTION_CHARS: usize = 1_024;
-pub const MAX_SCHEMA_BYTES: usize = 8 << 10;
+pub(crate) const MAX_TOOLS: usize = 16;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1_024;
+pub(crate) const MAX_SCHEMA_BYTES: usize = 8 << 10;
 
 pub struct ToolBridge {
     registry: Arc<ToolRegistry>,
@@ -131,7 +131,7 @@ impl ToolBridge {
     }
 
     /// Removes the tools an adapter registered.
-    pub fn unregister(&self, adapter: &str) {
+    pub(crate) fn unregister(&self, adapter: &str) {
         let owned = self
             .owned
             .lock()

@@ -11,26 +11,26 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 /// One epoch tick: how often a running guest's clock is looked at (its deadline, and whether
 /// it has computed a whole slice, see `guest_lane`).
-pub const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// Concurrent component instances; requests beyond this get 503.
-pub const MAX_INSTANCES: usize = 64;
+pub(crate) const MAX_INSTANCES: usize = 64;
 
 /// The most instances one adapter may be granted (`limits.max_instances`): half the server's,
 /// so no grant alone claims them all (each adapter's reservation, `pool`, does the rest).
-pub const MAX_INSTANCES_PER_ADAPTER: usize = MAX_INSTANCES / 2;
+pub(crate) const MAX_INSTANCES_PER_ADAPTER: usize = MAX_INSTANCES / 2;
 
 /// The largest memory any instance may have; per-adapter limits are at most this.
-pub const MAX_MEMORY: usize = 256 << 20;
+pub(crate) const MAX_MEMORY: usize = 256 << 20;
 
 /// Linear memories and tables of one component (its core instances together), with or
 /// without the pool: a store cannot multiply its memory budget by creating more.
-pub const MAX_MEMORIES: usize = 2;
-pub const MAX_TABLES: usize = 8;
+pub(crate) const MAX_MEMORIES: usize = 2;
+pub(crate) const MAX_TABLES: usize = 8;
 
 /// How an instance's linear memory gets its initial contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemoryInit {
+pub(crate) enum MemoryInit {
     /// Copied in, into a slot zeroed in place: no page faults and no cross-core TLB shootdowns
     /// per request, which is what short calls of small guests spend their time on
     /// (benches/teamchat_events.rs).
@@ -43,7 +43,7 @@ pub enum MemoryInit {
 
 /// Which compiler an engine uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compiler {
+pub(crate) enum Compiler {
     /// Cranelift: fast code, slow to compile (seconds for an interpreter of 12-18 MB).
     Optimizing,
     /// Winch, the baseline compiler: one pass, several times faster to compile, slower code.
@@ -91,7 +91,7 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
 }
 
 /// Builds the engine, pooling when possible. Returns whether the pool is in use.
-pub fn build(
+pub(super) fn build(
     pooling: bool,
     init: MemoryInit,
     compiler: Compiler,
@@ -109,7 +109,7 @@ pub fn build(
 /// Starts the one thread that advances the epoch of `engines` every [`TICK`], until they are
 /// all dropped. One thread for all: each wake-up is a context switch, and a thread per
 /// engine tripled them on a machine whose cores the requests need.
-pub fn start_ticker(engines: &[&Engine]) -> std::io::Result<()> {
+pub(crate) fn start_ticker(engines: &[&Engine]) -> std::io::Result<()> {
     let engines: Vec<_> = engines.iter().map(|engine| engine.weak()).collect();
     std::thread::Builder::new()
         .name("wasm-epoch".into())

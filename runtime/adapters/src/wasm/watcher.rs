@@ -21,15 +21,15 @@ use super::components::Components;
 use super::folder::{Files, Stamp, adapter_of, scan};
 
 /// How often the folder is scanned without notifications, and while a file is being written.
-pub const POLL: Duration = Duration::from_millis(500);
+pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// How often the folder is scanned anyway while notifications work.
-pub const SAFETY_POLL: Duration = Duration::from_secs(5);
+pub(crate) const SAFETY_POLL: Duration = Duration::from_secs(5);
 /// Polling: a changed file is looked at again this much later, and loaded only if it stayed
 /// the same.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 /// Notifications: a file written to and not closed is taken as complete after this long
 /// without a change (a writer that never closes it, a hard link).
-pub const QUIET_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const QUIET_LIMIT: Duration = Duration::from_secs(2);
 
 /// Reloads what changes in the adapters folder until `stop`.
 pub fn watch(components: Arc<Components>, stop: CancellationToken) -> BoxFuture<'static, ()> {

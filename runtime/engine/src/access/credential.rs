@@ -8,7 +8,7 @@ use chacha20poly1305::aead::rand_core::RngCore;
 use sha2::{Digest, Sha256};
 
 /// 32 random bytes as 43 URL-safe characters.
-pub fn random_text() -> String {
+pub(crate) fn random_text() -> String {
     let mut bytes = [0u8; 32];
     OsRng.fill_bytes(&mut bytes);
     URL_SAFE_NO_PAD.encode(bytes)

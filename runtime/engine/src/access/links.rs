@@ -12,9 +12,9 @@ use crate::error::{Error, Result};
 use crate::params;
 
 /// How long a first-admin link lasts.
-pub const FIRST_ADMIN_LIFE: Duration = Duration::minutes(15);
+pub(crate) const FIRST_ADMIN_LIFE: Duration = Duration::minutes(15);
 /// How long a link to set a password lasts.
-pub const PASSWORD_LIFE: Duration = Duration::days(7);
+pub(crate) const PASSWORD_LIFE: Duration = Duration::days(7);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Link {

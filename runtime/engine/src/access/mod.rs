@@ -126,7 +126,7 @@ impl Principal {
     }
 
     /// Whether this principal may use an agent whose profile says `access`.
-    pub fn may_use(&self, access: Option<&AgentAccess>) -> bool {
+    pub(crate) fn may_use(&self, access: Option<&AgentAccess>) -> bool {
         access.is_none_or(|access| access.admits(self.role, &self.groups))
     }
 
@@ -363,8 +363,8 @@ impl Access {
 }
 
 /// Sign-in attempts per minute for one account, and from one address.
-pub const SIGN_INS_PER_ACCOUNT: u32 = 10;
-pub const SIGN_INS_PER_ADDRESS: u32 = 30;
+pub(crate) const SIGN_INS_PER_ACCOUNT: u32 = 10;
+pub(crate) const SIGN_INS_PER_ADDRESS: u32 = 30;
 
 const UNKNOWN_TOKEN: &str = "the token is not valid: unknown, expired or revoked";
 

@@ -9,8 +9,8 @@ use chacha20poly1305::aead::OsRng;
 use crate::error::{Error, Result};
 
 /// Characters a password has at least and at most.
-pub const MIN_CHARS: usize = 12;
-pub const MAX_CHARS: usize = 256;
+pub(crate) const MIN_CHARS: usize = 12;
+pub(crate) const MAX_CHARS: usize = 256;
 
 /// Checks a new password against the documented bounds.
 pub fn check(password: &str) -> Result<()> {

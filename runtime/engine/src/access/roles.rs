@@ -76,8 +76,8 @@ pub struct AgentAccess {
 
 impl AgentAccess {
     /// Groups an agent names at most, and a group name's characters at most.
-    pub const MAX_GROUPS: usize = 50;
-    pub const MAX_GROUP_CHARS: usize = 200;
+    pub(crate) const MAX_GROUPS: usize = 50;
+    pub(crate) const MAX_GROUP_CHARS: usize = 200;
 
     pub fn check(&self) -> Result<()> {
         if self.roles.is_empty() && self.groups.is_empty() {
@@ -104,7 +104,7 @@ impl AgentAccess {
     }
 
     /// Whether a principal of `role` in `groups` may use the agent.
-    pub fn admits(&self, role: Role, groups: &[String]) -> bool {
+    pub(crate) fn admits(&self, role: Role, groups: &[String]) -> bool {
         role == Role::Admin
             || self.roles.contains(&role)
             || groups.iter().any(|group| self.groups.contains(group))

@@ -14,7 +14,7 @@ use crate::params;
 pub const PREFIX: &str = "srt_";
 
 /// The longest life a token may be given.
-pub const MAX_DAYS: i64 = 3650;
+pub(crate) const MAX_DAYS: i64 = 3650;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Token {

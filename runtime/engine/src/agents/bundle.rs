@@ -60,7 +60,7 @@ impl Bundle {
 }
 
 /// Lower-case ASCII letters and digits joined by single dashes; `agent` when nothing is left.
-pub fn slugify(name: &str) -> String {
+pub(crate) fn slugify(name: &str) -> String {
     let mut slug = String::with_capacity(name.len());
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {

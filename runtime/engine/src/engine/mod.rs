@@ -87,7 +87,7 @@ pub struct RunOutput {
 }
 
 /// Nested delegations stop here, so two agents cannot delegate to each other forever.
-pub const MAX_DELEGATION_DEPTH: u32 = 3;
+pub(crate) const MAX_DELEGATION_DEPTH: u32 = 3;
 
 pub struct Engine {
     /// Itself, for handing to tools as their `AgentRunner`.

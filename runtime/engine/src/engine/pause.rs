@@ -42,7 +42,7 @@ impl ApprovalRules {
 /// Where a paused run's answer goes once it goes on: its conversation, its task, or both,
 /// and the adapter that started it when it asked to hear.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Landing {
+pub(crate) struct Landing {
     pub conversation: Option<String>,
     pub task: Option<String>,
     #[serde(default)]
@@ -58,11 +58,11 @@ pub struct Then {
 
 impl Landing {
     /// No landing when `cannot` holds (a delegated run answers its parent).
-    pub fn unless(self, cannot: bool) -> Self {
+    pub(crate) fn unless(self, cannot: bool) -> Self {
         if cannot { Self::default() } else { self }
     }
 
-    pub fn can_pause(&self) -> bool {
+    pub(crate) fn can_pause(&self) -> bool {
         self.conversation.is_some() || self.task.is_some()
     }
 }

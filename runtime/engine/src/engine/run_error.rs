@@ -41,7 +41,7 @@ impl RunError {
     }
 
     /// How the run ended, as adapters and other callers of the contract see it.
-    pub fn into_failure(self) -> RunFailure {
+    pub(crate) fn into_failure(self) -> RunFailure {
         let kind = match &self {
             Self::EmptyPrompt => RunFailureKind::Invalid,
             Self::UnknownAgent { .. } => RunFailureKind::UnknownAgent,

@@ -31,7 +31,7 @@ use crate::placeholders;
 /// The largest message a server may send (a tool's answer among them); a larger one is
 /// discarded as it arrives, so the call it answers times out. What reaches the model is cut
 /// much shorter (the registry's result cap).
-pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+pub(super) const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// A stdio server's stderr is read a line at a time; longer lines are skipped.
 const MAX_STDERR_BYTES: usize = 4_096;
 
@@ -55,12 +55,12 @@ impl ClientHandler for Listener {
 }
 
 /// How this runtime names itself to MCP peers.
-pub fn identity() -> Implementation {
+pub(super) fn identity() -> Implementation {
     Implementation::new("service-runtime", env!("CARGO_PKG_VERSION"))
 }
 
 /// A live connection. Dropping it ends the session and, for stdio, the server's processes.
-pub struct Connection {
+pub(super) struct Connection {
     pub peer: Peer<RoleClient>,
     /// Notified when the server says its tools changed.
     pub tools_changed: Arc<Notify>,
@@ -81,7 +81,7 @@ impl Connection {
     /// discovery a fixed 10 s and then sends `initialize` on the same stream, which fails
     /// when a slow server answers the first request late; the caller's timeout bounds both
     /// here.)
-    pub async fn open(
+    pub(super) async fn open(
         server: &Server,
         secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
     ) -> Result<Self, String> {
@@ -150,21 +150,21 @@ impl Connection {
     }
 
     /// The protocol revision agreed on.
-    pub fn protocol_version(&self) -> Option<String> {
+    pub(super) fn protocol_version(&self) -> Option<String> {
         self.peer
             .peer_info()
             .map(|info| info.protocol_version.to_string())
     }
 
     /// The server's name and version, as it gave them.
-    pub fn server_name(&self) -> Option<String> {
+    pub(crate) fn server_name(&self) -> Option<String> {
         let info = self.peer.peer_info()?;
         let server = info.server_info.as_ref()?;
         Some(format!("{} {}", server.name, server.version))
     }
 
     /// Waits until the session ends on the server's side; says why.
-    pub async fn closed(&mut self) -> String {
+    pub(super) async fn closed(&mut self) -> String {
         let reason = match (&mut self.session).await {
             Ok(Some(QuitReason::Closed)) => "the server closed the connection".to_owned(),
             Ok(Some(QuitReason::JoinError(e))) => format!("the session failed: {e}"),

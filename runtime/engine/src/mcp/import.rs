@@ -42,9 +42,10 @@ struct ClientEntry {
 
 /// Words in a variable or header name that mark its value as a credential (as `config.toml`'s
 /// own check reads them).
-pub const CREDENTIAL_WORDS: [&str; 5] = ["authorization", "token", "key", "secret", "password"];
+pub(crate) const CREDENTIAL_WORDS: [&str; 5] =
+    ["authorization", "token", "key", "secret", "password"];
 
-pub fn is_credential(name: &str) -> bool {
+pub(crate) fn is_credential(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     CREDENTIAL_WORDS.iter().any(|word| lower.contains(word))
 }

@@ -12,12 +12,12 @@ use serde::Deserialize;
 use crate::placeholders;
 
 /// How long a tool call may take unless `[mcp] call_timeout_secs` says otherwise.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a server may take to answer its handshake unless `[mcp] connect_timeout_secs`
 /// says otherwise.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest server name: `mcp__<server>__<tool>` must stay a short tool name.
-pub const MAX_SERVER_NAME: usize = 24;
+pub(crate) const MAX_SERVER_NAME: usize = 24;
 
 /// `[mcp]`.
 #[derive(Debug, Default, Clone, Deserialize)]

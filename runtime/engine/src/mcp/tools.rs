@@ -5,22 +5,22 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::Value;
 
 /// Tools registered per server; more are skipped (and named on its status).
-pub const MAX_TOOLS: usize = 64;
+pub(super) const MAX_TOOLS: usize = 64;
 /// A tool's description is cut to this many characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 2_048;
+pub(super) const MAX_DESCRIPTION_CHARS: usize = 2_048;
 /// A tool whose input schema is larger is skipped.
-pub const MAX_SCHEMA_BYTES: usize = 16 << 10;
+pub(super) const MAX_SCHEMA_BYTES: usize = 16 << 10;
 /// The registry's limit on a tool's name.
 const MAX_NAME: usize = 64;
 
 /// What every tool of `server` is named with.
-pub fn prefix(server: &str) -> String {
+pub(super) fn prefix(server: &str) -> String {
     format!("mcp__{server}__")
 }
 
 /// `mcp__<server>__<tool>`, with characters a model API would refuse as `_`; `None` when that
 /// is longer than a tool name may be.
-pub fn registry_name(server: &str, tool: &str) -> Option<String> {
+pub(crate) fn registry_name(server: &str, tool: &str) -> Option<String> {
     let tool = plain(tool);
     let name = format!("{}{tool}", prefix(server));
     (!tool.is_empty() && name.len() <= MAX_NAME).then_some(name)
@@ -28,7 +28,7 @@ pub fn registry_name(server: &str, tool: &str) -> Option<String> {
 
 /// `text` with every character but ASCII letters, digits, `_` and `-` as `_`: what every
 /// model API takes in a tool name.
-pub fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -41,7 +41,7 @@ pub fn plain(text: &str) -> String {
 }
 
 /// A tool's description as the model sees it.
-pub fn description(tool: &rmcp::model::Tool) -> String {
+pub(super) fn description(tool: &rmcp::model::Tool) -> String {
     let text = tool
         .description
         .as_deref()
@@ -51,7 +51,7 @@ pub fn description(tool: &rmcp::model::Tool) -> String {
 }
 
 /// A tool's input schema, or why it is not used.
-pub fn schema(tool: &rmcp::model::Tool) -> Result<Value, String> {
+pub(super) fn schema(tool: &rmcp::model::Tool) -> Result<Value, String> {
     let schema = Value::Object(tool.input_schema.as_ref().clone());
     let size = schema.to_string().len();
     if size > MAX_SCHEMA_BYTES {
@@ -64,7 +64,7 @@ pub fn schema(tool: &rmcp::model::Tool) -> Result<Value, String> {
 
 /// A call's result for the model: its text, one block a line (other content described in
 /// brackets), or the structured result when there is no text; a tool-level error is `Err`.
-pub fn answer(result: CallToolResult) -> Result<String, String> {
+pub(super) fn answer(result: CallToolResult) -> Result<String, String> {
     let mut parts: Vec<String> = result.content.iter().map(describe).collect();
     if parts.is_empty()
         && let Some(structured) = &result.structured_content

@@ -131,7 +131,7 @@ fn blame_field(cron: &str) -> String {
 
 impl CronExpr {
     /// The 5-field form the schedule is stored and shown as.
-    pub fn canonical(&self) -> &str {
+    pub(crate) fn canonical(&self) -> &str {
         &self.canonical
     }
 
@@ -141,7 +141,7 @@ impl CronExpr {
     /// never lost (slots that land on the same instant fire once). In a fall-back repeat a
     /// fixed-time slot fires only on its first pass, while wildcard schedules such as
     /// `0 * * * *` fire on both passes because each one is a distinct real hour.
-    pub fn next_after(&self, after: DateTime<Utc>, tz: &Tz) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_after(&self, after: DateTime<Utc>, tz: &Tz) -> Option<DateTime<Utc>> {
         if let Some(next) = self.next_without_shift(after, tz) {
             return Some(next);
         }

@@ -29,10 +29,10 @@ use crate::tasks::TaskStatus;
 use crate::telemetry::metrics::{Outcome, metrics};
 
 pub const NAME: &str = "scheduler";
-pub const DEFAULT_TICK: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_TICK: Duration = Duration::from_secs(30);
 
 /// Reads `SERVICE_SCHEDULER_TICK_SECS` (a whole number of seconds, at least 1).
-pub fn tick_from(value: Option<String>) -> Result<Duration, String> {
+pub(crate) fn tick_from(value: Option<String>) -> Result<Duration, String> {
     match value {
         None => Ok(DEFAULT_TICK),
         Some(text) => match text.trim().parse::<u64>() {

@@ -40,7 +40,7 @@ pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
 const MAX_NAME: usize = 64;
 
 /// A schedule name: non-empty, at most 64 characters, no control characters or edge spaces.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     if name.trim().is_empty()
         || name.trim() != name
         || name.chars().count() > MAX_NAME
@@ -53,7 +53,7 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn validate_prompt(prompt: &str) -> Result<()> {
+pub(crate) fn validate_prompt(prompt: &str) -> Result<()> {
     if prompt.trim().is_empty() {
         return Err(Error::invalid("the prompt must not be empty"));
     }
@@ -138,7 +138,7 @@ pub fn list(conn: &Conn) -> Result<Vec<Schedule>> {
 }
 
 /// The names of the schedules that run the profile `profile`, sorted.
-pub fn naming_profile(conn: &Conn, profile: &str) -> Result<Vec<String>> {
+pub(crate) fn naming_profile(conn: &Conn, profile: &str) -> Result<Vec<String>> {
     conn.query(
         "SELECT name FROM schedules WHERE agent_profile_name = ?1 ORDER BY name",
         params![profile],
@@ -235,7 +235,7 @@ pub fn delete(conn: &Conn, name: &str) -> Result<()> {
 }
 
 /// Persists a planning decision: the new next run, and the run time when it fires.
-pub fn record_plan(
+pub(crate) fn record_plan(
     conn: &Conn,
     name: &str,
     fired_at: Option<DateTime<Utc>>,
@@ -249,7 +249,7 @@ pub fn record_plan(
 }
 
 /// Stamps a run started outside the cron as the last run.
-pub fn set_last_run(conn: &Conn, name: &str, at: DateTime<Utc>) -> Result<()> {
+pub(crate) fn set_last_run(conn: &Conn, name: &str, at: DateTime<Utc>) -> Result<()> {
     conn.execute(
         "UPDATE schedules SET last_run_at = ?2 WHERE name = ?1",
         params![name, timestamp(at)],
@@ -257,7 +257,7 @@ pub fn set_last_run(conn: &Conn, name: &str, at: DateTime<Utc>) -> Result<()> {
     Ok(())
 }
 
-pub fn set_last_trace(conn: &Conn, name: &str, trace_id: &str) -> Result<()> {
+pub(crate) fn set_last_trace(conn: &Conn, name: &str, trace_id: &str) -> Result<()> {
     conn.execute(
         "UPDATE schedules SET last_trace_id = ?2 WHERE name = ?1",
         params![name, trace_id],

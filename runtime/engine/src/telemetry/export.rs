@@ -25,7 +25,7 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// What became of the spans, for `/metrics`.
 #[derive(Debug, Default)]
-pub struct SpanStats {
+pub(crate) struct SpanStats {
     /// Waiting to be sent.
     pub queued: AtomicUsize,
     pub dropped: AtomicU64,
@@ -33,14 +33,14 @@ pub struct SpanStats {
     pub failed: AtomicU64,
 }
 
-pub static STATS: SpanStats = SpanStats {
+pub(crate) static STATS: SpanStats = SpanStats {
     queued: AtomicUsize::new(0),
     dropped: AtomicU64::new(0),
     exported: AtomicU64::new(0),
     failed: AtomicU64::new(0),
 };
 
-pub struct Settings {
+pub(crate) struct Settings {
     protocol: Protocol,
     /// One export request's time.
     timeout: Duration,
@@ -56,7 +56,7 @@ fn variable(name: &str) -> Option<String> {
 
 /// The export's settings, or `None` when no collector is named (or `OTEL_SDK_DISABLED=true`,
 /// `OTEL_TRACES_EXPORTER=none`). A protocol this build does not speak stops the start.
-pub fn settings() -> anyhow::Result<Option<Settings>> {
+pub(crate) fn settings() -> anyhow::Result<Option<Settings>> {
     let named = variable("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .or_else(|| variable("OTEL_EXPORTER_OTLP_ENDPOINT"))
         .is_some();
@@ -101,7 +101,7 @@ pub fn settings() -> anyhow::Result<Option<Settings>> {
 
 /// The tracer provider: the OTLP exporter (endpoint, headers and sampler from the
 /// environment) behind the bounded queue. Called inside the runtime.
-pub fn provider(settings: Settings) -> anyhow::Result<SdkTracerProvider> {
+pub(crate) fn provider(settings: Settings) -> anyhow::Result<SdkTracerProvider> {
     let client = Client {
         http: reqwest::Client::builder()
             .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))

@@ -21,12 +21,12 @@ static CAPTURE_CONTENT: LazyLock<bool> = LazyLock::new(|| {
 });
 
 /// Whether spans may carry what was said.
-pub fn capture_content() -> bool {
+pub(crate) fn capture_content() -> bool {
     *CAPTURE_CONTENT
 }
 
 /// A run of `agent`; the service's own trace id leads to `/api/traces/{id}`.
-pub fn invoke_agent(
+pub(crate) fn invoke_agent(
     agent: &str,
     provider: &str,
     model: &str,
@@ -53,7 +53,7 @@ pub fn invoke_agent(
 }
 
 /// One model call.
-pub fn chat(provider: &str, request: &ChatRequest) -> Span {
+pub(crate) fn chat(provider: &str, request: &ChatRequest) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "chat",
@@ -84,7 +84,7 @@ pub fn chat(provider: &str, request: &ChatRequest) -> Span {
 }
 
 /// What a model call answered.
-pub fn chat_answered(span: &Span, request_model: &str, turn: &Turn) {
+pub(crate) fn chat_answered(span: &Span, request_model: &str, turn: &Turn) {
     if span.is_disabled() {
         return;
     }
@@ -117,7 +117,7 @@ pub fn chat_answered(span: &Span, request_model: &str, turn: &Turn) {
 }
 
 /// A run's or a call's tokens.
-pub fn record_usage(span: &Span, input: Option<i64>, output: Option<i64>) {
+pub(crate) fn record_usage(span: &Span, input: Option<i64>, output: Option<i64>) {
     if let Some(input) = input {
         span.record("gen_ai.usage.input_tokens", input);
     }
@@ -127,7 +127,7 @@ pub fn record_usage(span: &Span, input: Option<i64>, output: Option<i64>) {
 }
 
 /// One tool call.
-pub fn execute_tool(tool: &str, call_id: &str, input: &Value) -> Span {
+pub(crate) fn execute_tool(tool: &str, call_id: &str, input: &Value) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "execute_tool",
@@ -150,7 +150,7 @@ pub fn execute_tool(tool: &str, call_id: &str, input: &Value) -> Span {
 }
 
 /// What a tool answered.
-pub fn tool_answered(span: &Span, result: &Result<String, String>) {
+pub(crate) fn tool_answered(span: &Span, result: &Result<String, String>) {
     match result {
         Ok(output) if capture_content() => {
             span.record("gen_ai.tool.call.result", output.as_str());
@@ -161,7 +161,7 @@ pub fn tool_answered(span: &Span, result: &Result<String, String>) {
 }
 
 /// Marks a span failed, with the error's kind and message.
-pub fn failed(span: &Span, kind: &str, message: &str) {
+pub(crate) fn failed(span: &Span, kind: &str, message: &str) {
     span.record("error.type", kind);
     span.record("otel.status_code", "error");
     span.record("otel.status_description", message);

@@ -87,7 +87,7 @@ pub struct Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RecordKind {
+pub(crate) struct RecordKind {
     /// `traces`, `tasks`, `conversations` or `approvals`.
     pub kind: &'static str,
 }
@@ -105,7 +105,7 @@ const LIMIT_KINDS: [&str; 3] = ["QuotaExceeded", "Timeout", "MemoryLimit"];
 
 /// Distinct values a label that requests choose (agent and model names) takes; later ones
 /// are counted as `other`, so no client can grow the exposition without bound.
-pub const MAX_LABEL_VALUES: usize = 100;
+pub(crate) const MAX_LABEL_VALUES: usize = 100;
 
 /// The values of one such label seen so far.
 #[derive(Default)]
@@ -265,14 +265,14 @@ impl Metrics {
     }
 
     /// `count` records of `kind` deleted by retention.
-    pub fn retention_deleted(&self, kind: &'static str, count: u64) {
+    pub(crate) fn retention_deleted(&self, kind: &'static str, count: u64) {
         self.retention_deleted
             .get_or_create(&RecordKind { kind })
             .inc_by(count);
     }
 
     /// `outcome`: `ok`, `error` or `cancelled`.
-    pub fn agent_run(&self, agent: &str, outcome: &'static str) {
+    pub(crate) fn agent_run(&self, agent: &str, outcome: &'static str) {
         self.agent_runs
             .get_or_create(&RunLabels {
                 agent: self.agents.label(agent),
@@ -281,7 +281,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn model_call(
+    pub(crate) fn model_call(
         &self,
         provider: &str,
         model: &str,

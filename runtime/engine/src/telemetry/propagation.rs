@@ -57,7 +57,7 @@ pub fn headers() -> HeaderMap {
 
 /// The current span's context as text entries (`traceparent`, `tracestate`); empty without
 /// one.
-pub fn carrier() -> HashMap<String, String> {
+pub(crate) fn carrier() -> HashMap<String, String> {
     let mut carrier = HashMap::new();
     if enabled() {
         let context = tracing::Span::current().context();

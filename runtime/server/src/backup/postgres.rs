@@ -22,7 +22,7 @@ pub fn manual_command() -> String {
 }
 
 /// A consistent copy of the database at `url` written to `into` (custom format).
-pub fn snapshot(url: &str, into: &Path) -> anyhow::Result<()> {
+pub(super) fn snapshot(url: &str, into: &Path) -> anyhow::Result<()> {
     let out = tool("pg_dump", url)?
         .args(["--format=custom", "--no-owner", "--no-privileges", "--file"])
         .arg(into)
@@ -31,7 +31,7 @@ pub fn snapshot(url: &str, into: &Path) -> anyhow::Result<()> {
 }
 
 /// The service's schema version in the database at `url` (0: none there).
-pub fn schema_of(url: &str) -> anyhow::Result<u32> {
+pub(super) fn schema_of(url: &str) -> anyhow::Result<u32> {
     let out = tool("psql", url)?
         .args(["--no-psqlrc", "--tuples-only", "--no-align", "--command"])
         .arg(
@@ -46,7 +46,7 @@ pub fn schema_of(url: &str) -> anyhow::Result<u32> {
 }
 
 /// Whether the database at `url` holds tables of its own.
-pub fn has_tables(url: &str) -> anyhow::Result<bool> {
+pub(super) fn has_tables(url: &str) -> anyhow::Result<bool> {
     let out = tool("psql", url)?
         .args(["--no-psqlrc", "--tuples-only", "--no-align", "--command"])
         .arg("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
@@ -56,14 +56,14 @@ pub fn has_tables(url: &str) -> anyhow::Result<bool> {
 }
 
 /// Refuses a dump `pg_restore` cannot read.
-pub fn check(dump: &Path) -> anyhow::Result<()> {
+pub(super) fn check(dump: &Path) -> anyhow::Result<()> {
     let out = Command::new("pg_restore").arg("--list").arg(dump).output();
     succeeded("pg_restore", out).context("its database dump is damaged")
 }
 
 /// Loads `dump` into the database at `url` in one transaction (`replace`: dropping what the
 /// dump holds first), so a failure leaves the database as it was.
-pub fn load(url: &str, dump: &Path, replace: bool) -> anyhow::Result<()> {
+pub(super) fn load(url: &str, dump: &Path, replace: bool) -> anyhow::Result<()> {
     let mut command = tool("pg_restore", url)?;
     command.args([
         "--single-transaction",

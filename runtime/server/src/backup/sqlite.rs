@@ -8,7 +8,7 @@ use anyhow::{Context, bail, ensure};
 use crate::db::sqlite;
 
 /// A consistent copy of the live database at `live` written to `into`.
-pub fn snapshot(live: &Path, into: &Path) -> anyhow::Result<()> {
+pub(super) fn snapshot(live: &Path, into: &Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(into);
     let conn = sqlite::connect(live)?;
     let target = into
@@ -20,7 +20,7 @@ pub fn snapshot(live: &Path, into: &Path) -> anyhow::Result<()> {
 }
 
 /// The schema version of the service database at `database`.
-pub fn schema_of(database: &Path) -> anyhow::Result<u32> {
+pub(super) fn schema_of(database: &Path) -> anyhow::Result<u32> {
     let conn = sqlite::connect(database)?;
     let version: u32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -32,7 +32,7 @@ pub fn schema_of(database: &Path) -> anyhow::Result<u32> {
 }
 
 /// Refuses a damaged database.
-pub fn check(database: &Path) -> anyhow::Result<()> {
+pub(super) fn check(database: &Path) -> anyhow::Result<()> {
     let conn = sqlite::connect(database)?;
     let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     ensure!(check == "ok", "its database is damaged ({check})");

@@ -17,7 +17,7 @@ use clap::Subcommand;
 use super::scaffold::{self, Lang, World};
 
 #[derive(Subcommand)]
-pub enum AdaptersCommand {
+pub(super) enum AdaptersCommand {
     /// Validate a component (and its grant) and install it under the name it describes
     Install {
         file: PathBuf,
@@ -61,7 +61,7 @@ fn adapter_name(name: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-pub async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()> {
+pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()> {
     let dir = data_dir.join("adapters");
     match command {
         AdaptersCommand::Install { file, grant } => {

@@ -7,7 +7,7 @@ use crate::backup::{self, Database};
 use crate::db;
 use crate::settings_store::SettingsStore;
 
-pub fn write(data_dir: &Path, file: &Path, with_secrets: bool) -> anyhow::Result<()> {
+pub(super) fn write(data_dir: &Path, file: &Path, with_secrets: bool) -> anyhow::Result<()> {
     let env = SettingsStore::load(data_dir)?;
     let url = env.get(db::URL_VARIABLE);
     let database = match &url {
@@ -31,7 +31,7 @@ pub fn write(data_dir: &Path, file: &Path, with_secrets: bool) -> anyhow::Result
     Ok(())
 }
 
-pub fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<()> {
+pub(super) fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<()> {
     // The database a PostgreSQL archive goes into: the environment's, or the directory's.
     let url = SettingsStore::load(data_dir)?.get(db::URL_VARIABLE);
     let manifest = backup::restore(file, data_dir, url.as_deref(), force)?;

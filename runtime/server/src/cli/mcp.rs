@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum McpCommand {
+pub(super) enum McpCommand {
     /// Add the MCP servers of a client's JSON (`mcpServers`, as desktop and editor clients
     /// keep them) to config.toml; credentials go to .env, never to config.toml
     Import {
@@ -23,7 +23,7 @@ pub enum McpCommand {
     },
 }
 
-pub async fn run(data_dir: &Path, command: Option<McpCommand>) -> anyhow::Result<()> {
+pub(super) async fn run(data_dir: &Path, command: Option<McpCommand>) -> anyhow::Result<()> {
     match command {
         None => serve(data_dir).await,
         Some(McpCommand::Import { file }) => import_file(data_dir, &file),

@@ -6,10 +6,10 @@ use std::io::Write;
 /// Stdout was closed by its reader.
 #[derive(Debug, thiserror::Error)]
 #[error("stdout was closed by its reader")]
-pub struct Closed;
+pub(super) struct Closed;
 
 /// A failed write to stdout, with a closed pipe told apart.
-pub fn failed(e: std::io::Error) -> anyhow::Error {
+pub(super) fn failed(e: std::io::Error) -> anyhow::Error {
     match e.kind() {
         std::io::ErrorKind::BrokenPipe => Closed.into(),
         _ => anyhow::Error::new(e).context("cannot write to stdout"),
@@ -17,7 +17,7 @@ pub fn failed(e: std::io::Error) -> anyhow::Error {
 }
 
 /// Writes `text` to stdout at once.
-pub fn print(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+pub(super) fn print(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_fmt(text)
         .and_then(|()| out.flush())
@@ -25,12 +25,12 @@ pub fn print(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
 }
 
 /// Whether `error` is stdout closed by its reader.
-pub fn is_closed(error: &anyhow::Error) -> bool {
+pub(super) fn is_closed(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| cause.is::<Closed>())
 }
 
 /// Ends the process as a closed pipe ends Unix tools: by SIGPIPE, without a word.
-pub fn end_quietly() -> ! {
+pub(super) fn end_quietly() -> ! {
     // SAFETY: restoring a signal's default action and raising it touch no Rust state; the
     // process ends at the raise (the exit below only satisfies the type).
     unsafe {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 /// Streams the answer to stdout and tool activity to stderr; the last stdout line is
 /// `trace_id: <id>`. Ctrl-C cancels the run (its trace records that). Through the server
 /// running for `data_dir` when there is one, in this process otherwise.
-pub async fn run(
+pub(super) async fn run(
     data_dir: &Path,
     agent: Option<String>,
     model: Option<String>,

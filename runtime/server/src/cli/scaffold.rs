@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Lang {
+pub(super) enum Lang {
     Rust,
     Python,
     Js,
@@ -22,7 +22,7 @@ pub enum Lang {
 
 /// The world a project is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum World {
+pub(super) enum World {
     /// The contract's `agent-adapter` world (`describe`, routes, agent runs).
     Adapter,
     /// A standard `wasi:http/proxy` component, served at every path under its prefix.
@@ -203,7 +203,7 @@ fn template(lang: Lang, world: World) -> anyhow::Result<&'static Template> {
 
 /// Refuses the name of a native adapter (no component can take it), and of a bundled one
 /// unless `replace` says the author means to replace it.
-pub fn check_free(name: &str, replace: bool) -> anyhow::Result<()> {
+pub(super) fn check_free(name: &str, replace: bool) -> anyhow::Result<()> {
     if NATIVE_NAMES.contains(&name) {
         anyhow::bail!("{name:?} is the name of a native adapter of this server: choose another");
     }
@@ -218,7 +218,7 @@ pub fn check_free(name: &str, replace: bool) -> anyhow::Result<()> {
 
 /// Writes the project of adapter `name` into `dir`, which must not exist yet. Returns what to
 /// tell the author: the build command and where the component lands.
-pub fn create(name: &str, lang: Lang, world: World, dir: &Path) -> anyhow::Result<String> {
+pub(super) fn create(name: &str, lang: Lang, world: World, dir: &Path) -> anyhow::Result<String> {
     check_name(name)?;
     let template = template(lang, world)?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {

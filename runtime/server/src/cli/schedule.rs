@@ -26,7 +26,7 @@ use super::through;
 use crate::running_server::Running;
 
 #[derive(Subcommand)]
-pub enum ScheduleCommand {
+pub(super) enum ScheduleCommand {
     /// Create a schedule
     Create {
         name: String,
@@ -125,7 +125,7 @@ fn print_details(schedule: &Schedule) -> anyhow::Result<()> {
     outln!("last trace:      {}", dash(&schedule.last_trace_id))
 }
 
-pub async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()> {
+pub(super) async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Result<()> {
     match command {
         ScheduleCommand::Create {
             name,

@@ -7,7 +7,7 @@ use crate::running_server::{self, Running};
 use crate::settings_store::SettingsStore;
 
 /// The running server, or `None` to run in this process.
-pub async fn server(data_dir: &Path) -> anyhow::Result<Option<Running>> {
+pub(super) async fn server(data_dir: &Path) -> anyhow::Result<Option<Running>> {
     let env = SettingsStore::load(data_dir)?;
     let running = running_server::find(data_dir, &env).await;
     match &running {
@@ -21,7 +21,7 @@ pub async fn server(data_dir: &Path) -> anyhow::Result<Option<Running>> {
 }
 
 /// An answer that is not a success, as the error a command exits with (the API's message).
-pub async fn refused(response: reqwest::Response) -> anyhow::Error {
+pub(super) async fn refused(response: reqwest::Response) -> anyhow::Error {
     let status = response.status();
     let body: serde_json::Value = response.json().await.unwrap_or_default();
     match body["error"].as_str() {

@@ -11,7 +11,7 @@ use crate::settings_store::SettingsStore;
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum TokensCommand {
+pub(super) enum TokensCommand {
     /// Create a token; its secret is printed once, alone on the last line
     Create {
         /// A name to list and revoke it by
@@ -34,7 +34,7 @@ pub enum TokensCommand {
     Revoke { name: String },
 }
 
-pub async fn run(data_dir: &Path, command: TokensCommand) -> anyhow::Result<()> {
+pub(super) async fn run(data_dir: &Path, command: TokensCommand) -> anyhow::Result<()> {
     let env = SettingsStore::load(data_dir)?;
     let config = FileConfig::load(data_dir)?;
     let db = app::open_db(data_dir, &env, &config).await?;

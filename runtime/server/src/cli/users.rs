@@ -12,7 +12,7 @@ use crate::settings_store::SettingsStore;
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum UsersCommand {
+pub(super) enum UsersCommand {
     /// Add a person with a local account; prints a one-time link to set their password
     Add {
         /// Their sign-in name (letters, digits, '-', '_', '.', '@')
@@ -37,7 +37,7 @@ pub enum UsersCommand {
     Forget { name: String },
 }
 
-pub async fn run(data_dir: &Path, command: UsersCommand) -> anyhow::Result<()> {
+pub(super) async fn run(data_dir: &Path, command: UsersCommand) -> anyhow::Result<()> {
     let env = SettingsStore::load(data_dir)?;
     let config = FileConfig::load(data_dir)?;
     let db = app::open_db(data_dir, &env, &config).await?;

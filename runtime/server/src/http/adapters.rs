@@ -13,7 +13,7 @@ use crate::adapters::ToggleError;
 use crate::bus::Event;
 
 /// Every adapter as this replica sees it (statuses and errors are each replica's own).
-pub async fn list(State(app): State<AppState>) -> Json<Value> {
+pub(super) async fn list(State(app): State<AppState>) -> Json<Value> {
     Json(json!({ "adapters": app.adapters.registry().entries(), "replica": app.replica }))
 }
 
@@ -42,7 +42,7 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
 }
 
 /// Runs the adapter's `start`; the choice persists across restarts.
-pub async fn enable(
+pub(super) async fn enable(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<AdapterEntry>> {
@@ -50,7 +50,7 @@ pub async fn enable(
 }
 
 /// Runs the adapter's `stop`; the choice persists across restarts.
-pub async fn disable(
+pub(super) async fn disable(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<AdapterEntry>> {

@@ -17,14 +17,14 @@ use crate::agents::{references, store, tool_names};
 use crate::error::Error;
 
 /// A profile as the API answers it.
-pub fn view(app: &AppState, profile: &Profile) -> Value {
+pub(super) fn view(app: &AppState, profile: &Profile) -> Value {
     let mut value = json!(profile);
     value["unavailable_tools"] = json!(unavailable_tools(app, profile.tools.as_deref()));
     value
 }
 
 /// The listed tools an agent cannot use now (not loaded, or switched off), with the reason.
-pub fn unavailable_tools(
+pub(super) fn unavailable_tools(
     app: &AppState,
     listed: Option<&[String]>,
 ) -> Vec<tool_names::Unavailable> {
@@ -36,7 +36,11 @@ pub fn unavailable_tools(
 
 /// Refuses tool names the server does not know (see [`tool_names::check_known`]), except
 /// those in `kept` (already on the profile being changed).
-pub fn check_tools(app: &AppState, profile: &NewProfile, kept: &[String]) -> Result<(), Error> {
+pub(super) fn check_tools(
+    app: &AppState,
+    profile: &NewProfile,
+    kept: &[String],
+) -> Result<(), Error> {
     let added: Vec<String> = profile
         .tools
         .iter()
@@ -47,13 +51,13 @@ pub fn check_tools(app: &AppState, profile: &NewProfile, kept: &[String]) -> Res
     tool_names::check_known(&added, app.engine.tools())
 }
 
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let agents = app.db.call(|conn| profiles::list(conn)).await?;
     let agents: Vec<Value> = agents.iter().map(|p| view(&app, p)).collect();
     Ok(Json(json!({ "agents": agents })))
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(app): State<AppState>,
     JsonBody(input): JsonBody<ProfileInput>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -72,7 +76,7 @@ async fn find(app: &AppState, name: String) -> Result<Profile, Error> {
         .await
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -80,7 +84,7 @@ pub async fn show(
 }
 
 /// Changes the fields the body names, validated as on create; the name cannot change.
-pub async fn update(
+pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
@@ -100,7 +104,7 @@ pub async fn update(
 }
 
 /// Who refers to the profile: schedules and adapters that would run without it.
-pub async fn references(
+pub(super) async fn references(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<references::References>> {
@@ -118,7 +122,7 @@ pub async fn references(
 /// Deletes a profile (not `default`). Schedules and adapters that name it
 /// are left as they are and listed in the answer: they now follow the rule for a missing
 /// profile.
-pub async fn remove(
+pub(super) async fn remove(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
@@ -151,7 +155,7 @@ pub async fn remove(
 }
 
 /// The profile as a shareable bundle, offered as a file download.
-pub async fn export(
+pub(super) async fn export(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<impl IntoResponse> {

@@ -21,13 +21,13 @@ const NOTE_CHARS: usize = 2_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Filter {
+pub(super) struct Filter {
     status: Option<String>,
 }
 
 /// `?status=pending|approved|denied|expired`; newest first, at most 200; of the caller's own
 /// conversations unless they may manage every conversation.
-pub async fn list(
+pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
@@ -53,13 +53,13 @@ pub async fn list(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionBody {
+pub(super) struct DecisionBody {
     decision: Decision,
     note: Option<String>,
 }
 
 /// Decides once: a second decision is a 409 and changes nothing.
-pub async fn decide(
+pub(super) async fn decide(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,

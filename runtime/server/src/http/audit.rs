@@ -23,7 +23,7 @@ use crate::access::audit::{self, Event, Filter};
 /// Put on an answer by a handler that learns who its caller is while answering (a sign-in):
 /// the audit entry names them and `target` instead of the anonymous request.
 #[derive(Debug, Clone)]
-pub struct AnsweredFor {
+pub(super) struct AnsweredFor {
     pub principal: Option<Principal>,
     pub target: String,
 }
@@ -31,7 +31,7 @@ pub struct AnsweredFor {
 impl AnsweredFor {
     /// An answer to someone still unknown, about `target` (a refused sign-in names the
     /// account tried).
-    pub fn target(target: String) -> Self {
+    pub(super) fn target(target: String) -> Self {
         Self {
             principal: None,
             target,
@@ -40,14 +40,14 @@ impl AnsweredFor {
 }
 
 #[derive(Deserialize)]
-pub struct AuditQuery {
+pub(super) struct AuditQuery {
     principal: Option<String>,
     action: Option<String>,
     #[serde(flatten)]
     page: Page,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(app): State<AppState>,
     QueryParams(query): QueryParams<AuditQuery>,
 ) -> ApiResult<Json<Value>> {
@@ -66,7 +66,7 @@ pub async fn list(
 }
 
 /// Records the request once it is answered.
-pub async fn record(
+pub(super) async fn record(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     route: Option<MatchedPath>,
@@ -111,7 +111,7 @@ pub async fn record(
 
 /// Writes an entry after the answer, so recording never holds a request; a failed write is a
 /// warning in the log.
-pub fn write(
+pub(super) fn write(
     app: &AppState,
     principal: Option<&Principal>,
     action: &str,

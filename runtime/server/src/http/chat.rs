@@ -28,7 +28,7 @@ const TRACE_HEADER: &str = "x-trace-id";
 const CONVERSATION_HEADER: &str = "x-conversation-id";
 
 #[derive(Deserialize)]
-pub struct ChatBody {
+pub(super) struct ChatBody {
     pub prompt: String,
     pub agent: Option<String>,
     pub model: Option<String>,
@@ -36,7 +36,7 @@ pub struct ChatBody {
     pub conversation_id: Option<String>,
 }
 
-pub fn run_error(e: RunError) -> ApiError {
+pub(super) fn run_error(e: RunError) -> ApiError {
     let status = match &e {
         RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
         RunError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
@@ -53,7 +53,7 @@ pub fn run_error(e: RunError) -> ApiError {
 }
 
 /// Runs to the end and answers with the whole result and its conversation.
-pub async fn complete(
+pub(super) async fn complete(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
@@ -105,7 +105,7 @@ fn frame(value: &Value) -> Result<SseEvent, Infallible> {
 /// or `error` frame. The run's trace id is in the `X-Trace-Id` header, so a client that stops
 /// the run early can still link to it. Problems found before the run starts are plain HTTP
 /// errors.
-pub async fn stream(
+pub(super) async fn stream(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,

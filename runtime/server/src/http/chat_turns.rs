@@ -21,7 +21,7 @@ use crate::engine::{Events, Prepared, RunError, RunOutput, keep_exchange};
 use crate::task_runs;
 
 /// A turn ready to run: prepared, in its conversation, first in its line.
-pub struct Begun {
+pub(super) struct Begun {
     prepared: Prepared,
     pub conversation_id: String,
     prompt: String,
@@ -32,7 +32,7 @@ pub struct Begun {
 /// own), waits for its turn, sends its latest messages with the prompt, and prepares the run.
 /// A new conversation starts only once the run could be prepared, so a refused prompt leaves
 /// none behind.
-pub async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiResult<Begun> {
+pub(super) async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiResult<Begun> {
     let prompt = body.prompt.clone();
     let model = body.model.filter(|m| !m.trim().is_empty());
     let (agent, continued) = match body.conversation_id {
@@ -115,7 +115,7 @@ pub async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiRes
 impl Begun {
     /// Runs the turn (an `interrupt` from a newer message cancels it) and keeps the exchange
     /// in its conversation: the prompt always, the answer when there is one.
-    pub async fn run(
+    pub(super) async fn run(
         self,
         app: &AppState,
         events: Option<&Events>,

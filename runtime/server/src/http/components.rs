@@ -29,7 +29,7 @@ const DROPPED: &[&str] = &[
     "set-cookie2",
 ];
 
-pub async fn dispatch(
+pub(super) async fn dispatch(
     State(app): State<AppState>,
     PathParam((name, rest)): PathParam<(String, String)>,
     method: Method,
@@ -41,7 +41,7 @@ pub async fn dispatch(
 }
 
 /// `/api/adapters/{name}/` itself (a `wasi:http` component's `/`).
-pub async fn dispatch_root(
+pub(super) async fn dispatch_root(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     method: Method,

@@ -15,14 +15,14 @@ use crate::db::Conn;
 use crate::error::{Error, Result};
 
 #[derive(Deserialize)]
-pub struct Filter {
+pub(super) struct Filter {
     #[serde(flatten)]
     page: Page,
     source: Option<String>,
 }
 
 /// Newest first; the caller's own unless they may manage every conversation.
-pub async fn list(
+pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
@@ -45,7 +45,7 @@ pub async fn list(
 }
 
 /// One conversation with its messages in order.
-pub async fn show(
+pub(super) async fn show(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
@@ -62,7 +62,7 @@ pub async fn show(
     Ok(Json(body))
 }
 
-pub async fn remove(
+pub(super) async fn remove(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
@@ -82,13 +82,13 @@ pub async fn remove(
     Ok(Json(answer))
 }
 
-pub fn unknown(id: &str) -> Error {
+pub(super) fn unknown(id: &str) -> Error {
     Error::not_found(format!("no conversation {id:?}"))
 }
 
 /// The conversation `id`, when `caller` may see and act on it: 404 unknown, 403 someone
 /// else's for a caller who may not manage every conversation.
-pub fn entered(conn: &Conn, caller: &Principal, id: &str) -> Result<Conversation> {
+pub(super) fn entered(conn: &Conn, caller: &Principal, id: &str) -> Result<Conversation> {
     let conversation = conversations::get(conn, id)?.ok_or_else(|| unknown(id))?;
     if !caller.may_enter(conversation.started_by.as_deref()) {
         return Err(Error::Forbidden(format!(

@@ -67,11 +67,11 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-pub async fn index() -> Response {
+pub(super) async fn index() -> Response {
     serve(HTML, include_str!("../../assets/dashboard/index.html"))
 }
 
-pub async fn asset(PathParam(file): PathParam<String>) -> Response {
+pub(super) async fn asset(PathParam(file): PathParam<String>) -> Response {
     match ASSETS.iter().find(|(name, ..)| *name == file) {
         Some((_, content_type, body)) => serve(content_type, body),
         None => ApiError::new(StatusCode::NOT_FOUND, "no such asset").into_response(),

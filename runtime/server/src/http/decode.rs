@@ -12,7 +12,7 @@ use serde_path_to_error::Segment;
 use super::api_error::ApiError;
 
 /// Whether the request says its body is JSON (`application/json` or `application/*+json`).
-pub fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -27,7 +27,7 @@ pub fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// Parses `bytes` as a JSON object and reads `T` from it.
-pub fn json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(super) fn json_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

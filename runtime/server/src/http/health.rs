@@ -16,7 +16,7 @@ use crate::db::{self, SCHEMA_VERSION};
 use crate::engine::settings;
 
 /// Everyone gets the status; callers who may read the service's status get the rest.
-pub async fn show(
+pub(super) async fn show(
     State(app): State<AppState>,
     AnyCaller(caller): AnyCaller,
 ) -> (StatusCode, Json<Value>) {

@@ -21,7 +21,7 @@ fn find(id: &str) -> Result<&'static Integration, Error> {
     integrations::find(id).ok_or_else(|| Error::not_found(format!("no integration {id:?}")))
 }
 
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let env = app.env.clone();
     let statuses = app
         .db
@@ -31,14 +31,14 @@ pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
 }
 
 #[derive(Deserialize)]
-pub struct KeyWrite {
+pub(super) struct KeyWrite {
     env_var: String,
     value: String,
 }
 
 /// Stores one variable of an integration: in `<data_dir>/.env`, or sealed in the shared
 /// database when replicas share PostgreSQL. Loopback peers only.
-pub async fn write_key(
+pub(super) async fn write_key(
     _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
@@ -121,7 +121,7 @@ pub async fn write_key(
 }
 
 /// Runs the integration's live probe and remembers the outcome.
-pub async fn verify(
+pub(super) async fn verify(
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

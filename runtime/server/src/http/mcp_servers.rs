@@ -6,6 +6,6 @@ use serde_json::{Value, json};
 
 use super::AppState;
 
-pub async fn list(State(app): State<AppState>) -> Json<Value> {
+pub(super) async fn list(State(app): State<AppState>) -> Json<Value> {
     Json(json!({ "servers": app.mcp.statuses() }))
 }

@@ -11,7 +11,7 @@ use super::identity::AnyCaller;
 use super::identity::{Caller, SessionCookie};
 use crate::access::sessions;
 
-pub async fn show(
+pub(super) async fn show(
     State(app): State<AppState>,
     AnyCaller(caller): AnyCaller,
     session: Option<Extension<SessionCookie>>,

@@ -9,7 +9,7 @@ use tracing::field::Empty;
 
 use crate::telemetry::{TARGET, propagation};
 
-pub async fn trace(request: Request, next: Next) -> Response {
+pub(super) async fn trace(request: Request, next: Next) -> Response {
     if !tracing::span_enabled!(target: TARGET, tracing::Level::INFO) {
         return next.run(request).await;
     }

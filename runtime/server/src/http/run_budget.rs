@@ -12,7 +12,7 @@ use super::api_error::ApiError;
 use super::identity::Caller;
 
 /// Spends one run of the caller's budget, or answers 429 past it.
-pub async fn spend(State(app): State<AppState>, request: Request, next: Next) -> Response {
+pub(super) async fn spend(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let principal = match request.extensions().get::<Caller>() {
         Some(Caller::Known(principal)) if request.method() == Method::POST => principal.clone(),
         _ => return next.run(request).await,

@@ -71,7 +71,7 @@ async fn answer(app: &AppState, schedule: Schedule) -> ApiResult<Json<Value>> {
     Ok(Json(value))
 }
 
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let schedules = app.db.call(|conn| store::list(conn)).await?;
     let schedules: Vec<Value> = schedules.iter().map(view).collect();
     Ok(Json(json!({ "schedules": schedules })))
@@ -80,7 +80,7 @@ pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
 /// The specification's field names (2.4), as `GET` answers them; the short ones (`cron`,
 /// `agent`, `catch_up`) are kept as aliases.
 /// One schedule, as the list shows it.
-pub async fn show(
+pub(super) async fn show(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -90,7 +90,7 @@ pub async fn show(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewBody {
+pub(super) struct NewBody {
     name: String,
     #[serde(rename = "cron_expression", alias = "cron")]
     cron: String,
@@ -107,7 +107,7 @@ fn enabled_by_default() -> bool {
     true
 }
 
-pub async fn create(
+pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<NewBody>,
@@ -134,7 +134,7 @@ pub async fn create(
 /// Changes: any of the fields, and `enabled` (enabling starts from the next slot).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ChangesBody {
+pub(super) struct ChangesBody {
     #[serde(rename = "cron_expression", alias = "cron")]
     cron: Option<String>,
     #[serde(rename = "agent_profile_name", alias = "agent")]
@@ -145,7 +145,7 @@ pub struct ChangesBody {
     enabled: Option<bool>,
 }
 
-pub async fn update(
+pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
@@ -188,7 +188,7 @@ pub async fn update(
 }
 
 /// Its runs so far stay, as tasks and traces.
-pub async fn remove(
+pub(super) async fn remove(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -200,7 +200,7 @@ pub async fn remove(
 }
 
 #[derive(Deserialize)]
-pub struct RunQuery {
+pub(super) struct RunQuery {
     /// Answer once the run ended, with its outcome (the CLI's `schedule run`).
     #[serde(default)]
     wait: bool,
@@ -209,7 +209,7 @@ pub struct RunQuery {
 /// Runs the schedule once now, outside its cron (its next run is unchanged), as a task; 409
 /// while a run of it is in progress (a schedule never overlaps itself). 202 at once, or with
 /// `?wait=true` 200 once it ended: its task status, trace and answer or error.
-pub async fn run(
+pub(super) async fn run(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,

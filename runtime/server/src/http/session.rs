@@ -23,14 +23,14 @@ use crate::error::Error;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignIn {
+pub(super) struct SignIn {
     name: String,
     password: String,
 }
 
 /// `POST /api/session`: a local account's name and password; answers the user and the
 /// session's anti-forgery token, and sets the session cookie.
-pub async fn create(
+pub(super) async fn create(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -81,7 +81,7 @@ pub(super) fn too_many_sign_ins(wait: u64) -> Response {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WithLink {
+pub(super) struct WithLink {
     /// The secret after `#link=` in the link.
     link: String,
     /// The first admin's name (a password link is for its own user).
@@ -91,7 +91,7 @@ pub struct WithLink {
 
 /// `POST /api/session/link`: sets a password with a one-time link (creating the first admin
 /// with a first-admin link), then signs in as its user.
-pub async fn with_link(
+pub(super) async fn with_link(
     State(app): State<AppState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<WithLink>,
@@ -195,7 +195,7 @@ pub(super) async fn start(
 }
 
 /// `DELETE /api/session`: signs out; the session is refused on every replica within a second.
-pub async fn remove(
+pub(super) async fn remove(
     State(app): State<AppState>,
     headers: HeaderMap,
     session: Option<axum::Extension<SessionCookie>>,

@@ -25,7 +25,7 @@ use crate::error::Error;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Start {
+pub(super) struct Start {
     /// A path on this server to land on once signed in: default `/`.
     next: Option<String>,
 }
@@ -56,7 +56,7 @@ fn see_other(location: &str) -> ApiResult<Response> {
 
 /// `GET /api/session/oidc?next=/#/agents`: 303 to the provider; 429 past the address's
 /// sign-in attempts.
-pub async fn start(
+pub(super) async fn start(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -88,7 +88,7 @@ pub async fn start(
 }
 
 #[derive(Deserialize)]
-pub struct Callback {
+pub(super) struct Callback {
     code: Option<String>,
     state: Option<String>,
     error: Option<String>,
@@ -96,7 +96,7 @@ pub struct Callback {
 }
 
 /// `GET /api/session/oidc/callback`: where the provider sends the browser back.
-pub async fn callback(
+pub(super) async fn callback(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,

@@ -35,7 +35,7 @@ fn find(slug: &str) -> Result<&'static Bundle, Error> {
 
 /// Every bundle without its persona (that is in the detail view), with the recommended tools
 /// that would be unavailable here and why.
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let installed = installed_names(&app).await?;
     let bundles: Vec<Value> = store::bundles()
         .iter()
@@ -50,7 +50,7 @@ pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({ "bundles": bundles })))
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(app): State<AppState>,
     PathParam(slug): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -70,7 +70,7 @@ async fn install_bundle(app: &AppState, bundle: &Bundle) -> ApiResult<(StatusCod
     Ok((StatusCode::CREATED, Json(view(app, &created))))
 }
 
-pub async fn install(
+pub(super) async fn install(
     State(app): State<AppState>,
     PathParam(slug): PathParam<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -78,7 +78,7 @@ pub async fn install(
 }
 
 /// Installs a bundle produced by `GET /api/agents/{name}/export`.
-pub async fn import(
+pub(super) async fn import(
     State(app): State<AppState>,
     JsonBody(bundle): JsonBody<Bundle>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {

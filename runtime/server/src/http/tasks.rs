@@ -17,7 +17,7 @@ use crate::bus::Event;
 use crate::tasks::{self, Removal, TaskStatus};
 
 #[derive(Deserialize)]
-pub struct Filter {
+pub(super) struct Filter {
     status: Option<String>,
     #[serde(flatten)]
     page: Page,
@@ -25,7 +25,7 @@ pub struct Filter {
 
 /// A page of the tasks (100 by default), newest first, with the total of the filter and the
 /// count of every status (for the dashboard's filter tabs).
-pub async fn list(
+pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
@@ -59,7 +59,7 @@ pub async fn list(
 }
 
 /// Cancels a pending or running task, deletes a finished one. Loopback peers only.
-pub async fn remove(
+pub(super) async fn remove(
     _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(task_id): PathParam<String>,

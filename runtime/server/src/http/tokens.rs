@@ -14,21 +14,21 @@ use super::identity::Known;
 use super::identity::role_to_give;
 use crate::access::tokens::{self, NewToken};
 
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let tokens = app.db.call(|conn| tokens::list(conn)).await?;
     Ok(Json(json!({ "tokens": tokens })))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateBody {
+pub(super) struct CreateBody {
     name: String,
     role: String,
     /// A life such as `30d`; none for a token that lasts until revoked.
     expires: Option<String>,
 }
 
-pub async fn create(
+pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<CreateBody>,
@@ -41,7 +41,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
-pub async fn revoke(
+pub(super) async fn revoke(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {

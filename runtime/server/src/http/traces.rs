@@ -14,7 +14,7 @@ use crate::db;
 use crate::error::Error;
 use crate::traces;
 
-pub async fn list(
+pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(page): QueryParams<Page>,
@@ -44,7 +44,7 @@ pub async fn list(
 }
 
 /// One trace with its LLM calls and tool invocations in order.
-pub async fn show(
+pub(super) async fn show(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,

@@ -16,19 +16,19 @@ use crate::access::links;
 use crate::access::{Role, users};
 use crate::error::Error;
 
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
     let users = app.db.call(|conn| users::list(conn)).await?;
     Ok(Json(json!({ "users": users })))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateBody {
+pub(super) struct CreateBody {
     name: String,
     role: String,
 }
 
-pub async fn create(
+pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<CreateBody>,
@@ -48,11 +48,11 @@ pub async fn create(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateBody {
+pub(super) struct UpdateBody {
     role: String,
 }
 
-pub async fn update(
+pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
@@ -75,7 +75,7 @@ pub async fn update(
     Ok(Json(json!({ "user": user })))
 }
 
-pub async fn remove(
+pub(super) async fn remove(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
@@ -96,7 +96,7 @@ pub async fn remove(
 
 /// `POST /api/users/{name}/link`: a new one-time link to set a local user's password (their
 /// sessions end once it is used).
-pub async fn link(
+pub(super) async fn link(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-pub struct WriteDeadline<S> {
+pub(super) struct WriteDeadline<S> {
     inner: S,
     deadline: Duration,
     /// Running while a write waits for the client.
@@ -18,7 +18,7 @@ pub struct WriteDeadline<S> {
 }
 
 impl<S> WriteDeadline<S> {
-    pub fn new(inner: S, deadline: Duration) -> Self {
+    pub(super) fn new(inner: S, deadline: Duration) -> Self {
         Self {
             inner,
             deadline,

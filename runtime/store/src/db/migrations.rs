@@ -148,7 +148,7 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
 const MIGRATION_LOCK: i64 = 0x5e7_51ce;
 
 /// The schema version of the database, without changing anything.
-pub fn version(conn: &Conn) -> Result<u32> {
+pub(crate) fn version(conn: &Conn) -> Result<u32> {
     match conn.backend() {
         Backend::Sqlite => conn.query_one("PRAGMA user_version", crate::params![], |r| r.get(0)),
         Backend::Postgres => {
@@ -172,7 +172,7 @@ pub fn version(conn: &Conn) -> Result<u32> {
 }
 
 /// Refuses a database written by a newer build before anything touches it.
-pub fn ensure_not_newer(conn: &Conn) -> anyhow::Result<()> {
+pub(crate) fn ensure_not_newer(conn: &Conn) -> anyhow::Result<()> {
     let found = version(conn)?;
     ensure!(
         found <= SCHEMA_VERSION,
@@ -184,7 +184,7 @@ pub fn ensure_not_newer(conn: &Conn) -> anyhow::Result<()> {
 }
 
 /// Brings the schema up to [`SCHEMA_VERSION`], one transaction per step.
-pub fn migrate(conn: &mut Conn) -> anyhow::Result<()> {
+pub(crate) fn migrate(conn: &mut Conn) -> anyhow::Result<()> {
     migrate_to(conn, SCHEMA_VERSION)
 }
 

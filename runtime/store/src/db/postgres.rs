@@ -15,11 +15,11 @@ use crate::error::Error;
 
 /// How long a unit of work waits for a pooled connection, and a new connection for the
 /// server, before it is answered "unavailable".
-pub const WAIT: Duration = Duration::from_secs(5);
+pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
 /// The pool, and the runtime its connections live on: a thread of their own, so a statement's
 /// answer is read off the socket at once, never after the server's busy workers get to it.
-pub struct Postgres {
+pub(super) struct Postgres {
     pub pool: Pool,
     /// Where the connections' I/O runs (`io`), to block on from the blocking pool.
     pub runtime: tokio::runtime::Handle,
@@ -33,7 +33,7 @@ pub struct Postgres {
 
 /// Checks `url` and opens a pool of at most `size` connections, with one connection made now:
 /// a wrong password or an unreachable server is a start-up error naming the problem.
-pub async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> {
+pub(super) async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> {
     let config = parse(url)?;
     let io = IoRuntime(Some(
         tokio::runtime::Builder::new_multi_thread()
@@ -104,7 +104,7 @@ impl Drop for IoRuntime {
 impl Postgres {
     /// A connection of its own that receives the notifications sent on `channel` (an
     /// identifier of this crate's) until the connection is lost; then the receiver ends.
-    pub async fn listen(
+    pub(super) async fn listen(
         &self,
         channel: &'static str,
     ) -> Result<mpsc::UnboundedReceiver<String>, Error> {
@@ -174,7 +174,7 @@ fn describe(config: &tokio_postgres::Config) -> String {
 
 /// Failures that mean "the database cannot be reached now" (503, try again) rather than a
 /// bug or a bad statement.
-pub fn classify(e: tokio_postgres::Error) -> Error {
+pub(super) fn classify(e: tokio_postgres::Error) -> Error {
     let lost = e.is_closed()
         || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>())
         || e.code().is_some_and(|code| {
@@ -190,7 +190,7 @@ pub fn classify(e: tokio_postgres::Error) -> Error {
 }
 
 /// What a failure to get a pooled connection means to a caller.
-pub fn unavailable(e: PoolError) -> Error {
+pub(super) fn unavailable(e: PoolError) -> Error {
     match e {
         PoolError::Backend(e) => classify(e),
         PoolError::Timeout(_) => Error::Unavailable(format!(

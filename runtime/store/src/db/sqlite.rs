@@ -53,7 +53,7 @@ fn log_of(path: &Path) -> PathBuf {
 /// Before a unit of work on a side connection `conn`: a log past [`WAL_LIMIT`] is truncated
 /// first, by whoever is about to add to it, so writers that never pause cannot outrun the
 /// background checkpoints (a look at the file's size, otherwise).
-pub fn keep_log_bounded(conn: &Connection, path: &Path) {
+pub(crate) fn keep_log_bounded(conn: &Connection, path: &Path) {
     if log_oversized(path)
         && let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
     {
@@ -62,7 +62,7 @@ pub fn keep_log_bounded(conn: &Connection, path: &Path) {
 }
 
 /// Whether the log of the database at `path` has grown past [`WAL_LIMIT`].
-pub fn log_oversized(path: &Path) -> bool {
+pub(crate) fn log_oversized(path: &Path) -> bool {
     log_of(path).metadata().is_ok_and(|m| m.len() > WAL_LIMIT)
 }
 

@@ -5,12 +5,12 @@ use std::sync::LazyLock;
 
 use super::Db;
 
-// Shared with the end-to-end tests and benches, which use more of it.
-#[allow(dead_code)]
+// Shared with the end-to-end tests and benches, which use more of it (and need its `pub`).
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../../../tests/shared/postgres.rs"]
 mod postgres_server;
 // The one way tests and benches wait, which the server module uses (a part of it).
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../../../tests/shared/wait.rs"]
 mod wait;
 

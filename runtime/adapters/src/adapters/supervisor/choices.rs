@@ -60,7 +60,7 @@ impl Supervisor {
 
     /// Another replica runs native `name` (or this one cannot tell that it does): it stops
     /// here, and its entry says why.
-    pub async fn stand_by(&self, name: &str, reason: &str) {
+    pub(crate) async fn stand_by(&self, name: &str, reason: &str) {
         let _lifecycle = self.lifecycle.lock().await;
         write(&self.standby).insert(name.to_owned(), reason.to_owned());
         let slot = read(&self.slots)
@@ -76,7 +76,7 @@ impl Supervisor {
 
     /// This replica runs native `name` now: it starts here, unless it is off for another
     /// reason.
-    pub async fn take_over(&self, name: &str) {
+    pub(crate) async fn take_over(&self, name: &str) {
         let _lifecycle = self.lifecycle.lock().await;
         if write(&self.standby).remove(name).is_none() {
             return;

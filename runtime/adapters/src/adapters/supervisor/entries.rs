@@ -10,7 +10,7 @@ impl Supervisor {
     /// Keeps `name`'s place while no runner serves under it (one being loaded, or refused):
     /// its requests get 503 with `refusal`, not 404. False, changing nothing, when a runner
     /// serves under the name.
-    pub fn keep_place(&self, name: &str, refusal: String) -> bool {
+    pub(crate) fn keep_place(&self, name: &str, refusal: String) -> bool {
         let mut slots = write(&self.slots);
         match slots.get_mut(name) {
             Some(slot) if slot.runner.is_some() => false,

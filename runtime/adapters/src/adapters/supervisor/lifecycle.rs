@@ -168,7 +168,7 @@ impl Supervisor {
     /// Settings changed: every native adapter that reads one of `changed` is stopped and
     /// started again (natives read their settings when they start). Components are reloaded
     /// by `wasm::Components`. Returns the adapters started anew.
-    pub async fn restart_natives_reading(&self, changed: &BTreeSet<String>) -> Vec<String> {
+    pub(crate) async fn restart_natives_reading(&self, changed: &BTreeSet<String>) -> Vec<String> {
         let _lifecycle = self.lifecycle.lock().await;
         let natives: Vec<(String, Arc<dyn Managed>, bool)> = read(&self.slots)
             .iter()

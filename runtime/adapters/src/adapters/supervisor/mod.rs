@@ -27,8 +27,8 @@ use super::managed::Managed;
 use crate::db::Db;
 
 /// How long `start` and `stop` may take.
-pub const START_LIMIT: Duration = Duration::from_secs(10);
-pub const STOP_LIMIT: Duration = Duration::from_secs(5);
+pub(crate) const START_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 const DISABLED: &str = "disabled from the dashboard";
 
@@ -133,13 +133,13 @@ impl Supervisor {
     }
 
     /// The runner of `name` when it is of type `T` (a component generation, say).
-    pub fn runner<T: Managed>(&self, name: &str) -> Option<Arc<T>> {
+    pub(crate) fn runner<T: Managed>(&self, name: &str) -> Option<Arc<T>> {
         let runner: Arc<dyn std::any::Any + Send + Sync> = self.runner_of(name)?;
         runner.downcast::<T>().ok()
     }
 
     /// Every runner of type `T`, by name.
-    pub fn runners<T: Managed>(&self) -> Vec<Arc<T>> {
+    pub(crate) fn runners<T: Managed>(&self) -> Vec<Arc<T>> {
         let names: Vec<String> = read(&self.slots).keys().cloned().collect();
         names
             .iter()
@@ -159,12 +159,12 @@ impl Supervisor {
             .collect()
     }
 
-    pub fn is_native(&self, name: &str) -> bool {
+    pub(crate) fn is_native(&self, name: &str) -> bool {
         read(&self.slots).get(name).is_some_and(|s| s.native)
     }
 
     /// Installed and neither disabled nor held back: its requests, jobs and tools run.
-    pub fn is_serving(&self, name: &str) -> bool {
+    pub(crate) fn is_serving(&self, name: &str) -> bool {
         self.runner_of(name).is_some() && self.off(name).is_none()
     }
 

@@ -30,14 +30,14 @@ use latest::service::adapter::types::Error;
 /// A trace note longer than this is cut.
 const NOTE_CHARS: usize = 1_000;
 /// A conversation key's bytes at most.
-pub const MAX_CONVERSATION_KEY_BYTES: usize = 256;
+pub(crate) const MAX_CONVERSATION_KEY_BYTES: usize = 256;
 /// The most earlier turns a run carries, and their characters together.
-pub const MAX_HISTORY_TURNS: usize = 50;
-pub const MAX_HISTORY_CHARS: usize = 32_000;
+pub(crate) const MAX_HISTORY_TURNS: usize = 50;
+pub(crate) const MAX_HISTORY_CHARS: usize = 32_000;
 
 /// The agent run a call serves (a component's tool called by an agent): runs the call makes
 /// continue its delegation depth and its LLM budget.
-pub type RunContext = Parent;
+pub(crate) type RunContext = Parent;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,7 +141,7 @@ impl Capability for Agent {
 }
 
 /// Why an agent run (or a tool that runs agents) may not start now.
-pub enum Refusal {
+pub(crate) enum Refusal {
     Denied(String),
     Limited(String),
 }
@@ -150,7 +150,7 @@ impl HostState {
     /// A place among the adapter's runs: the `agent` grant, a free run slot on this replica
     /// and the adapter's allowance across replicas allow it. A refusal is recorded on the
     /// entry.
-    pub async fn agent_slot(&mut self, what: &str) -> Result<OwnedSemaphorePermit, Refusal> {
+    pub(crate) async fn agent_slot(&mut self, what: &str) -> Result<OwnedSemaphorePermit, Refusal> {
         let caller = &self.caller;
         if !caller.granted.agent.allowed {
             let message = format!("{what} without the agent grant");

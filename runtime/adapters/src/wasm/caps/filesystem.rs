@@ -18,7 +18,7 @@ impl preopens::Host for HostState {
 }
 
 /// Replaces WASI's preopens in `linker` with the recording one above.
-pub fn shadow_preopens(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+pub(crate) fn shadow_preopens(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let linked = preopens::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s);
     linker.allow_shadowing(false);

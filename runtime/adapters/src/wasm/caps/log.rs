@@ -16,7 +16,7 @@ use super::super::state::HostState;
 use super::{Capability, link_versions};
 
 /// The longest line kept.
-pub const MAX_LINE_CHARS: usize = 2_000;
+pub(crate) const MAX_LINE_CHARS: usize = 2_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

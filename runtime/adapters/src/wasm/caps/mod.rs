@@ -21,9 +21,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use wasmtime::component::Linker;
 
-pub use agent::RunContext;
-pub use filesystem::shadow_preopens;
-pub use outbound_http::WasiHttpHooks;
+pub(super) use agent::RunContext;
+pub(super) use filesystem::shadow_preopens;
+pub(super) use outbound_http::WasiHttpHooks;
 
 use super::bindings::{latest, v0_1};
 use super::grants::{GrantTable, LimitKey, Limits, Request};
@@ -105,7 +105,7 @@ macro_rules! capabilities {
 
         impl Grant {
             /// Reads a grant; a key no capability reads is an error.
-            pub fn from_table(table: toml::Table) -> Result<Self, String> {
+            pub(crate) fn from_table(table: toml::Table) -> Result<Self, String> {
                 let mut table = GrantTable::new(table)?;
                 let grant = Self {
                     limits: table.take_limits()?,
@@ -184,10 +184,10 @@ macro_rules! capabilities {
         }
 
         /// Interfaces of the contract package a component may import.
-        pub const INTERFACES: &[&str] = &["types", $(<$cap as Capability>::INTERFACE),*];
+        pub(crate) const INTERFACES: &[&str] = &["types", $(<$cap as Capability>::INTERFACE),*];
 
         /// The capability a standard interface (named without its version) asks for, if any.
-        pub fn standard(interface: &str) -> Option<&'static str> {
+        pub(crate) fn standard(interface: &str) -> Option<&'static str> {
             [$((<$cap as Capability>::STANDARD, <$cap as Capability>::INTERFACE)),*]
                 .into_iter()
                 .find(|(standard, _)| standard.contains(&interface))
@@ -195,7 +195,7 @@ macro_rules! capabilities {
         }
 
         /// Adds every capability's host functions to the linker.
-        pub fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+        pub(crate) fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             link_versions!(linker, types)?;
             $(<$cap>::link(linker)?;)*
             Ok(())
@@ -234,20 +234,23 @@ fn on_host<T: Send + 'static>(
 }
 
 /// Records a use of something not granted on the adapter's entry, and says so to the guest.
-pub fn denied(state: &HostState, message: String) -> latest::service::adapter::types::Error {
+pub(super) fn denied(state: &HostState, message: String) -> latest::service::adapter::types::Error {
     state.caller.deny(&message);
     latest::service::adapter::types::Error::Denied(message)
 }
 
 /// Records a quota the adapter went past on its entry, and says so to the guest.
-pub fn over_quota(state: &HostState, message: String) -> latest::service::adapter::types::Error {
+pub(crate) fn over_quota(
+    state: &HostState,
+    message: String,
+) -> latest::service::adapter::types::Error {
     state.caller.over_quota(&message);
     latest::service::adapter::types::Error::QuotaExceeded(message)
 }
 
 /// How a 0.1 component, whose functions had no error results, learns of a refusal: the call
 /// traps (the refusal is already on the entry).
-pub fn trap(error: latest::service::adapter::types::Error) -> wasmtime::Error {
+pub(crate) fn trap(error: latest::service::adapter::types::Error) -> wasmtime::Error {
     use latest::service::adapter::types::Error;
     let (Error::Denied(m) | Error::QuotaExceeded(m) | Error::Invalid(m) | Error::Failed(m)) = error;
     wasmtime::Error::msg(m)

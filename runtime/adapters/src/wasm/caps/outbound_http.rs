@@ -54,7 +54,7 @@ impl Default for Limits {
 impl Grant {
     /// The origin `[outbound_env]` grants through `variable`: `None` while an empty default
     /// stands; an error when the variable is not listed there or is not a URL.
-    pub fn env_origin(
+    pub(crate) fn env_origin(
         &self,
         variable: &str,
         env: &dyn Fn(&str) -> Option<String>,
@@ -227,7 +227,7 @@ async fn send(caller: &Caller, request: outbound::Request) -> Result<outbound::R
 /// The `wasi:http/outgoing-handler` side: `wasmtime-wasi-http` hands each request a guest
 /// sends to these hooks, which send it under the same grant and policy as `outbound-http`.
 /// Redirects come back to the guest (as `wasi:http` specifies); its next request is checked.
-pub struct WasiHttpHooks {
+pub(crate) struct WasiHttpHooks {
     caller: Arc<Caller>,
     /// The requests this call has in flight (`limits.http_requests_at_once`).
     in_flight: Arc<Semaphore>,
@@ -239,7 +239,7 @@ type Sent = wasmtime_wasi_http::Result<(
 )>;
 
 impl WasiHttpHooks {
-    pub fn new(caller: Arc<Caller>) -> Self {
+    pub(crate) fn new(caller: Arc<Caller>) -> Self {
         let most = caller.granted.outbound_http.limits.http_requests_at_once;
         Self {
             caller,

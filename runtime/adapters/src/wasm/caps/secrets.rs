@@ -45,7 +45,7 @@ pub struct Granted {
 impl Granted {
     /// Adds the origin each variable binding stands for (`origin_of` answers `None` for a
     /// variable that grants nothing now, which leaves the secret bound to less).
-    pub fn bind_variables(
+    pub(crate) fn bind_variables(
         &mut self,
         origin_of: impl Fn(&str) -> Result<Option<Origin>, String>,
     ) -> Result<(), String> {
@@ -59,7 +59,7 @@ impl Granted {
     }
 
     /// Whether a placeholder may send `name` to `origin`.
-    pub fn may_send(&self, name: &str, origin: &Origin) -> bool {
+    pub(crate) fn may_send(&self, name: &str, origin: &Origin) -> bool {
         self.names.contains(name)
             && self
                 .origins
@@ -69,7 +69,11 @@ impl Granted {
 }
 
 /// The value of a secret an outbound placeholder names, when it may go to `origin`.
-pub fn for_placeholder(caller: &Caller, name: &str, origin: &Origin) -> Result<String, Failure> {
+pub(crate) fn for_placeholder(
+    caller: &Caller,
+    name: &str,
+    origin: &Origin,
+) -> Result<String, Failure> {
     let secrets = &caller.granted.secrets;
     if !secrets.names.contains(name) {
         return Err(Failure::Denied(format!("secret {name} is not granted")));
@@ -197,7 +201,7 @@ impl HostState {
 }
 
 /// Constant-time check of an HMAC over `message`.
-pub fn verify_hmac(
+pub(crate) fn verify_hmac(
     algorithm: HmacAlgorithm,
     secret: &[u8],
     message: &[u8],

@@ -66,7 +66,7 @@ pub struct Turn {
 }
 
 /// Receives text as the model streams it.
-pub type TokenSink<'a> = &'a mut (dyn FnMut(&str) + Send);
+pub(crate) type TokenSink<'a> = &'a mut (dyn FnMut(&str) + Send);
 
 pub trait Provider: Send + Sync {
     /// The provider's name as traces and the dashboard show it.

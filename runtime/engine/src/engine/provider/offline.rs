@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{ChatRequest, Message, Provider, ProviderError, TokenSink, ToolCall, Turn, Usage};
 
 pub const NAME: &str = "offline";
-pub const MODEL: &str = "offline";
+pub(crate) const MODEL: &str = "offline";
 
 /// The harmless tool it calls on request, and the words that ask for it.
 const TOOL: &str = "search_notes";

@@ -11,7 +11,7 @@ use super::{
     parse_arguments, send,
 };
 
-pub struct OpenAi {
+pub(crate) struct OpenAi {
     name: &'static str,
     base_url: String,
     api_key: Option<String>,
@@ -20,7 +20,7 @@ pub struct OpenAi {
 
 impl OpenAi {
     /// `name` is what traces show (`openai` or `ollama`); `base_url` ends before `/chat/completions`.
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         base_url: &str,
         api_key: Option<String>,

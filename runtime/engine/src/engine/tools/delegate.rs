@@ -15,7 +15,7 @@ struct Delegate {
     prompt: String,
 }
 
-pub fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
+pub(super) fn register(registry: &ToolRegistry) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "delegate_to_agent",

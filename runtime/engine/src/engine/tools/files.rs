@@ -84,7 +84,7 @@ fn summarise(path: &Path, text: &str) -> Result<Value, String> {
 }
 
 /// `root` is `<data_dir>/uploads`.
-pub fn register(registry: &ToolRegistry, root: PathBuf) -> Result<(), RegistryError> {
+pub(super) fn register(registry: &ToolRegistry, root: PathBuf) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "analyze_file",

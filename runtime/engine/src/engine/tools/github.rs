@@ -127,7 +127,10 @@ async fn read(read: Read, env: &SettingsStore) -> Result<String, String> {
     Ok(summarise(&value)?.to_string())
 }
 
-pub fn register(registry: &ToolRegistry, env: Arc<SettingsStore>) -> Result<(), RegistryError> {
+pub(super) fn register(
+    registry: &ToolRegistry,
+    env: Arc<SettingsStore>,
+) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "github_read",

@@ -18,8 +18,6 @@ use crate::config::WebSearchSection;
 use crate::db::Db;
 use crate::settings_store::SettingsStore;
 
-pub use shell::GATE as SHELL_GATE;
-
 /// What the built-in tools need.
 pub struct BuiltinConfig {
     pub db: Db,

@@ -27,7 +27,7 @@ struct Append {
     text: String,
 }
 
-pub fn register(registry: &ToolRegistry, db: &Db) -> Result<(), RegistryError> {
+pub(super) fn register(registry: &ToolRegistry, db: &Db) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "search_notes",

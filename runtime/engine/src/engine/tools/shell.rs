@@ -15,7 +15,7 @@ use service_contract::tools::{RegistryError, Tool, ToolContext, ToolRegistry, ar
 
 use crate::settings_store::SettingsStore;
 
-pub const GATE: &str = "SERVICE_SHELL_ENABLED";
+pub(crate) const GATE: &str = "SERVICE_SHELL_ENABLED";
 const DEFAULT_TIMEOUT: u64 = 10;
 const MAX_TIMEOUT: u64 = 60;
 const MAX_OUTPUT: usize = 64 * 1024;
@@ -102,7 +102,7 @@ async fn exec(
 }
 
 /// `dir` is `<data_dir>/shell`, the working directory of every command.
-pub fn register(
+pub(super) fn register(
     registry: &ToolRegistry,
     env: Arc<SettingsStore>,
     dir: PathBuf,

@@ -32,7 +32,7 @@ fn available(dir: &Path) -> Vec<String> {
 }
 
 /// `dir` is `<data_dir>/skills`.
-pub fn register(registry: &ToolRegistry, dir: PathBuf) -> Result<(), RegistryError> {
+pub(super) fn register(registry: &ToolRegistry, dir: PathBuf) -> Result<(), RegistryError> {
     registry.register(
         Tool::new(
             "use_skill",

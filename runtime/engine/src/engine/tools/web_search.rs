@@ -13,7 +13,7 @@ use crate::settings_store::SettingsStore;
 use service_contract::tools::{RegistryError, Tool, ToolRegistry, args};
 
 const BRAVE_BASE: &str = "https://api.search.brave.com";
-pub const BRAVE_KEY: &str = "BRAVE_SEARCH_API_KEY";
+pub(crate) const BRAVE_KEY: &str = "BRAVE_SEARCH_API_KEY";
 const MAX_RESPONSE: usize = 2 * 1024 * 1024;
 
 #[derive(Deserialize)]
@@ -84,7 +84,7 @@ async fn search(
     Ok(json!({ "results": results(&value, count as usize) }).to_string())
 }
 
-pub fn register(
+pub(super) fn register(
     registry: &ToolRegistry,
     config: WebSearchSection,
     env: Arc<SettingsStore>,
