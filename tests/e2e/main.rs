@@ -33,6 +33,7 @@ mod python;
 mod radicale;
 mod replicas;
 mod retention;
+mod runs;
 mod scheduler;
 mod server;
 mod single_sign_on;

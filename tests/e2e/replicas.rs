@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::guest;
+use crate::runs::{Follow, status_of};
 use crate::support::postgres::{
     Durability, PostgresServer, postgres_server, private_postgres_server,
 };
@@ -801,4 +802,61 @@ async fn old_records_are_pruned_once_by_one_of_two_replicas() {
             "{kind}: {counts:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies() {
+    let (reply, pieces) = llm::by_hand();
+    let slow = Reply::Slow(Duration::from_secs(300), "never");
+    let fake = llm::openai(vec![reply, slow]).await;
+    let Some(mut cluster) = Cluster::start(2, &openai_env(&fake.url)) else {
+        return;
+    };
+    let (status, started) = cluster
+        .at(0)
+        .post("/api/runs", json!({"prompt": "count to two"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+
+    // Followed on the replica running it, then re-joined on the other after the frame seen.
+    let mut on_first = Follow::open(&cluster.at(0).url, &run_id, None).await;
+    pieces.send("one ").unwrap();
+    let mut seen = vec![on_first.next().await.unwrap()];
+    drop(on_first);
+    let on_second = Follow::open(&cluster.at(1).url, &run_id, Some(seen[0].0)).await;
+    pieces.send("two").unwrap();
+    drop(pieces);
+    seen.extend(on_second.rest().await);
+    let whole = Follow::open(&cluster.at(1).url, &run_id, None)
+        .await
+        .rest()
+        .await;
+    assert_eq!(seen, whole);
+    let text: String = whole
+        .iter()
+        .filter(|(_, frame)| frame["type"] == "token")
+        .map(|(_, frame)| frame["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "one two");
+    assert_eq!(whole.last().unwrap().1["type"], "done");
+
+    // kill -9 of the replica running a run: it ends `error`, and its stream says so.
+    let (status, started) = cluster
+        .at(0)
+        .post("/api/runs", json!({"prompt": "take your time"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    eventually(10, async || (fake.requests().len() == 2).then_some(())).await;
+    let following = Follow::open(&cluster.at(1).url, &run_id, None).await;
+    cluster.kill(0);
+    let events = following.rest().await;
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "error", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("interrupted"),
+        "{last}"
+    );
+    assert_eq!(status_of(cluster.at(1), &run_id).await, "error");
 }

@@ -45,6 +45,9 @@ pub struct FileConfig {
     /// `[approvals]`: how long a tool call waits for a person.
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    /// `[runs]`: what is kept of a run's stream for clients that re-join it.
+    #[serde(default)]
+    pub runs: RunsSection,
     #[serde(default)]
     pub auth: AuthSection,
     /// `[retention]`: how long traces, tasks, conversations and approvals are kept.
@@ -113,6 +116,46 @@ impl ConversationsSection {
             bail!(
                 "[conversations] history_messages must be between 1 and 1000, history_chars \
                  between 1 and 1000000"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `[runs]`: the frames of a run's stream kept for clients that re-join it. Past either bound
+/// a run's further tokens and tool frames are not kept (nor sent): one `truncated` frame says
+/// so, and the run's last frame is always kept.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsSection {
+    /// Frames per run (100 to 1000000): default 10000.
+    pub max_events: Option<usize>,
+    /// Their bytes per run (64 KiB to 256 MiB): default 8 MiB.
+    pub max_event_bytes: Option<usize>,
+    /// Hours a finished run's frames are kept (1 to 8760): default 24.
+    pub events_kept_hours: Option<u64>,
+}
+
+impl RunsSection {
+    pub fn max_events(&self) -> usize {
+        self.max_events.unwrap_or(10_000)
+    }
+
+    pub fn max_event_bytes(&self) -> usize {
+        self.max_event_bytes.unwrap_or(8 << 20)
+    }
+
+    pub fn events_kept(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.events_kept_hours.unwrap_or(24) * 3600)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(100..=1_000_000).contains(&self.max_events())
+            || !((64 << 10)..=(256 << 20)).contains(&self.max_event_bytes())
+            || !(1..=8760).contains(&self.events_kept_hours.unwrap_or(24))
+        {
+            bail!(
+                "[runs] max_events must be between 100 and 1000000, max_event_bytes between                  65536 and 268435456, events_kept_hours between 1 and 8760"
             );
         }
         Ok(())
@@ -443,6 +486,7 @@ impl FileConfig {
             .and_then(|()| config.mcp.check())
             .and_then(|()| config.conversations.check())
             .and_then(|()| config.approvals.check())
+            .and_then(|()| config.runs.check())
             .and_then(|()| config.auth.check())
             .and_then(|()| config.retention.check())?;
         Ok(config)

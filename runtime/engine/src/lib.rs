@@ -24,6 +24,6 @@ pub mod telemetry;
 
 // The stores, under the paths the modules above have always used (`crate::db`, ...).
 use service_store::{
-    approvals, conversations, db, error, job_queue, leases, net, notes, params, settings_store,
-    task_runs, tasks, traces,
+    approvals, conversations, db, error, job_queue, leases, net, notes, params, runs,
+    settings_store, task_runs, tasks, traces,
 };

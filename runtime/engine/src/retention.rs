@@ -1,6 +1,6 @@
 //! Retention: what the service keeps ends. Conversations idle past their age, decided
-//! approvals, finished tasks and finished traces (with their steps) are deleted in small
-//! batches, each its own short transaction, by one replica at a time (a lease), at start and
+//! approvals, finished tasks, finished traces (with their steps) and the stream frames of
+//! finished runs (`[runs] events_kept_hours`) are deleted in small batches, each its own short transaction, by one replica at a time (a lease), at start and
 //! every `every_minutes`. SQLite then gives freed pages back to the file system.
 
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ use crate::db::{Backend, Conn, Db};
 use crate::error::Result;
 use crate::leases;
 use crate::params;
+use crate::runs;
 use crate::telemetry::metrics::metrics;
 
 /// Rows one statement deletes at most: a batch holds the connection (and the write lock) for
@@ -57,10 +58,20 @@ pub enum Kind {
     Approvals,
     Tasks,
     Traces,
+    /// The frames of finished runs' streams, kept for hours (`[runs]`), not days.
+    RunEvents,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
+        Kind::Conversations,
+        Kind::Approvals,
+        Kind::Tasks,
+        Kind::Traces,
+        Kind::RunEvents,
+    ];
+    /// Those `[retention]` keeps for `<kind>_days`.
+    const BY_DAYS: [Kind; 4] = [
         Kind::Conversations,
         Kind::Approvals,
         Kind::Tasks,
@@ -73,6 +84,7 @@ impl Kind {
             Kind::Approvals => "approvals",
             Kind::Tasks => "tasks",
             Kind::Traces => "traces",
+            Kind::RunEvents => "run_events",
         }
     }
 }
@@ -85,6 +97,7 @@ impl RetentionSection {
             Kind::Tasks => (self.tasks_days, 90),
             Kind::Conversations => (self.conversations_days, 0),
             Kind::Approvals => (self.approvals_days, 90),
+            Kind::RunEvents => (None, 0),
         }
     }
 
@@ -99,7 +112,7 @@ impl RetentionSection {
     }
 
     pub fn check(&self) -> anyhow::Result<()> {
-        for kind in Kind::ALL {
+        for kind in Kind::BY_DAYS {
             if self.set(kind).0.is_some_and(|days| days > LONGEST_DAYS) {
                 bail!(
                     "[retention] {}_days must be between 0 (forever) and {LONGEST_DAYS}",
@@ -114,15 +127,19 @@ impl RetentionSection {
     }
 
     /// Each kind kept for a while, with the time before which it goes (as stored: UTC
-    /// ISO-8601 with milliseconds, which orders as text).
-    fn cutoffs(&self) -> Vec<(Kind, String)> {
-        Kind::ALL
+    /// ISO-8601 with milliseconds, which orders as text); finished runs' frames go after
+    /// `run_events`.
+    fn cutoffs(&self, run_events: Duration) -> Vec<(Kind, String)> {
+        let before =
+            |age: chrono::Duration| (Utc::now() - age).to_rfc3339_opts(SecondsFormat::Millis, true);
+        let run_events = chrono::Duration::from_std(run_events).unwrap_or(chrono::Duration::MAX);
+        Kind::BY_DAYS
             .into_iter()
             .filter_map(|kind| {
                 let days = self.days(kind)?;
-                let before = Utc::now() - chrono::Duration::days(i64::from(days));
-                Some((kind, before.to_rfc3339_opts(SecondsFormat::Millis, true)))
+                Some((kind, before(chrono::Duration::days(i64::from(days)))))
             })
+            .chain([(Kind::RunEvents, before(run_events))])
             .collect()
     }
 }
@@ -130,10 +147,13 @@ impl RetentionSection {
 /// Starts the pruner. With SQLite its batches take turns with the API's work on the same
 /// connection: a request waits for at most one batch, where a second connection's writers
 /// would poll SQLite's lock (sleeping up to tens of milliseconds between tries).
-pub fn start(db: &Db, settings: RetentionSection, replica: String, stop: CancellationToken) {
-    if settings.cutoffs().is_empty() {
-        return;
-    }
+pub fn start(
+    db: &Db,
+    settings: RetentionSection,
+    run_events: Duration,
+    replica: String,
+    stop: CancellationToken,
+) {
     let db = db.clone();
     // A round's lease outlasts the round but not the next one: the first replica whose round
     // comes after it expired leads, so a leader that died is replaced within a period. (Two
@@ -151,7 +171,7 @@ pub fn start(db: &Db, settings: RetentionSection, replica: String, stop: Cancell
             let lead = db.call(move |conn| leases::hold(conn, "retention", &me, lease_ms));
             match lead.await {
                 Ok(Some(_)) => {
-                    if let Err(e) = round(&db, &settings, &stop).await {
+                    if let Err(e) = round(&db, settings.cutoffs(run_events), &stop).await {
                         tracing::warn!("retention: cannot delete old records: {e}");
                     }
                 }
@@ -163,8 +183,8 @@ pub fn start(db: &Db, settings: RetentionSection, replica: String, stop: Cancell
 }
 
 /// Prunes every kind past its age, a batch at a time, then gives SQLite's free pages back.
-async fn round(db: &Db, settings: &RetentionSection, stop: &CancellationToken) -> Result<()> {
-    for (kind, cutoff) in settings.cutoffs() {
+async fn round(db: &Db, cutoffs: Vec<(Kind, String)>, stop: &CancellationToken) -> Result<()> {
+    for (kind, cutoff) in cutoffs {
         let mut deleted = 0;
         loop {
             let before = cutoff.clone();
@@ -226,6 +246,8 @@ pub(crate) fn prune_batch(conn: &mut Conn, kind: Kind, cutoff: &str) -> Result<u
             waiting("task_id"),
             waiting("then_task")
         ),
+        // A run's frames at a time: at most `[runs] max_events` rows.
+        Kind::RunEvents => return runs::prune_events(conn, cutoff),
         // Steps go with their trace (ON DELETE CASCADE); runs it started keep their own.
         Kind::Traces => format!(
             "DELETE FROM traces WHERE id IN (SELECT id FROM traces t \
@@ -423,7 +445,7 @@ mod tests {
     #[test]
     fn defaults_and_bounds_are_the_documented_ones() {
         let defaults = RetentionSection::default();
-        let days: Vec<_> = Kind::ALL.map(|kind| defaults.days(kind)).into();
+        let days: Vec<_> = Kind::BY_DAYS.map(|kind| defaults.days(kind)).into();
         assert_eq!(days, [None, Some(90), Some(90), Some(30)]);
         let forever = RetentionSection {
             traces_days: Some(0),

@@ -19,6 +19,7 @@ pub mod integrations;
 pub mod peers;
 pub mod replica;
 pub mod resumer;
+pub mod run_streams;
 pub mod running_server;
 pub mod server;
 #[cfg(test)]
@@ -27,6 +28,6 @@ mod supervisor_tests;
 pub use service_adapters::{adapters, wasm};
 pub use service_engine::{access, agents, config, engine, mcp, retention, scheduler, telemetry};
 pub use service_store::{
-    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params,
+    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params, runs,
     settings_store, task_runs, tasks, traces,
 };

@@ -158,6 +158,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     retention::start(
         &app.db,
         app.config.retention.clone(),
+        app.config.runs.events_kept(),
         app.replica.clone(),
         background.clone(),
     );

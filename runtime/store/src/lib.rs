@@ -24,6 +24,7 @@ pub mod kv_store;
 pub mod leases;
 pub mod net;
 pub mod notes;
+pub mod runs;
 mod sealed_settings;
 pub mod settings_store;
 pub mod task_runs;

@@ -132,6 +132,9 @@ impl Step {
 
 #[derive(Debug, Default)]
 pub struct NewTrace<'a> {
+    /// Its id when the caller named it beforehand (a run started through the API); a new
+    /// one otherwise.
+    pub id: Option<&'a str>,
     pub parent_trace_id: Option<&'a str>,
     pub agent_profile_name: Option<&'a str>,
     pub source: &'a str,
@@ -185,7 +188,9 @@ fn status_of(error: Option<&str>) -> &'static str {
 
 /// Records the start of a run and returns its trace id.
 pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = trace
+        .id
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
     conn.execute_later(
         "INSERT INTO traces (id, parent_trace_id, agent_profile_name, source, provider, model, \
          prompt, status, created_at, runner, started_by) \
@@ -468,6 +473,7 @@ mod tests {
             let id = start(
                 conn,
                 &NewTrace {
+                    id: None,
                     source: "chat",
                     provider: "offline",
                     model: "offline-1",

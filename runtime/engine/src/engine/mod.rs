@@ -116,9 +116,30 @@ pub struct Prepared {
     model: String,
     /// The conversation the run's answer lands in: only such a run can pause for approval.
     conversation: Option<String>,
+    /// The id its trace gets, when named beforehand.
+    trace_id: Option<String>,
 }
 
 impl Prepared {
+    /// Names the trace the run will write, so a caller can link to it before it starts.
+    pub fn with_trace_id(mut self, trace_id: &str) -> Self {
+        self.trace_id = Some(trace_id.to_owned());
+        self
+    }
+
+    /// Makes the run the outcome of `task`: a pause leaves it pending, and the run finishes
+    /// it once it goes on.
+    pub fn for_task(mut self, task: &str) -> Self {
+        self.request.task = Some(task.to_owned());
+        self
+    }
+
+    /// The conversation's turns before the prompt, read once the turn is first in its line.
+    pub fn with_history(mut self, history: Vec<service_contract::agent::Turn>) -> Self {
+        self.request.history = history;
+        self
+    }
+
     /// Lands the run's answer in `conversation`, so it may pause for a person's approval
     /// and answer there later.
     pub fn in_conversation(mut self, conversation: &str) -> Self {
@@ -129,6 +150,7 @@ impl Prepared {
 
 /// What a run's trace starts with.
 struct StartTrace {
+    id: Option<String>,
     request: RunRequest,
     profile: Option<String>,
     provider: &'static str,
@@ -253,6 +275,7 @@ impl Engine {
                 provider,
                 model,
                 conversation: None,
+                trace_id: None,
             })
         })
     }
@@ -266,6 +289,7 @@ impl Engine {
         error: String,
     ) -> Result<String, RunError> {
         let started = StartTrace {
+            id: None,
             request: request.clone(),
             profile: Some(profile.to_owned()),
             provider,
@@ -299,6 +323,7 @@ impl Engine {
                     let id = traces::start(
                         tx,
                         &traces::NewTrace {
+                            id: run.id.as_deref(),
                             parent_trace_id: run
                                 .request
                                 .parent
@@ -335,9 +360,11 @@ impl Engine {
                 provider,
                 model,
                 conversation,
+                trace_id,
             } = prepared;
             let (specs, warnings) = self.allowed_tools(profile.as_ref());
             let run = StartTrace {
+                id: trace_id,
                 request: request.clone(),
                 profile: profile.as_ref().map(|p| p.name.clone()),
                 provider: provider.name(),

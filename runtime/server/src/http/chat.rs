@@ -20,7 +20,7 @@ use super::api_error::{ApiError, ApiResult};
 use super::chat_turns;
 use super::identity::Known;
 use crate::engine::pause::Paused;
-use crate::engine::{Event, RunError};
+use crate::engine::{Event, RunError, RunOutput};
 
 /// The response header of a chat stream that names the run's trace.
 const TRACE_HEADER: &str = "x-trace-id";
@@ -97,6 +97,29 @@ fn paused_body(paused: &Paused, trace_id: &str, conversation_id: &str) -> Value 
     })
 }
 
+/// A stream's last frame: `done`, `approval_required` or `error`.
+pub(super) fn last_frame(result: &Result<RunOutput, RunError>, conversation: &str) -> Value {
+    match result {
+        Err(RunError::Paused { paused, trace_id }) => {
+            let mut last = paused_body(paused, trace_id, conversation);
+            last["type"] = json!("approval_required");
+            last
+        }
+        Ok(output) => json!({
+            "type": "done",
+            "trace_id": output.trace_id,
+            "latency_ms": output.latency_ms,
+            "conversation_id": conversation,
+        }),
+        Err(e) => json!({
+            "type": "error",
+            "message": e.to_string(),
+            "trace_id": e.trace_id(),
+            "conversation_id": conversation,
+        }),
+    }
+}
+
 fn frame(value: &Value) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(value.to_string()))
 }
@@ -157,23 +180,7 @@ pub(super) async fn stream(
                 return Some((frame(&json!(event)), Some((None, receiver, result_rx))));
             }
             let last = match result_rx.await {
-                Ok(Err(RunError::Paused { paused, trace_id })) => {
-                    let mut last = paused_body(&paused, &trace_id, &conversation);
-                    last["type"] = json!("approval_required");
-                    last
-                }
-                Ok(Ok(output)) => json!({
-                    "type": "done",
-                    "trace_id": output.trace_id,
-                    "latency_ms": output.latency_ms,
-                    "conversation_id": conversation,
-                }),
-                Ok(Err(e)) => json!({
-                    "type": "error",
-                    "message": e.to_string(),
-                    "trace_id": e.trace_id(),
-                    "conversation_id": conversation,
-                }),
+                Ok(result) => last_frame(&result, &conversation),
                 Err(_) => json!({"type": "error", "message": "the run ended unexpectedly"}),
             };
             Some((frame(&last), None))

@@ -20,18 +20,23 @@ use crate::conversations::{self, DoubleTexting};
 use crate::engine::{Events, Prepared, RunError, RunOutput, keep_exchange};
 use crate::task_runs;
 
-/// A turn ready to run: prepared, in its conversation, first in its line.
+/// A turn ready to run: prepared, in its conversation, with its place in the line (it runs
+/// once first in it).
 pub(super) struct Begun {
     prepared: Prepared,
     pub conversation_id: String,
+    /// The agent it runs.
+    pub agent: String,
     prompt: String,
     place: Place,
+    /// It continues a conversation, whose latest turns it sends once first in its line.
+    continues: bool,
 }
 
 /// Reads the conversation the body continues (404 unknown; 400 for another agent than its
-/// own), waits for its turn, sends its latest messages with the prompt, and prepares the run.
-/// A new conversation starts only once the run could be prepared, so a refused prompt leaves
-/// none behind.
+/// own), prepares the run and takes its place in the conversation's line (the wait for its
+/// turn is the run's). A new conversation starts only once the run could be prepared, so a
+/// refused prompt leaves none behind.
 pub(super) async fn begin(app: &AppState, caller: &Principal, body: ChatBody) -> ApiResult<Begun> {
     let prompt = body.prompt.clone();
     let model = body.model.filter(|m| !m.trim().is_empty());
@@ -69,7 +74,7 @@ pub(super) async fn begin(app: &AppState, caller: &Principal, body: ChatBody) ->
         );
     };
     caller.check_agent(&agent, known.access.as_ref())?;
-    let mut request = RunRequest {
+    let request = RunRequest {
         model,
         started_by: Some(caller.label()),
         ..RunRequest::new(
@@ -78,22 +83,17 @@ pub(super) async fn begin(app: &AppState, caller: &Principal, body: ChatBody) ->
             "chat",
         )
     };
+    let continues = continued.is_some();
     let (conversation_id, place, prepared) = match continued {
         Some(id) => {
-            let place = take_place(app, &id).await?;
-            place.ready().await?;
-            let (conversation, budget) = (id.clone(), app.conversation_budget);
-            request.history = app
-                .db
-                .call(move |conn| conversations::history(conn, &conversation, budget))
-                .await?;
             let prepared = app.engine.prepare(request).await.map_err(run_error)?;
             let prepared = prepared.in_conversation(&id);
+            let place = take_place(app, &id).await?;
             (id, place, prepared)
         }
         None => {
             let prepared = app.engine.prepare(request).await.map_err(run_error)?;
-            let (title, by) = (prompt.clone(), caller.label());
+            let (title, by, agent) = (prompt.clone(), caller.label(), agent.clone());
             let started = app
                 .db
                 .call(move |conn| conversations::start(conn, &agent, "chat", &title, Some(&by)))
@@ -107,14 +107,29 @@ pub(super) async fn begin(app: &AppState, caller: &Principal, body: ChatBody) ->
     Ok(Begun {
         prepared,
         conversation_id,
+        agent,
         prompt,
         place,
+        continues,
     })
 }
 
 impl Begun {
-    /// Runs the turn (an `interrupt` from a newer message cancels it) and keeps the exchange
-    /// in its conversation: the prompt always, the answer when there is one.
+    /// Names the run's trace before it starts.
+    pub(super) fn with_trace_id(mut self, trace_id: &str) -> Self {
+        self.prepared = self.prepared.with_trace_id(trace_id);
+        self
+    }
+
+    /// Makes the run the outcome of `task` (see [`Prepared::for_task`]).
+    pub(super) fn for_task(mut self, task: &str) -> Self {
+        self.prepared = self.prepared.for_task(task);
+        self
+    }
+
+    /// Waits for the turn's place to come first, then runs it (an `interrupt` from a newer
+    /// message cancels it) and keeps the exchange in its conversation: the prompt always, the
+    /// answer when there is one.
     pub(super) async fn run(
         self,
         app: &AppState,
@@ -122,11 +137,22 @@ impl Begun {
         cancel: &CancellationToken,
     ) -> Result<RunOutput, RunError> {
         let Self {
-            prepared,
+            mut prepared,
             conversation_id,
             prompt,
             place,
+            continues,
+            ..
         } = self;
+        if continues {
+            place.ready().await?;
+            let (conversation, budget) = (conversation_id.clone(), app.conversation_budget);
+            let history = app
+                .db
+                .call(move |conn| conversations::history(conn, &conversation, budget))
+                .await?;
+            prepared = prepared.with_history(history);
+        }
         let key = running_key(&conversation_id);
         let result = task_runs::cancellable(&app.running, &key, cancel, async |cancel| {
             app.engine.execute(prepared, events, &cancel).await

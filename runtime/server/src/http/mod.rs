@@ -25,6 +25,7 @@ pub mod metrics;
 mod request_spans;
 pub mod routes;
 mod run_budget;
+mod runs;
 mod schedules;
 mod session;
 mod single_sign_on;
@@ -97,6 +98,8 @@ pub struct AppState {
     pub oidc: Option<Arc<crate::access::single_sign_on::OidcSection>>,
     /// An outbound client that follows no redirects (the identity provider's calls).
     pub no_redirects: reqwest::Client,
+    /// The streams of the runs running here, for clients that follow or re-join them.
+    pub run_streams: Arc<crate::run_streams::RunStreams>,
 }
 
 impl AppState {
@@ -123,6 +126,7 @@ impl AppState {
             double_texting: app.config.conversations.double_texting,
             approvals_decided: Arc::clone(&app.approvals_decided),
             dispatcher: Arc::clone(&app.dispatcher),
+            run_streams: Arc::new(crate::run_streams::RunStreams::new(app.config.runs)),
             public_url: app
                 .config
                 .server
@@ -205,6 +209,12 @@ pub fn routes(state: &AppState) -> Routes {
         .post("/store/{slug}/install", ManageAgents, store::install)
         .post_run("/chat", Chat, chat::complete, state)
         .post_run("/chat/stream", Chat, chat::stream, state)
+        // Runs: those who chat see and act on their own, manage_conversations on everyone's.
+        .post_run("/runs", Chat, runs::create, state)
+        .get("/runs", Chat, runs::list)
+        .get("/runs/{id}", Chat, runs::show)
+        .post("/runs/{id}/cancel", Chat, runs::cancel)
+        .get("/runs/{id}/stream", Chat, runs::stream)
         // Conversations and their approvals: those who chat see their own, and
         // manage_conversations everyone's (each handler scopes by its caller).
         .get("/conversations", Chat, conversations::list)

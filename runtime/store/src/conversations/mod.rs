@@ -421,6 +421,7 @@ mod tests {
                 traces::start(
                     conn,
                     &traces::NewTrace {
+                        id: None,
                         parent_trace_id: parent,
                         source: "chat",
                         provider: "offline",

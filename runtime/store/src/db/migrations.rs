@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 22;
+pub const SCHEMA_VERSION: u32 = 23;
 
 struct Step {
     sqlite: &'static str,
@@ -141,6 +141,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
             ("traces", "started_by", "TEXT"),
         ],
         sqlite_after: "CREATE INDEX IF NOT EXISTS conversations_started_by ON conversations (started_by);",
+    },
+    Step {
+        sqlite: sql!("0023_runs.sql"),
+        postgres: Some(sql!("postgres/0023_runs.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
     },
 ];
 

@@ -1,0 +1,371 @@
+//! `/api/runs`: agent runs that outlive the request that started them. `POST` answers 202 at
+//! once and the run works in the background on this replica, as a task; its stream is
+//! followed (and re-joined after `Last-Event-ID`) on any replica, its status, answer and tool
+//! calls are read, and it is cancelled, wherever it runs. Those who chat see and act on the
+//! runs they started; `manage_conversations` on everyone's.
+
+use std::convert::Infallible;
+use std::pin::pin;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::AppState;
+use super::api::{JsonBody, Page, PathParam, QueryParams};
+use super::api_error::{ApiError, ApiResult};
+use super::chat::{ChatBody, last_frame};
+use super::chat_turns::{self, Begun};
+use super::identity::Known;
+use crate::access::Principal;
+use crate::approvals;
+use crate::bus::Event;
+use crate::engine::{self, RunError};
+use crate::error::Error;
+use crate::run_streams::{FLUSH_EVERY, Recorder};
+use crate::runs::{self, Finish, NewRun, Run};
+use crate::tasks::{self, TaskStatus};
+use crate::{task_runs, traces};
+
+/// The most a run's `metadata` may hold, as JSON text.
+const MAX_METADATA_BYTES: usize = 16 << 10;
+/// Task titles are the start of the prompt.
+const TITLE_CHARS: usize = 80;
+
+#[derive(Deserialize)]
+pub(super) struct RunBody {
+    prompt: String,
+    agent: Option<String>,
+    model: Option<String>,
+    conversation_id: Option<String>,
+    /// The caller's own JSON object, returned with the run.
+    metadata: Option<Value>,
+    webhook: Option<String>,
+}
+
+/// Starts a run in the background: 202 with its id, conversation and trace.
+pub(super) async fn create(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    JsonBody(body): JsonBody<RunBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    if body.webhook.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "completion webhooks are not available in this version; poll GET /api/runs/{id} \
+             or follow GET /api/runs/{id}/stream",
+        )
+        .with_field("webhook"));
+    }
+    let metadata = match body.metadata {
+        None | Some(Value::Null) => None,
+        Some(value @ Value::Object(_)) if value.to_string().len() <= MAX_METADATA_BYTES => {
+            Some(value)
+        }
+        Some(Value::Object(_)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("metadata is over {MAX_METADATA_BYTES} bytes as JSON"),
+            )
+            .with_field("metadata"));
+        }
+        Some(_) => {
+            return Err(
+                ApiError::new(StatusCode::BAD_REQUEST, "metadata must be a JSON object")
+                    .with_field("metadata"),
+            );
+        }
+    };
+    let chat = ChatBody {
+        prompt: body.prompt,
+        agent: body.agent,
+        model: body.model,
+        conversation_id: body.conversation_id,
+    };
+    let title: String = chat.prompt.trim().chars().take(TITLE_CHARS).collect();
+    let begun = chat_turns::begin(&app, &caller, chat).await?;
+    let trace_id = uuid::Uuid::new_v4().to_string();
+    let new = (
+        title,
+        begun.agent.clone(),
+        begun.conversation_id.clone(),
+        trace_id.clone(),
+        app.replica.clone(),
+        caller.label(),
+    );
+    let run_id = app
+        .db
+        .call(move |conn| {
+            let (title, agent, conversation_id, trace_id, runner, started_by) = new;
+            runs::create(
+                conn,
+                &NewRun {
+                    title: &title,
+                    agent: &agent,
+                    conversation_id: &conversation_id,
+                    trace_id: &trace_id,
+                    metadata: metadata.as_ref(),
+                    runner: &runner,
+                    started_by: Some(&started_by),
+                },
+            )
+        })
+        .await?;
+    let conversation_id = begun.conversation_id.clone();
+    // Held here before the answer, so a reader that comes at once follows it from memory.
+    let recorder = app.run_streams.begin(&run_id);
+    let begun = begun.with_trace_id(&trace_id).for_task(&run_id);
+    tokio::spawn(work(app, begun, run_id.clone(), recorder));
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "run_id": run_id,
+            "conversation_id": conversation_id,
+            "trace_id": trace_id,
+            "status": "running",
+        })),
+    ))
+}
+
+/// Runs the turn, recording its frames, then its end.
+async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorder) {
+    let conversation = begun.conversation_id.clone();
+    let (events, mut receiver) = mpsc::unbounded_channel();
+    let cancel = app.shutdown.child_token();
+    let running = task_runs::cancellable(&app.running, &run_id, &cancel, async |cancel| {
+        begun.run(&app, Some(&events), &cancel).await
+    });
+    let mut running = pin!(running);
+    let mut flush = tokio::time::interval(FLUSH_EVERY);
+    let result = loop {
+        tokio::select! {
+            result = &mut running => break result,
+            Some(event) = receiver.recv() => record(&mut recorder, &event),
+            _ = flush.tick() => {
+                if let Err(e) = recorder.flush(&app.db).await {
+                    tracing::warn!(run = %run_id, "cannot keep a run's frames yet: {e}");
+                }
+            }
+        }
+    };
+    while let Ok(event) = receiver.try_recv() {
+        record(&mut recorder, &event);
+    }
+    recorder.push(&last_frame(&result, &conversation), true);
+    let finish = match &result {
+        Ok(output) => Finish {
+            status: TaskStatus::Completed,
+            trace_id: Some(output.trace_id.clone()),
+            note: None,
+        },
+        Err(e) => Finish {
+            status: match e {
+                RunError::Cancelled { .. } => TaskStatus::Cancelled,
+                RunError::Paused { .. } => TaskStatus::Pending,
+                _ => TaskStatus::Error,
+            },
+            trace_id: e.trace_id().map(str::to_owned),
+            note: (!matches!(e, RunError::Paused { .. })).then(|| e.to_string()),
+        },
+    };
+    recorder.end(&app.db, finish).await;
+}
+
+fn record(recorder: &mut Recorder, event: &engine::Event) {
+    // The trace is named in the run already.
+    if !matches!(event, engine::Event::Started { .. }) {
+        recorder.push(&json!(event), false);
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct Filter {
+    status: Option<String>,
+    conversation_id: Option<String>,
+    #[serde(flatten)]
+    page: Page,
+}
+
+/// A page of runs (50 by default), newest first.
+pub(super) async fn list(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    QueryParams(filter): QueryParams<Filter>,
+) -> ApiResult<Json<Value>> {
+    let (limit, offset) = filter.page.resolve(50)?;
+    let filter = runs::Filter {
+        status: filter.status,
+        conversation_id: filter.conversation_id,
+        started_by: caller.conversations_scope(),
+    };
+    let (runs, total) = app
+        .db
+        .call(move |conn| runs::list(conn, &filter, limit, offset))
+        .await?;
+    Ok(Json(
+        json!({ "runs": runs, "limit": limit, "offset": offset, "total": total }),
+    ))
+}
+
+/// The run `id` if the caller may see it; others' are unknown to them (404).
+async fn visible(app: &AppState, caller: &Principal, id: String) -> ApiResult<Run> {
+    let run = app
+        .db
+        .call(move |conn| {
+            runs::get(conn, &id)?.ok_or_else(|| Error::not_found(format!("no run {id:?}")))
+        })
+        .await?;
+    if !caller.may_enter(run.started_by.as_deref()) {
+        return Err(Error::not_found(format!("no run {:?}", run.run_id)).into());
+    }
+    Ok(run)
+}
+
+/// One run: its status, and its answer and tool calls so far (from its trace).
+pub(super) async fn show(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let run = visible(&app, &caller, id).await?;
+    let trace_id = run.trace_id.clone();
+    let (trace, steps) = app
+        .db
+        .call(move |conn| {
+            Ok((
+                traces::get(conn, &trace_id)?,
+                traces::steps(conn, &trace_id)?,
+            ))
+        })
+        .await?;
+    let tool_calls: Vec<Value> = steps
+        .into_iter()
+        .filter_map(|step| match step {
+            traces::Step::ToolInvocation {
+                call_id,
+                tool_name,
+                input,
+                output,
+                status,
+                error_message,
+                ..
+            } => Some(json!({
+                "id": call_id,
+                "name": tool_name,
+                "input": input,
+                "output": output,
+                "status": status,
+                "error": error_message,
+            })),
+            traces::Step::LlmCall { .. } => None,
+        })
+        .collect();
+    let mut body = json!(run);
+    body["answer"] = json!(trace.and_then(|trace| trace.response));
+    body["tool_calls"] = json!(tool_calls);
+    Ok(Json(body))
+}
+
+/// Cancels a run that has not ended, wherever it runs (409 for one that has).
+pub(super) async fn cancel(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let run = visible(&app, &caller, id).await?;
+    let run_id = run.run_id.clone();
+    let cancelled = app
+        .db
+        .call(move |conn| {
+            conn.transaction(|tx| {
+                let task = tasks::get(tx, &run_id)?
+                    .ok_or_else(|| Error::not_found(format!("no run {run_id:?}")))?;
+                if !task.status.is_active() {
+                    return Ok(None);
+                }
+                tasks::cancel_or_delete(tx, &run_id)?;
+                // A run waiting for approval is told no, and stays cancelled.
+                let denied = approvals::deny_for_task(tx, &run_id, "the run was cancelled")?;
+                Ok(Some(denied))
+            })
+        })
+        .await?;
+    let Some(denied) = cancelled else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run {:?} has ended ({}); nothing to cancel",
+                run.run_id, run.status
+            ),
+        ));
+    };
+    if denied > 0 {
+        app.approvals_decided.notify_one();
+    }
+    app.bus.publish(Event::TaskCancelled(run.run_id.clone()));
+    Ok(Json(json!({ "run_id": run.run_id, "status": "cancelled" })))
+}
+
+/// The run's frames as server-sent events, each with its number as `id:`, from the first or
+/// from the one after `Last-Event-ID`, until its last frame.
+pub(super) async fn stream(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let run = visible(&app, &caller, id).await?;
+    let after = match headers.get("last-event-id") {
+        None => 0,
+        Some(value) => {
+            let seen = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok());
+            let mut last = app.run_streams.last_frame(&app.db, &run.run_id).await?;
+            // A frame seen on the run's replica reaches the database within a flush: one
+            // just seen there is waited for a little.
+            let until = tokio::time::Instant::now() + 10 * FLUSH_EVERY;
+            while run.status == "running"
+                && seen.is_some_and(|seen| seen > last)
+                && tokio::time::Instant::now() < until
+            {
+                tokio::time::sleep(FLUSH_EVERY / 2).await;
+                last = app.run_streams.last_frame(&app.db, &run.run_id).await?;
+            }
+            match seen {
+                Some(seen) if (1..=last).contains(&seen) => seen,
+                _ => {
+                    let shown: String = String::from_utf8_lossy(value.as_bytes())
+                        .chars()
+                        .take(40)
+                        .collect();
+                    return Err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "Last-Event-ID {shown:?} is not an event of run {:?} (its events \
+                             so far are 1 to {last})",
+                            run.run_id
+                        ),
+                    )
+                    .with_field("Last-Event-ID"));
+                }
+            }
+        }
+    };
+    let frames = app
+        .run_streams
+        .follow(app.db.clone(), run.run_id, after)
+        .map(|(seq, frame)| {
+            Ok::<_, Infallible>(SseEvent::default().id(seq.to_string()).data(&*frame))
+        });
+    Ok(Sse::new(frames)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}

@@ -1,0 +1,271 @@
+//! Runs that outlive their client, through `/api/runs` against a fake OpenAI server: 202 at
+//! once, the run goes on after its stream's client went away, a client re-joins after the
+//! last event it saw and gets the rest once, and cancelling reaches the run.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::fakes::llm::{self, Reply};
+use crate::support::{Server, assert_error, eventually, openai_env};
+
+/// A run's stream as a client reads it: `(id, frame)` events, one at a time.
+pub(crate) struct Follow {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Follow {
+    /// Opens `/api/runs/{id}/stream` at `base`, after `last` when given.
+    pub(crate) async fn open(base: &str, run_id: &str, last: Option<i64>) -> Self {
+        let mut request = reqwest::Client::new().get(format!("{base}/api/runs/{run_id}/stream"));
+        if let Some(last) = last {
+            request = request.header("Last-Event-ID", last.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped); none once the stream ended.
+    pub(crate) async fn next(&mut self) -> Option<(i64, Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut data) = (None, None);
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        id = Some(value.trim().parse::<i64>().unwrap());
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data = Some(serde_json::from_str(value.trim()).unwrap());
+                    }
+                }
+                match (id, data) {
+                    (Some(id), Some(data)) => return Some((id, data)),
+                    (None, None) => continue,
+                    other => panic!("an event without both id and data: {other:?}"),
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("the stream went quiet")
+                .unwrap()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Every event until the stream ends.
+    pub(crate) async fn rest(mut self) -> Vec<(i64, Value)> {
+        let mut events = Vec::new();
+        while let Some(event) = self.next().await {
+            events.push(event);
+        }
+        events
+    }
+}
+
+pub(crate) async fn status_of(server: &Server, run_id: &str) -> String {
+    let (status, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    run["status"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_run_goes_on_without_its_client_and_a_rejoined_stream_misses_nothing() {
+    let (reply, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![reply]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, started) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "count to three", "metadata": {"ticket": 7}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    assert_eq!(started["status"], "running");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    let trace_id = started["trace_id"].as_str().unwrap().to_owned();
+    let conversation_id = started["conversation_id"].as_str().unwrap().to_owned();
+
+    // A client follows two tokens, then goes away.
+    let mut first = Follow::open(&server.url, &run_id, None).await;
+    pieces.send("one ").unwrap();
+    pieces.send("two ").unwrap();
+    let mut seen = vec![first.next().await.unwrap(), first.next().await.unwrap()];
+    assert_eq!(
+        seen.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    drop(first);
+
+    // The run goes on: the rest of the answer arrives while nobody reads.
+    pieces.send("three").unwrap();
+    drop(pieces);
+    let run = eventually(15, async || {
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        (run["status"] != "running").then_some(run)
+    })
+    .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["answer"], "one two three");
+    assert_eq!(run["metadata"], json!({"ticket": 7}));
+    assert_eq!(run["conversation_id"], conversation_id.as_str());
+    assert_eq!(run["trace_id"], trace_id.as_str());
+
+    // Re-joined after the last event it saw: the rest, once, and the same as a whole read.
+    let rest = Follow::open(&server.url, &run_id, Some(2))
+        .await
+        .rest()
+        .await;
+    seen.extend(rest);
+    let whole = Follow::open(&server.url, &run_id, None).await.rest().await;
+    assert_eq!(seen, whole);
+    let ids: Vec<i64> = whole.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=whole.len() as i64).collect::<Vec<_>>());
+    let text: String = whole
+        .iter()
+        .filter(|(_, frame)| frame["type"] == "token")
+        .map(|(_, frame)| frame["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "one two three");
+    let (_, last) = whole.last().unwrap();
+    assert_eq!(last["type"], "done", "{last}");
+    assert_eq!(last["trace_id"], trace_id.as_str());
+
+    // The trace named at the start is the run's; the run is a task, and is listed.
+    let (status, trace) = server.get(&format!("/api/traces/{trace_id}")).await;
+    assert_eq!((status, &trace["status"]), (StatusCode::OK, &json!("ok")));
+    let (_, tasks) = server.get("/api/tasks?status=completed").await;
+    assert!(
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|task| task["task_id"] == run_id.as_str()),
+        "{tasks}"
+    );
+    let (_, listed) = server
+        .get(&format!(
+            "/api/runs?status=completed&conversation_id={conversation_id}"
+        ))
+        .await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    assert_eq!(listed["runs"][0]["run_id"], run_id.as_str());
+    let (_, none) = server.get("/api/runs?status=running").await;
+    assert_eq!(none["total"], 0, "{none}");
+
+    // A second run in the conversation has the first exchange as its history.
+    let (status, second) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "and again", "conversation_id": conversation_id}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{second}");
+    let second_id = second["run_id"].as_str().unwrap();
+    let events = Follow::open(&server.url, second_id, None)
+        .await
+        .rest()
+        .await;
+    assert_eq!(
+        events.last().unwrap().1["type"],
+        "error",
+        "the fake has no second reply"
+    );
+    let messages = &fake.requests()[1].body["messages"];
+    assert!(messages.to_string().contains("one two three"), "{messages}");
+}
+
+#[tokio::test]
+async fn a_cancelled_run_stops_and_its_stream_says_so() {
+    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(30), "too late")]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let (status, started) = server
+        .post("/api/runs", json!({"prompt": "take your time"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    eventually(10, async || (!fake.requests().is_empty()).then_some(())).await;
+    let following = Follow::open(&server.url, &run_id, None);
+    let following = following.await;
+
+    let (status, cancelled) = server
+        .post(&format!("/api/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    let events = following.rest().await;
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "error", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("cancelled"),
+        "{last}"
+    );
+    assert_eq!(status_of(&server, &run_id).await, "cancelled");
+
+    // Cancelling it again changes nothing.
+    let again = server
+        .post(&format!("/api/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert_error(&again, StatusCode::CONFLICT, "has ended (cancelled)");
+    assert_eq!(status_of(&server, &run_id).await, "cancelled");
+}
+
+#[tokio::test]
+async fn bad_runs_requests_are_refused_and_start_nothing() {
+    let server = Server::start();
+    for (body, field) in [
+        (
+            json!({"prompt": "hi", "webhook": "https://example.com/done"}),
+            "webhook",
+        ),
+        (json!({"prompt": "hi", "metadata": [1, 2]}), "metadata"),
+        (
+            json!({"prompt": "hi", "metadata": {"big": "x".repeat(20_000)}}),
+            "metadata",
+        ),
+        (json!({"prompt": "hi", "agent": "nobody"}), "agent"),
+    ] {
+        let answer = server.post("/api/runs", body.clone()).await;
+        assert!(answer.0.is_client_error(), "{body}: {answer:?}");
+        assert_eq!(answer.1["field"], field, "{body}: {answer:?}");
+    }
+    let answer = server.post("/api/runs", json!({"prompt": "  "})).await;
+    assert_eq!(answer.0, StatusCode::BAD_REQUEST, "{answer:?}");
+    let (_, runs) = server.get("/api/runs").await;
+    assert_eq!(runs["total"], 0, "nothing started: {runs}");
+    let answer = server.get("/api/runs?status=done").await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "unknown run status");
+
+    for path in ["/api/runs/nope", "/api/runs/nope/stream"] {
+        assert_eq!(server.get(path).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+    let answer = server.post("/api/runs/nope/cancel", json!({})).await;
+    assert_eq!(answer.0, StatusCode::NOT_FOUND);
+
+    // The offline model answers at once: a finished run to re-join wrongly.
+    let (_, started) = server.post("/api/runs", json!({"prompt": "hello"})).await;
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    let events = Follow::open(&server.url, &run_id, None).await.rest().await;
+    let last = events.len();
+    for bad in ["0".to_owned(), (last + 1).to_string(), "abc".to_owned()] {
+        let response = reqwest::Client::new()
+            .get(server.url(&format!("/api/runs/{run_id}/stream")))
+            .header("Last-Event-ID", &bad)
+            .send()
+            .await
+            .unwrap();
+        let answer = crate::support::json_of(response).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "Last-Event-ID");
+        assert_eq!(answer.1["field"], "Last-Event-ID");
+    }
+    let answer = server
+        .post(&format!("/api/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert_error(&answer, StatusCode::CONFLICT, "has ended (completed)");
+}
