@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::fakes::llm::{self, Reply};
 use crate::guests::guest;
-use crate::runs::{Follow, status_of};
+use crate::runs::{Follow, status_of, text_of};
 use crate::support::postgres::{
     Durability, PostgresServer, postgres_server, private_postgres_server,
 };
@@ -833,12 +833,7 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
         .rest()
         .await;
     assert_eq!(seen, whole);
-    let text: String = whole
-        .iter()
-        .filter(|(_, frame)| frame["type"] == "token")
-        .map(|(_, frame)| frame["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(text, "one two");
+    assert_eq!(text_of(&whole), "one two");
     assert_eq!(whole.last().unwrap().1["type"], "done");
 
     // kill -9 of the replica running a run: it ends `error`, and its stream says so.

@@ -69,6 +69,15 @@ impl Follow {
     }
 }
 
+/// The text of the token frames among `events`.
+pub(crate) fn text_of(events: &[(i64, Value)]) -> String {
+    events
+        .iter()
+        .filter(|(_, frame)| frame["type"] == "token")
+        .map(|(_, frame)| frame["text"].as_str().unwrap())
+        .collect()
+}
+
 pub(crate) async fn status_of(server: &Server, run_id: &str) -> String {
     let (status, run) = server.get(&format!("/api/runs/{run_id}")).await;
     assert_eq!(status, StatusCode::OK, "{run}");
@@ -127,12 +136,7 @@ async fn a_run_goes_on_without_its_client_and_a_rejoined_stream_misses_nothing()
     assert_eq!(seen, whole);
     let ids: Vec<i64> = whole.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (1..=whole.len() as i64).collect::<Vec<_>>());
-    let text: String = whole
-        .iter()
-        .filter(|(_, frame)| frame["type"] == "token")
-        .map(|(_, frame)| frame["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(text, "one two three");
+    assert_eq!(text_of(&whole), "one two three");
     let (_, last) = whole.last().unwrap();
     assert_eq!(last["type"], "done", "{last}");
     assert_eq!(last["trace_id"], trace_id.as_str());

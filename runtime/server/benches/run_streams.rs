@@ -73,7 +73,7 @@ async fn fake_model() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://{addr}")
+    format!("http://{addr}/v1")
 }
 
 /// Reads an event stream to its end: when the first token frame came, and when the last.
@@ -92,7 +92,10 @@ async fn follow(response: reqwest::Response, started: Instant) -> (Duration, Dur
         let keep = text.rfind("\n\n").map_or(0, |end| end + 2);
         text.drain(..keep);
     }
-    assert_eq!(tokens, TOKENS, "every token arrived");
+    assert_eq!(
+        tokens, TOKENS,
+        "every token arrived; the stream ended with {text}"
+    );
     let first = first.expect("a token frame");
     (first, started.elapsed() - first)
 }
