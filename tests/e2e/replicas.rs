@@ -765,7 +765,8 @@ async fn a_session_made_on_one_replica_works_on_the_other_and_ends_on_both() {
 
 #[tokio::test]
 async fn old_records_are_pruned_once_by_one_of_two_replicas() {
-    // The first replica only writes: with every kind kept forever it runs no pruner.
+    // The first replica only writes: with every kind kept forever its rounds delete nothing
+    // (finished runs' stream frames aside, of which there are none).
     let forever = "[retention]\ntraces_days = 0\ntasks_days = 0\napprovals_days = 0\n";
     let Some(mut cluster) = Cluster::start_configured(1, forever) else {
         return;
@@ -778,10 +779,12 @@ async fn old_records_are_pruned_once_by_one_of_two_replicas() {
         assert_eq!(status, StatusCode::OK, "{answer}");
     }
     cluster.kill(0);
+    // Its pruner's lease would hold for half an hour after kill -9; it is made to have run out.
     sql(
         &cluster,
         "UPDATE traces SET created_at = '2020-01-01T00:00:00.000Z'; \
-         UPDATE conversations SET updated_at = '2020-01-01T00:00:00.000Z'",
+         UPDATE conversations SET updated_at = '2020-01-01T00:00:00.000Z'; \
+         UPDATE leases SET expires_at = 0 WHERE name = 'retention'",
     );
 
     cluster.config = "[retention]\nconversations_days = 7\n".to_owned();

@@ -273,3 +273,48 @@ async fn bad_runs_requests_are_refused_and_start_nothing() {
         .await;
     assert_error(&answer, StatusCode::CONFLICT, "has ended (completed)");
 }
+
+#[tokio::test]
+async fn a_stream_past_its_bounds_is_cut_in_words_and_the_answer_kept_whole() {
+    // 300 words: one token frame each, three times what the bound keeps.
+    let words: &'static str = "word ".repeat(300).leak();
+    let fake = llm::openai(vec![Reply::Text(words)]).await;
+    let server = Server::start_with_config("[runs]\nmax_events = 100\n", &openai_env(&fake.url));
+    let (status, started) = server.post("/api/runs", json!({"prompt": "talk"})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap();
+    let events = Follow::open(&server.url, run_id, None).await.rest().await;
+    assert!(events.len() <= 100, "{} frames", events.len());
+    let cut: Vec<&Value> = events
+        .iter()
+        .map(|(_, frame)| frame)
+        .filter(|frame| frame["type"] == "truncated")
+        .collect();
+    assert_eq!(cut.len(), 1, "one frame says so");
+    assert!(
+        cut[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_events 100"),
+        "{}",
+        cut[0]
+    );
+    assert_eq!(events.last().unwrap().1["type"], "done");
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["answer"], words, "the answer is whole");
+
+    // A bound out of its range stops the start, naming it.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("config.toml"), "[runs]\nmax_events = 5\n").unwrap();
+    let out = crate::support::command(tmp.path())
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[runs] max_events must be between 100"),
+        "{stderr}"
+    );
+}

@@ -211,18 +211,27 @@ impl Reader {
         if matches!(run.status, "running" | "pending") {
             return Ok(false);
         }
-        // Finished, and nothing after `after`: its replica stopped before the last frame.
+        // Ended, and nothing after `after`: its replica stopped before writing its last frame,
+        // or its frames are past `[runs] events_kept_hours`. The frame that says so is made
+        // from the run alone, so every reader gets the same one, and a read writes nothing.
+        let message = match run.status {
+            "error" => run
+                .description
+                .unwrap_or_else(|| "the run was interrupted".into()),
+            status => format!(
+                "the frames of this run are no longer kept; it ended {status}, see GET \
+                 /api/runs/{}",
+                run.run_id
+            ),
+        };
         let last = json!({
             "type": "error",
-            "message": run.description.unwrap_or_else(|| "the run was interrupted".into()),
+            "message": message,
             "trace_id": run.trace_id,
             "conversation_id": run.conversation_id,
-        })
-        .to_string();
-        let (id, seq) = (self.run_id.clone(), after + 1);
-        self.db
-            .call(move |conn| store::append_events(conn, &id, seq, &[last]))
-            .await?;
+        });
+        self.ready
+            .push_back((after + 1, Arc::from(last.to_string())));
         Ok(true)
     }
 }
@@ -248,7 +257,8 @@ impl Recorder {
                 .frames
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let over = frames.all.len() + 1 >= limits.max_events()
+            // Two places stay free: the frame that says the stream was cut, and the last.
+            let over = frames.all.len() + 3 > limits.max_events()
                 || frames.bytes + text.len() > limits.max_event_bytes();
             if over && !last {
                 if !frames.truncated {

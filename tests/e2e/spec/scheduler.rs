@@ -116,7 +116,8 @@ fn spec_3_5_input_that_is_not_cron_an_alias_or_sugar_is_rejected_before_writing(
             "edit",
             "digest",
             "--cron",
-            "0 3 * * *",
+            // Minute 17: never the next slot of `*/30`, whatever the time of the run.
+            "17 3 * * *",
             "--catch-up",
             "skip",
             "--agent",
@@ -124,7 +125,7 @@ fn spec_3_5_input_that_is_not_cron_an_alias_or_sugar_is_rejected_before_writing(
         ],
     ));
     assert!(
-        shown.contains("cron:            0 3 * * *") && shown.contains("catch-up:        skip"),
+        shown.contains("cron:            17 3 * * *") && shown.contains("catch-up:        skip"),
         "{shown}"
     );
     let listed: Value =
