@@ -181,12 +181,19 @@ pub fn list(conn: &Conn, filter: &Filter, limit: u32, offset: u32) -> Result<(Ve
         params![filter.status, filter.conversation_id, filter.started_by],
         |r| r.get(0),
     )?;
-    let mut runs = Vec::with_capacity(keys.len());
-    for (task_id, conversation_id, trace_id, metadata) in keys {
-        if let Some(task) = tasks::get(conn, &task_id)? {
-            runs.push(assemble(task, conversation_id, trace_id, metadata));
-        }
-    }
+    // The page's tasks in one statement, not one each.
+    let ids: Vec<String> = keys.iter().map(|key| key.0.clone()).collect();
+    let mut tasks: std::collections::HashMap<String, Task> = tasks::get_many(conn, &ids)?
+        .into_iter()
+        .map(|task| (task.task_id.clone(), task))
+        .collect();
+    let runs = keys
+        .into_iter()
+        .filter_map(|(task_id, conversation_id, trace_id, metadata)| {
+            let task = tasks.remove(&task_id)?;
+            Some(assemble(task, conversation_id, trace_id, metadata))
+        })
+        .collect();
     Ok((runs, total))
 }
 

@@ -215,6 +215,20 @@ pub fn get(conn: &Conn, task_id: &str) -> Result<Option<Task>> {
     )
 }
 
+/// The tasks of `ids` that exist, in one statement.
+pub(crate) fn get_many(conn: &Conn, ids: &[String]) -> Result<Vec<Task>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marks: Vec<String> = (1..=ids.len()).map(|n| format!("?{n}")).collect();
+    let values: Vec<&dyn db::ToParam> = ids.iter().map(|id| id as &dyn db::ToParam).collect();
+    conn.query(
+        &format!("{SELECT} WHERE t.task_id IN ({})", marks.join(", ")),
+        &values,
+        from_row,
+    )
+}
+
 /// A page of the tasks (every task, or those of one status), newest first, and how many there
 /// are in all.
 pub fn list(
