@@ -13,8 +13,11 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::fakes::llm::{self, Reply};
+use crate::fakes::webhook_receiver::Receiver;
 use crate::guests::guest;
-use crate::runs::{Follow, status_of, text_of};
+use crate::runs::{
+    Follow, WEBHOOK_CONFIG, settled_webhook, status_of, text_of, verified, webhook_env,
+};
 use crate::support::postgres::{
     Durability, PostgresServer, postgres_server, private_postgres_server,
 };
@@ -812,9 +815,13 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
     let (reply, pieces) = llm::by_hand();
     let slow = Reply::Slow(Duration::from_secs(300), "never");
     let fake = llm::openai(vec![reply, slow]).await;
-    let Some(mut cluster) = Cluster::start(2, &openai_env(&fake.url)) else {
+    let Some(mut cluster) = Cluster::start(0, &webhook_env(&fake.url)) else {
         return;
     };
+    cluster.config = WEBHOOK_CONFIG.to_owned();
+    cluster.add();
+    cluster.add();
+    let receiver = Receiver::start(&[], 204).await;
     let (status, started) = cluster
         .at(0)
         .post("/api/runs", json!({"prompt": "count to two"}))
@@ -839,10 +846,14 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
     assert_eq!(text_of(&whole), "one two");
     assert_eq!(whole.last().unwrap().1["type"], "done");
 
-    // kill -9 of the replica running a run: it ends `error`, and its stream says so.
+    // kill -9 of the replica running a run: it ends `error`, its stream says so, and its
+    // webhook is delivered once, by the other replica.
     let (status, started) = cluster
         .at(0)
-        .post("/api/runs", json!({"prompt": "take your time"}))
+        .post(
+            "/api/runs",
+            json!({"prompt": "take your time", "webhook": receiver.url}),
+        )
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let run_id = started["run_id"].as_str().unwrap().to_owned();
@@ -857,4 +868,12 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
         "{last}"
     );
     assert_eq!(status_of(cluster.at(1), &run_id).await, "error");
+    let webhook = settled_webhook(cluster.at(1), &run_id).await;
+    assert_eq!(webhook["state"], "delivered", "{webhook}");
+    let accepted = receiver.accepted();
+    assert_eq!(accepted.len(), 1, "delivered once");
+    if let Some(payloads) = verified(&accepted) {
+        assert_eq!(payloads[0]["type"], "run.error", "{}", payloads[0]);
+        assert_eq!(payloads[0]["data"]["run_id"], run_id.as_str());
+    }
 }

@@ -2,13 +2,88 @@
 //! once, the run goes on after its stream's client went away, a client re-joins after the
 //! last event it saw and gets the rest once, and cancelling reaches the run.
 
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
-use crate::support::{Server, assert_error, eventually, openai_env};
+use crate::fakes::webhook_receiver::{Delivery, Receiver};
+use crate::support::{Server, assert_error, eventually, openai_env, tool_available};
+
+/// A signing secret as the Standard Webhooks specification writes them: `whsec_` and base64.
+pub(crate) const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// Receivers on this machine, and quick retries.
+pub(crate) const WEBHOOK_CONFIG: &str = "[webhooks]\nallow_private = true\nfirst_retry_ms = 200\n";
+
+/// The fake model's settings, and the webhooks' secret.
+pub(crate) fn webhook_env(model_url: &str) -> Vec<(&'static str, String)> {
+    let mut env = openai_env(model_url);
+    env.push(("SERVICE_WEBHOOK_SIGNING_SECRET", WEBHOOK_SECRET.to_owned()));
+    env
+}
+
+/// The payloads of `deliveries`, each verified by the Standard Webhooks reference library
+/// (`standardwebhooks` from PyPI); none when it is not installed (outside CI).
+pub(crate) fn verified(deliveries: &[Delivery]) -> Option<Vec<Value>> {
+    let present = Command::new("python3")
+        .args(["-c", "import standardwebhooks"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !tool_available(
+        present,
+        "WEBHOOK SIGNATURES NOT VERIFIED: pip install standardwebhooks==1.1.0",
+    ) {
+        return None;
+    }
+    let input: Vec<Value> = deliveries
+        .iter()
+        .map(|delivery| {
+            let headers: serde_json::Map<String, Value> = delivery
+                .headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap())))
+                .collect();
+            json!({"headers": headers, "body": delivery.body})
+        })
+        .collect();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/webhooks/verify.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .env("WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json!(input).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the reference library refused a delivery: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// The run's webhook once its delivery is no longer pending.
+pub(crate) async fn settled_webhook(server: &Server, run_id: &str) -> Value {
+    eventually(30, async || {
+        let (status, webhook) = server.get(&format!("/api/runs/{run_id}/webhook")).await;
+        assert_eq!(status, StatusCode::OK, "{webhook}");
+        (webhook["state"] != "pending").then_some(webhook)
+    })
+    .await
+}
 
 /// A run's stream as a client reads it: `(id, frame)` events, one at a time.
 pub(crate) struct Follow {
@@ -222,12 +297,39 @@ async fn a_cancelled_run_stops_and_its_stream_says_so() {
 
 #[tokio::test]
 async fn bad_runs_requests_are_refused_and_start_nothing() {
-    let server = Server::start();
-    for (body, field) in [
-        (
+    // Without a secret to sign with, no webhook is taken.
+    let unsigned = Server::start();
+    let answer = unsigned
+        .post(
+            "/api/runs",
             json!({"prompt": "hi", "webhook": "https://example.com/done"}),
-            "webhook",
-        ),
+        )
+        .await;
+    assert_error(
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "SERVICE_WEBHOOK_SIGNING_SECRET",
+    );
+    assert_eq!(answer.1["field"], "webhook");
+    drop(unsigned);
+
+    let server = Server::start_with(&[("SERVICE_WEBHOOK_SIGNING_SECRET", WEBHOOK_SECRET)]);
+    for (webhook, says) in [
+        ("ftp://example.com/done", "http or https"),
+        ("not a url", "is not a URL"),
+        // The outbound policy: no loopback or private receivers unless allowed.
+        ("http://127.0.0.1:9/hook", "private or local"),
+        ("http://[::1]:9/hook", "private or local"),
+        ("http://localhost:9/hook", "private or local"),
+        ("http://10.1.2.3/hook", "allow_private"),
+    ] {
+        let answer = server
+            .post("/api/runs", json!({"prompt": "hi", "webhook": webhook}))
+            .await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, says);
+        assert_eq!(answer.1["field"], "webhook", "{webhook}: {answer:?}");
+    }
+    for (body, field) in [
         (json!({"prompt": "hi", "metadata": [1, 2]}), "metadata"),
         (
             json!({"prompt": "hi", "metadata": {"big": "x".repeat(20_000)}}),
@@ -246,7 +348,11 @@ async fn bad_runs_requests_are_refused_and_start_nothing() {
     let answer = server.get("/api/runs?status=done").await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "unknown run status");
 
-    for path in ["/api/runs/nope", "/api/runs/nope/stream"] {
+    for path in [
+        "/api/runs/nope",
+        "/api/runs/nope/stream",
+        "/api/runs/nope/webhook",
+    ] {
         assert_eq!(server.get(path).await.0, StatusCode::NOT_FOUND, "{path}");
     }
     let answer = server.post("/api/runs/nope/cancel", json!({})).await;
@@ -317,4 +423,118 @@ async fn a_stream_past_its_bounds_is_cut_in_words_and_the_answer_kept_whole() {
         stderr.contains("[runs] max_events must be between 100"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn a_webhook_is_signed_retried_until_accepted_and_delivered_once_across_a_kill() {
+    let fake = llm::openai(vec![Reply::Text("all done"), Reply::Text("second")]).await;
+    // Fails twice, then accepts.
+    let receiver = Receiver::start(&[500, 500], 204).await;
+    let server = Server::start_with_config(WEBHOOK_CONFIG, &webhook_env(&fake.url));
+    let (status, started) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "finish", "webhook": receiver.url, "metadata": {"ticket": 9}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+
+    let webhook = settled_webhook(&server, &run_id).await;
+    assert_eq!(webhook["state"], "delivered", "{webhook}");
+    assert_eq!(webhook["url"], receiver.url.as_str());
+    let answered: Vec<&Value> = webhook["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|attempt| &attempt["status_code"])
+        .collect();
+    assert_eq!(
+        answered,
+        [&json!(500), &json!(500), &json!(204)],
+        "{webhook}"
+    );
+    let deliveries = receiver.deliveries();
+    assert_eq!(deliveries.len(), 3);
+    assert_eq!(
+        receiver.accepted().len(),
+        1,
+        "exactly one accepted delivery"
+    );
+    // Every attempt is the same message.
+    assert!(
+        deliveries
+            .iter()
+            .all(|d| d.headers["webhook-id"] == deliveries[0].headers["webhook-id"])
+    );
+    if let Some(payloads) = verified(&deliveries) {
+        for payload in payloads {
+            assert_eq!(payload["type"], "run.completed", "{payload}");
+            assert_eq!(payload["data"]["run_id"], run_id.as_str());
+            assert_eq!(payload["data"]["answer"], "all done");
+            assert_eq!(payload["data"]["metadata"], json!({"ticket": 9}));
+        }
+    }
+    let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(run["webhook"]["state"], "delivered", "{run}");
+
+    // A delivery still failing when its server is killed (kill -9) is made by the server
+    // that starts again, and accepted once.
+    receiver.answer(503);
+    let (status, started) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "again", "webhook": receiver.url}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let second = started["run_id"].as_str().unwrap().to_owned();
+    eventually(20, async || {
+        let (_, webhook) = server.get(&format!("/api/runs/{second}/webhook")).await;
+        (webhook["attempts"].as_u64() >= Some(1)).then_some(())
+    })
+    .await;
+    receiver.answer(204);
+    let server = server.restart();
+    let webhook = settled_webhook(&server, &second).await;
+    assert_eq!(webhook["state"], "delivered", "{webhook}");
+    let accepted: Vec<Delivery> = receiver
+        .accepted()
+        .into_iter()
+        .filter(|d| d.body.contains(&second))
+        .collect();
+    assert_eq!(accepted.len(), 1, "delivered once");
+    if let Some(payloads) = verified(&accepted) {
+        assert_eq!(payloads[0]["data"]["answer"], "second");
+    }
+}
+
+#[tokio::test]
+async fn a_webhook_that_is_never_accepted_is_given_up_after_its_attempts() {
+    let receiver = Receiver::start(&[], 302).await;
+    let config = format!("{WEBHOOK_CONFIG}max_attempts = 2\n");
+    let server = Server::start_with_config(
+        &config,
+        &[("SERVICE_WEBHOOK_SIGNING_SECRET", WEBHOOK_SECRET.to_owned())],
+    );
+    let (status, started) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "hello", "webhook": receiver.url}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap();
+    let webhook = settled_webhook(&server, run_id).await;
+    assert_eq!(webhook["state"], "failed", "{webhook}");
+    assert_eq!(webhook["attempts"], 2);
+    assert_eq!(webhook["log"].as_array().unwrap().len(), 2);
+    assert!(
+        webhook["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("redirects are not followed"),
+        "{webhook}"
+    );
+    assert_eq!(receiver.deliveries().len(), 2);
 }

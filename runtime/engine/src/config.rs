@@ -48,6 +48,9 @@ pub struct FileConfig {
     /// `[runs]`: what is kept of a run's stream for clients that re-join it.
     #[serde(default)]
     pub runs: RunsSection,
+    /// `[webhooks]`: how runs' completion webhooks are delivered.
+    #[serde(default)]
+    pub webhooks: WebhooksSection,
     #[serde(default)]
     pub auth: AuthSection,
     /// `[retention]`: how long traces, tasks, conversations and approvals are kept.
@@ -155,7 +158,58 @@ impl RunsSection {
             || !(1..=8760).contains(&self.events_kept_hours.unwrap_or(24))
         {
             bail!(
-                "[runs] max_events must be between 100 and 1000000, max_event_bytes between                  65536 and 268435456, events_kept_hours between 1 and 8760"
+                "[runs] max_events must be between 100 and 1000000, max_event_bytes between \
+                 65536 and 268435456, events_kept_hours between 1 and 8760"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `[webhooks]`: runs' completion webhooks.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksSection {
+    /// Whether a webhook may go to a loopback or private address (a receiver on this machine
+    /// or network): default false, since whoever starts a run chooses the URL.
+    pub allow_private: Option<bool>,
+    /// How long one attempt may take, connecting included (100 to 60000): default 10000.
+    pub timeout_ms: Option<u64>,
+    /// Attempts before a delivery is given up (1 to 20): default 8.
+    pub max_attempts: Option<u32>,
+    /// The wait before the first retry (100 to 3600000); each next one waits four times
+    /// longer, at most an hour: default 5000.
+    pub first_retry_ms: Option<u64>,
+}
+
+impl WebhooksSection {
+    pub fn allow_private(&self) -> bool {
+        self.allow_private.unwrap_or(false)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.unwrap_or(10_000))
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or(8)
+    }
+
+    /// The wait after failed attempt `attempt` (from 1).
+    pub fn retry_after(&self, attempt: u32) -> Duration {
+        let first = self.first_retry_ms.unwrap_or(5_000);
+        let factor = 4u64.saturating_pow(attempt.saturating_sub(1));
+        Duration::from_millis(first.saturating_mul(factor).min(3_600_000))
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(100..=60_000).contains(&self.timeout_ms.unwrap_or(10_000))
+            || !(1..=20).contains(&self.max_attempts())
+            || !(100..=3_600_000).contains(&self.first_retry_ms.unwrap_or(5_000))
+        {
+            bail!(
+                "[webhooks] timeout_ms must be between 100 and 60000, max_attempts between 1 \
+                 and 20, first_retry_ms between 100 and 3600000"
             );
         }
         Ok(())
@@ -487,6 +541,7 @@ impl FileConfig {
             .and_then(|()| config.conversations.check())
             .and_then(|()| config.approvals.check())
             .and_then(|()| config.runs.check())
+            .and_then(|()| config.webhooks.check())
             .and_then(|()| config.auth.check())
             .and_then(|()| config.retention.check())?;
         Ok(config)

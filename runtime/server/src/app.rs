@@ -66,6 +66,8 @@ pub struct App {
     pub mcp_agents: mcp::Agents,
     /// Wakes the resumer when an approval is decided here.
     pub approvals_decided: Arc<Notify>,
+    /// Runs' completion webhooks: checked when a run is given one, delivered by the server.
+    pub webhooks: Arc<crate::completion_webhooks::RunWebhooks>,
 }
 
 /// Which process opens the state: the server (a replica with an id kept in the data
@@ -272,6 +274,12 @@ impl App {
         std::fs::create_dir_all(loader.adapters_dir())?;
         let tools = ToolBridge::new(Arc::clone(engine.tools()), Arc::downgrade(&supervisor));
         let components = Arc::new(Components::new(loader, Arc::clone(&supervisor), tools));
+        let webhooks = Arc::new(crate::completion_webhooks::RunWebhooks::new(
+            db.clone(),
+            Arc::clone(&env),
+            config.webhooks,
+            replica.clone(),
+        )?);
         Ok(Self {
             data_dir: data_dir.to_owned(),
             config,
@@ -289,6 +297,7 @@ impl App {
             mcp,
             mcp_agents,
             approvals_decided,
+            webhooks,
         })
     }
 }

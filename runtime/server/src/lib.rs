@@ -14,6 +14,7 @@
 pub mod app;
 pub mod backup;
 pub mod cli;
+pub mod completion_webhooks;
 pub mod http;
 pub mod integrations;
 pub mod peers;
@@ -28,6 +29,6 @@ mod supervisor_tests;
 pub use service_adapters::{adapters, wasm};
 pub use service_engine::{access, agents, config, engine, mcp, retention, scheduler, telemetry};
 pub use service_store::{
-    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params, runs,
-    settings_store, task_runs, tasks, traces,
+    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params,
+    run_webhooks, runs, settings_store, task_runs, tasks, traces,
 };

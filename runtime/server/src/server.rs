@@ -155,6 +155,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .run(jobs_stop.clone()),
     );
     housekeeping(&app, background.clone())?;
+    tokio::spawn(Arc::clone(&app.webhooks).run(background.clone()));
     retention::start(
         &app.db,
         app.config.retention.clone(),

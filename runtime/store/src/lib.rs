@@ -24,6 +24,7 @@ pub mod kv_store;
 pub mod leases;
 pub mod net;
 pub mod notes;
+pub mod run_webhooks;
 pub mod runs;
 mod sealed_settings;
 pub mod settings_store;

@@ -121,6 +121,33 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// [`Guard::check_url`], then the host's addresses as they resolve now: for a URL given
+    /// ahead of its use (a run's webhook), so one the policy refuses is refused at once. The
+    /// check holds again at each use, through the client's resolver.
+    pub async fn check_url_resolved(&self, url: &reqwest::Url) -> Result<(), String> {
+        self.check_url(url)?;
+        let host = url.host_str().unwrap_or_default();
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if self.allows(host) || literal.parse::<IpAddr>().is_ok() {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        let resolved = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::lookup_host((host, port)),
+        )
+        .await
+        .map_err(|_| format!("cannot resolve {host}: timed out"))?
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+        if resolved.into_iter().any(|a| is_public(a.ip())) {
+            Ok(())
+        } else {
+            Err(PrivateAddress(host.to_owned()).to_string())
+        }
+    }
+}
+
 /// A name refused because it resolves to private or local addresses only.
 #[derive(Debug, thiserror::Error)]
 #[error("refusing {0}: it resolves to a private or local address")]

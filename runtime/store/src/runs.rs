@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
+use crate::run_webhooks;
 use crate::tasks::{self, NewTask, Task, TaskStatus};
 
 /// A run's status as the runs API says it: the task's, with `waiting_for_approval` for a
@@ -45,6 +46,8 @@ pub struct NewRun<'a> {
     pub metadata: Option<&'a Value>,
     pub runner: &'a str,
     pub started_by: Option<&'a str>,
+    /// Called when the run ends (see [`crate::run_webhooks`]).
+    pub webhook: Option<&'a str>,
 }
 
 /// Records a run and its task (`running`); returns the run's id (the task's).
@@ -73,6 +76,9 @@ pub fn create(conn: &mut Conn, run: &NewRun<'_>) -> Result<String> {
                 db::now()
             ],
         )?;
+        if let Some(url) = run.webhook {
+            run_webhooks::add(tx, &task_id, url)?;
+        }
         Ok(task_id)
     })
 }
@@ -293,6 +299,7 @@ mod tests {
                 metadata: Some(&json!({"ticket": 7})),
                 runner: "replica-a",
                 started_by: Some("owner"),
+                webhook: None,
             },
         )
         .unwrap()

@@ -5,3 +5,4 @@ pub mod google_calendar;
 pub mod llm;
 pub mod teamchat;
 pub mod twilio;
+pub mod webhook_receiver;

@@ -100,6 +100,8 @@ pub struct AppState {
     pub no_redirects: reqwest::Client,
     /// The streams of the runs running here, for clients that follow or re-join them.
     pub run_streams: Arc<crate::run_streams::RunStreams>,
+    /// Runs' completion webhooks, checked when a run is given one.
+    pub webhooks: Arc<crate::completion_webhooks::RunWebhooks>,
 }
 
 impl AppState {
@@ -127,6 +129,7 @@ impl AppState {
             approvals_decided: Arc::clone(&app.approvals_decided),
             dispatcher: Arc::clone(&app.dispatcher),
             run_streams: Arc::new(crate::run_streams::RunStreams::new(app.config.runs)),
+            webhooks: Arc::clone(&app.webhooks),
             public_url: app
                 .config
                 .server
@@ -215,6 +218,7 @@ pub fn routes(state: &AppState) -> Routes {
         .get("/runs/{id}", Chat, runs::show)
         .post("/runs/{id}/cancel", Chat, runs::cancel)
         .get("/runs/{id}/stream", Chat, runs::stream)
+        .get("/runs/{id}/webhook", Chat, runs::webhook)
         // Conversations and their approvals: those who chat see their own, and
         // manage_conversations everyone's (each handler scopes by its caller).
         .get("/conversations", Chat, conversations::list)

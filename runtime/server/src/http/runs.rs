@@ -31,7 +31,7 @@ use crate::error::Error;
 use crate::run_streams::{FLUSH_EVERY, Recorder};
 use crate::runs::{self, Finish, NewRun, Run};
 use crate::tasks::{self, TaskStatus};
-use crate::{task_runs, traces};
+use crate::{run_webhooks, task_runs, traces};
 
 /// The most a run's `metadata` may hold, as JSON text.
 const MAX_METADATA_BYTES: usize = 16 << 10;
@@ -55,13 +55,11 @@ pub(super) async fn create(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<RunBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    if body.webhook.is_some() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "completion webhooks are not available in this version; poll GET /api/runs/{id} \
-             or follow GET /api/runs/{id}/stream",
-        )
-        .with_field("webhook"));
+    if let Some(url) = &body.webhook {
+        app.webhooks
+            .check(url)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e).with_field("webhook"))?;
     }
     let metadata = match body.metadata {
         None | Some(Value::Null) => None,
@@ -98,11 +96,12 @@ pub(super) async fn create(
         trace_id.clone(),
         app.replica.clone(),
         caller.label(),
+        body.webhook,
     );
     let run_id = app
         .db
         .call(move |conn| {
-            let (title, agent, conversation_id, trace_id, runner, started_by) = new;
+            let (title, agent, conversation_id, trace_id, runner, started_by, webhook) = new;
             runs::create(
                 conn,
                 &NewRun {
@@ -113,6 +112,7 @@ pub(super) async fn create(
                     metadata: metadata.as_ref(),
                     runner: &runner,
                     started_by: Some(&started_by),
+                    webhook: webhook.as_deref(),
                 },
             )
         })
@@ -175,6 +175,7 @@ async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorde
         },
     };
     recorder.end(&app.db, finish).await;
+    app.webhooks.wake();
 }
 
 fn record(recorder: &mut Recorder, event: &engine::Event) {
@@ -234,13 +235,14 @@ pub(super) async fn show(
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
     let run = visible(&app, &caller, id).await?;
-    let trace_id = run.trace_id.clone();
-    let (trace, steps) = app
+    let (trace_id, run_id) = (run.trace_id.clone(), run.run_id.clone());
+    let (trace, steps, webhook) = app
         .db
         .call(move |conn| {
             Ok((
                 traces::get(conn, &trace_id)?,
                 traces::steps(conn, &trace_id)?,
+                run_webhooks::get(conn, &run_id)?,
             ))
         })
         .await?;
@@ -269,6 +271,32 @@ pub(super) async fn show(
     let mut body = json!(run);
     body["answer"] = json!(trace.and_then(|trace| trace.response));
     body["tool_calls"] = json!(tool_calls);
+    body["webhook"] = json!(webhook);
+    Ok(Json(body))
+}
+
+/// The run's webhook and its delivery log, oldest attempt first (404 for a run without one).
+pub(super) async fn webhook(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let run = visible(&app, &caller, id).await?;
+    let run_id = run.run_id.clone();
+    let (webhook, attempts) = app
+        .db
+        .call(move |conn| {
+            Ok((
+                run_webhooks::get(conn, &run_id)?,
+                run_webhooks::attempts(conn, &run_id)?,
+            ))
+        })
+        .await?;
+    let Some(webhook) = webhook else {
+        return Err(Error::not_found(format!("run {:?} has no webhook", run.run_id)).into());
+    };
+    let mut body = json!(webhook);
+    body["log"] = json!(attempts);
     Ok(Json(body))
 }
 

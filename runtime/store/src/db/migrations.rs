@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 23;
+pub const SCHEMA_VERSION: u32 = 24;
 
 struct Step {
     sqlite: &'static str,
@@ -145,6 +145,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0023_runs.sql"),
         postgres: Some(sql!("postgres/0023_runs.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0024_run_webhooks.sql"),
+        postgres: Some(sql!("postgres/0024_run_webhooks.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },
