@@ -968,6 +968,99 @@ async fn chat_shows_tokens_as_they_arrive_before_the_run_ends() {
 }
 
 #[tokio::test]
+async fn a_refresh_during_an_answer_rejoins_its_run_and_a_trace_shows_a_run_live() {
+    let (reply, pieces) = llm::by_hand();
+    let (watched, watched_pieces) = llm::by_hand();
+    let fake = llm::openai(vec![reply, watched]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    browser.open("chat").await;
+    browser.type_into("#chat-prompt", "Tell me a story").await;
+    browser.click("#chat-send").await;
+    pieces.send("Once ").unwrap();
+    browser
+        .wait_for(
+            "the first token",
+            "return document.querySelector('.msg-agent .msg-text')?.textContent === 'Once '",
+        )
+        .await;
+
+    // The page goes away mid-answer; the run does not.
+    browser.client.refresh().await.unwrap();
+    browser.ready("chat").await;
+    browser
+        .wait_for(
+            "the answer so far, streaming again",
+            "const t = document.querySelector('.msg-agent.streaming .msg-text'); return t !== null && t.textContent === 'Once '",
+        )
+        .await;
+    pieces.send("upon ").unwrap();
+    pieces.send("a time.").unwrap();
+    drop(pieces);
+    let footer = browser
+        .wait_for(
+            "the run to finish",
+            "return document.querySelector('.msg-agent:not(.streaming) .msg-foot')?.textContent",
+        )
+        .await;
+    assert!(footer.as_str().unwrap().starts_with("Done in"), "{footer}");
+    assert_eq!(
+        texts(&browser, ".msg-agent .msg-text").await,
+        ["Once upon a time."]
+    );
+    assert_eq!(
+        texts(&browser, ".msg-user .msg-text").await,
+        ["Tell me a story"]
+    );
+    browser.screenshot("chat-rejoined").await;
+    let (_, runs) = server.get("/api/runs").await;
+    assert_eq!(runs["total"], 1, "one run: {runs}");
+    assert_eq!(runs["runs"][0]["status"], "completed");
+
+    // Once it ended, a refresh shows the exchange once, from the conversation.
+    browser.client.refresh().await.unwrap();
+    browser.ready("chat").await;
+    browser
+        .wait_for(
+            "the conversation",
+            "return document.querySelector('.msg-agent .msg-text')?.textContent === 'Once upon a time.'",
+        )
+        .await;
+    assert_eq!(texts(&browser, ".msg-agent").await.len(), 1);
+
+    // A run started elsewhere is watched live from its trace.
+    let (status, started) = server
+        .post("/api/runs", json!({"prompt": "and another"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let trace_id = started["trace_id"].as_str().unwrap().to_owned();
+    watched_pieces.send("Twice ").unwrap();
+    eventually(10, async || {
+        let (status, _) = server.get(&format!("/api/traces/{trace_id}")).await;
+        (status == StatusCode::OK).then_some(())
+    })
+    .await;
+    browser.open(&format!("traces/{trace_id}")).await;
+    browser
+        .wait_for(
+            "the answer so far, live",
+            "return document.querySelector('#trace-live .live-text')?.textContent === 'Twice '",
+        )
+        .await;
+    watched_pieces.send("told.").unwrap();
+    drop(watched_pieces);
+    browser
+        .wait_for(
+            "the finished trace",
+            "return document.querySelector('#trace-live') === null && document.querySelector('.trace-detail .two-col')?.textContent.includes('Twice told.')",
+        )
+        .await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn user_supplied_strings_render_as_text() {
     let server = Server::start();
     let (status, _) = server

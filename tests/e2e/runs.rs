@@ -100,6 +100,11 @@ impl Follow {
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
+        Self::from(response)
+    }
+
+    /// Reads an open event stream (`/api/chat/stream`'s too).
+    pub(crate) fn from(response: reqwest::Response) -> Self {
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Self {
             response,
@@ -537,4 +542,70 @@ async fn a_webhook_that_is_never_accepted_is_given_up_after_its_attempts() {
         "{webhook}"
     );
     assert_eq!(receiver.deliveries().len(), 2);
+}
+
+#[tokio::test]
+async fn a_chat_stream_numbers_its_frames_and_may_go_on_without_its_client() {
+    let (reply, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![Reply::Text("one two"), reply]).await;
+    let server = Server::start_with_owned(&openai_env(&fake.url));
+
+    // The default: the stream's own contract, its frames numbered as a run's are.
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "count"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("x-run-id").is_none());
+    let events = Follow::from(response).rest().await;
+    let ids: Vec<i64> = events.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=events.len() as i64).collect::<Vec<_>>());
+    assert_eq!(text_of(&events), "one two");
+
+    // `continue`: the client goes after a frame; the run goes on, and is re-joined after it.
+    let response = reqwest::Client::new()
+        .post(server.url("/api/chat/stream"))
+        .json(&json!({"prompt": "count again", "on_disconnect": "continue"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let run_id = response.headers()["x-run-id"].to_str().unwrap().to_owned();
+    let trace_id = response.headers()["x-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(response.headers().contains_key("x-conversation-id"));
+    let mut first = Follow::from(response);
+    pieces.send("three ").unwrap();
+    let mut seen = vec![first.next().await.unwrap()];
+    drop(first);
+    pieces.send("four").unwrap();
+    drop(pieces);
+    let run = eventually(15, async || {
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        (run["status"] != "running").then_some(run)
+    })
+    .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["answer"], "three four");
+    assert_eq!(run["trace_id"], trace_id.as_str());
+    seen.extend(
+        Follow::open(&server.url, &run_id, Some(seen[0].0))
+            .await
+            .rest()
+            .await,
+    );
+    assert_eq!(text_of(&seen), "three four");
+    assert_eq!(seen.last().unwrap().1["type"], "done");
+
+    let answer = server
+        .post(
+            "/api/chat/stream",
+            json!({"prompt": "hi", "on_disconnect": "later"}),
+        )
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "on_disconnect");
 }

@@ -141,6 +141,7 @@ pub struct Filter {
     /// One of [`STATUSES`].
     pub status: Option<String>,
     pub conversation_id: Option<String>,
+    pub trace_id: Option<String>,
     /// Only runs this principal started (`user:<name>`...); none: everyone's.
     pub started_by: Option<String>,
 }
@@ -166,17 +167,19 @@ pub fn list(conn: &Conn, filter: &Filter, limit: u32, offset: u32) -> Result<(Ve
         "FROM runs r JOIN tasks t ON t.task_id = r.task_id \
          WHERE (CAST(?1 AS TEXT) IS NULL OR {status_sql} = ?1) \
          AND (CAST(?2 AS TEXT) IS NULL OR r.conversation_id = ?2) \
-         AND (CAST(?3 AS TEXT) IS NULL OR t.started_by = ?3)"
+         AND (CAST(?3 AS TEXT) IS NULL OR t.started_by = ?3) \
+         AND (CAST(?4 AS TEXT) IS NULL OR r.trace_id = ?4)"
     );
     let keys = conn.query(
         &format!(
             "SELECT r.task_id, r.conversation_id, r.trace_id, r.metadata {filter_sql} \
-             ORDER BY r.created_at DESC, r.task_id DESC LIMIT ?4 OFFSET ?5"
+             ORDER BY r.created_at DESC, r.task_id DESC LIMIT ?5 OFFSET ?6"
         ),
         params![
             filter.status,
             filter.conversation_id,
             filter.started_by,
+            filter.trace_id,
             limit,
             offset
         ],
@@ -184,7 +187,12 @@ pub fn list(conn: &Conn, filter: &Filter, limit: u32, offset: u32) -> Result<(Ve
     )?;
     let total = conn.query_one(
         &format!("SELECT count(*) {filter_sql}"),
-        params![filter.status, filter.conversation_id, filter.started_by],
+        params![
+            filter.status,
+            filter.conversation_id,
+            filter.started_by,
+            filter.trace_id
+        ],
         |r| r.get(0),
     )?;
     // The page's tasks in one statement, not one each.

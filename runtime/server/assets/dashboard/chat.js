@@ -3,16 +3,24 @@
 // ones (adapters' threads too, read-only) can be reopened, and New chat starts another. The
 // conversation survives switching tabs, and its id is in the address (#/chat?c=...). A tool
 // call that needs approval shows Approve and Deny inline; the answer follows the decision.
+// A run goes on without the page (`on_disconnect: "continue"`): a refresh in the middle of an
+// answer re-joins its stream, and Stop cancels it.
 
 import {
-  ApiError, api, byWhom, dataChanged, dot, h, ms, postEventStream, pretty, traceLink, truncate,
+  ApiError, api, byWhom, dataChanged, dot, getEventStream, h, ms, postEventStream, pretty,
+  traceLink, truncate,
 } from './lib.js';
+
+/** Where the tab keeps the run it streams, to re-join it after a refresh. */
+const RUN_KEY = 'chat.run';
 
 const state = {
   root: null,
   agents: [],
   busy: false,
   controller: null,
+  /** The run streaming now, which Stop cancels. */
+  run: null,
   /** The conversation this chat continues, once its first turn started it. */
   conversation: null,
 };
@@ -42,7 +50,7 @@ function build() {
     },
   });
   els.send = h('button', { type: 'submit', id: 'chat-send', class: 'primary' }, 'Send');
-  els.stop = h('button', { type: 'button', id: 'chat-stop', hidden: true, onclick: () => state.controller?.abort() }, 'Stop');
+  els.stop = h('button', { type: 'button', id: 'chat-stop', hidden: true, onclick: stop }, 'Stop');
   els.clear = h('button', { type: 'button', id: 'chat-new', class: 'ghost', onclick: () => newChat() }, 'New chat');
   els.recent = h('select', { id: 'chat-recent', name: 'recent', 'aria-label': 'Recent conversations', onchange: () => reopen(els.recent.value) });
   return h('section', { class: 'view chat-view' },
@@ -287,6 +295,24 @@ async function send() {
   }
   const agent = els.agent.value;
   const model = els.model.value.trim();
+  const body = { prompt, agent, on_disconnect: 'continue' };
+  if (model) body.model = model;
+  if (state.conversation) body.conversation_id = state.conversation.id;
+  const turn = startTurn(agent, prompt);
+  await stream(turn, agent, prompt, (signal, onFrame, onOpen) => postEventStream('/chat/stream', body, {
+    signal,
+    onFrame,
+    onOpen: (response) => {
+      onOpen(response);
+      const conversation = response.headers.get('X-Conversation-Id');
+      keep(conversation, agent, prompt);
+      sessionStorage.setItem(RUN_KEY, JSON.stringify({ run: state.run, conversation, agent, prompt }));
+    },
+  }));
+}
+
+/** Shows the prompt and an agent turn to stream into. */
+function startTurn(agent, prompt) {
   const profile = state.agents.find((a) => a.name === agent);
   els.log.querySelector('.chat-empty')?.remove();
   els.log.append(h('article', { class: 'msg msg-user' },
@@ -295,46 +321,47 @@ async function send() {
   els.log.append(turn.el);
   els.prompt.value = '';
   scrollToEnd();
+  return turn;
+}
+
+/** Streams a run's frames into `turn` through `open(signal, onFrame, onOpen)` until it ends. */
+async function stream(turn, agent, prompt, open) {
   setBusy(true);
   state.controller = new AbortController();
   let ended = false;
   let traceId = null;
+  const onOpen = (response) => {
+    traceId = response.headers.get('X-Trace-Id') || traceId;
+    state.run = response.headers.get('X-Run-Id') || state.run;
+  };
+  const onFrame = (frame) => {
+    switch (frame.type) {
+      case 'token': turn.token(frame.text); break;
+      case 'tool_call': turn.toolCall(frame); break;
+      case 'tool_result': turn.toolResult(frame); break;
+      case 'done':
+        ended = true;
+        keep(frame.conversation_id, agent, prompt);
+        turn.finish(h('div', { class: 'msg-foot' },
+          'Done in ', ms(frame.latency_ms), ' · trace ', traceLink(frame.trace_id)));
+        break;
+      case 'approval_required':
+        ended = true;
+        keep(frame.conversation_id, agent, prompt);
+        turn.awaitApproval(frame);
+        dataChanged();
+        break;
+      case 'error':
+        ended = true;
+        keep(frame.conversation_id, agent, prompt);
+        turn.finish(errorBox(frame.message, frame.trace_id));
+        break;
+      default: break;
+    }
+    scrollToEnd();
+  };
   try {
-    const body = { prompt, agent };
-    if (model) body.model = model;
-    if (state.conversation) body.conversation_id = state.conversation.id;
-    await postEventStream('/chat/stream', body, {
-      signal: state.controller.signal,
-      onOpen: (response) => {
-        traceId = response.headers.get('X-Trace-Id');
-      },
-      onFrame: (frame) => {
-        switch (frame.type) {
-          case 'token': turn.token(frame.text); break;
-          case 'tool_call': turn.toolCall(frame); break;
-          case 'tool_result': turn.toolResult(frame); break;
-          case 'done':
-            ended = true;
-            keep(frame.conversation_id, agent, prompt);
-            turn.finish(h('div', { class: 'msg-foot' },
-              'Done in ', ms(frame.latency_ms), ' · trace ', traceLink(frame.trace_id)));
-            break;
-          case 'approval_required':
-            ended = true;
-            keep(frame.conversation_id, agent, prompt);
-            turn.awaitApproval(frame);
-            dataChanged();
-            break;
-          case 'error':
-            ended = true;
-            keep(frame.conversation_id, agent, prompt);
-            turn.finish(errorBox(frame.message, frame.trace_id));
-            break;
-          default: break;
-        }
-        scrollToEnd();
-      },
-    });
+    await open(state.controller.signal, onFrame, onOpen);
     if (!ended) turn.finish(errorBox('the stream ended before the run finished'));
   } catch (e) {
     if (e.name === 'AbortError') {
@@ -342,6 +369,8 @@ async function send() {
         traceId ? [' · trace ', traceLink(traceId)] : null, '.'));
     } else turn.finish(errorBox(e instanceof ApiError ? e.message : `the stream broke: ${e.message}`, e.traceId));
   } finally {
+    sessionStorage.removeItem(RUN_KEY);
+    state.run = null;
     setBusy(false);
     state.controller = null;
     scrollToEnd();
@@ -349,6 +378,31 @@ async function send() {
     loadRecent().catch(() => {});
     if (document.activeElement === document.body || document.activeElement === els.stop) els.prompt.focus();
   }
+}
+
+/** Stops the stream here and cancels its run, which would otherwise go on without the page. */
+function stop() {
+  const { run } = state;
+  state.controller?.abort();
+  if (run) api(`/runs/${encodeURIComponent(run)}/cancel`, { method: 'POST', body: {} }).catch(() => {});
+}
+
+/** Re-joins the run this tab streamed before a refresh, from its first frame, if it still
+ * runs; one that ended meanwhile is in its conversation already. */
+async function rejoin() {
+  const saved = JSON.parse(sessionStorage.getItem(RUN_KEY) || 'null');
+  if (!saved || state.busy) return;
+  const run = await api(`/runs/${encodeURIComponent(saved.run)}`).catch(() => null);
+  if (!run || run.status !== 'running') {
+    sessionStorage.removeItem(RUN_KEY);
+    if (run && saved.conversation) await reopen(saved.conversation);
+    return;
+  }
+  if (saved.conversation && state.conversation?.id !== saved.conversation) await reopen(saved.conversation);
+  state.run = saved.run;
+  const turn = startTurn(saved.agent, saved.prompt);
+  await stream(turn, saved.agent, saved.prompt, (signal, onFrame, onOpen) => getEventStream(
+    `/runs/${encodeURIComponent(saved.run)}/stream`, { signal, onFrame, onOpen }));
 }
 
 /** Continues the conversation a turn was kept in (the first turn starts it). */
@@ -365,5 +419,7 @@ export async function chatView(main, route) {
   await loadRecent();
   const wanted = route.params.get('c');
   if (wanted && wanted !== state.conversation?.id) await reopen(wanted);
+  // Not awaited: the view is ready while the answer streams in.
+  rejoin().catch(() => {});
   if (!state.busy && !els.prompt.disabled) els.prompt.focus({ preventScroll: true });
 }

@@ -149,15 +149,27 @@ export async function download(event) {
   URL.revokeObjectURL(url);
 }
 
-/** Reads a `text/event-stream` answer and calls `onFrame` with each `data:` payload parsed;
- * `onOpen` gets the response (its headers) before the first frame. */
+/** POSTs `body` and reads the `text/event-stream` answer: `onFrame` gets each `data:` payload
+ * parsed; `onOpen` gets the response (its headers) before the first frame. */
 export async function postEventStream(path, body, { signal, onFrame, onOpen }) {
-  const response = await fetch(`/api${path}`, {
+  await readEventStream(fetch(`/api${path}`, {
     method: 'POST',
     headers: withCredential({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
     body: JSON.stringify(body),
     signal,
-  });
+  }), { onFrame, onOpen });
+}
+
+/** GETs a `text/event-stream` (a run's, to follow or re-join it), as `postEventStream`. */
+export async function getEventStream(path, { signal, onFrame, onOpen }) {
+  await readEventStream(fetch(`/api${path}`, {
+    headers: withCredential({ Accept: 'text/event-stream' }),
+    signal,
+  }), { onFrame, onOpen });
+}
+
+async function readEventStream(sent, { onFrame, onOpen }) {
+  const response = await sent;
   if (!response.ok) {
     refused(response);
     throw new ApiError(response.status, await bodyOf(response));
@@ -181,7 +193,7 @@ export async function postEventStream(path, body, { signal, onFrame, onOpen }) {
       if (line.endsWith('\r')) line = line.slice(0, -1);
       if (line === '') dispatch();
       else if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
-      // Comments (keep-alives) and other fields carry nothing for us.
+      // Comments (keep-alives) and other fields (the frames' ids) carry nothing for us.
     }
   }
   if (buffer.startsWith('data:')) data.push(buffer.slice(buffer.startsWith('data: ') ? 6 : 5));

@@ -1,9 +1,10 @@
 // Traces: a chart of how long recent runs took, the recorded runs newest first, and one run in
-// detail with each LLM call and tool invocation on a timeline.
+// detail with each LLM call and tool invocation on a timeline (a run of the runs API that is
+// still running is watched live there, wherever it was started).
 
 import {
-  absolute, api, byWhom, empty, emptyState, enc, h, ms, parseTime, pill, pretty, svg, table, timeEl,
-  traceLink, truncate,
+  absolute, api, byWhom, empty, emptyState, enc, getEventStream, h, ms, parseTime, pill, pretty,
+  report, svg, table, timeEl, traceLink, truncate,
 } from './lib.js';
 
 const PAGE = 25;
@@ -165,6 +166,28 @@ async function detailView(main, id, ctx) {
     trace.steps.length
       ? h('ol', { class: 'steps', id: 'trace-steps' }, trace.steps.map((s) => stepCard(s, start, span)))
       : empty('This run recorded no steps.')));
+  if (trace.status === 'running') watch(main, trace.id, ctx).catch(report);
+}
+
+/** Follows a running run of the runs API (started anywhere) live under its trace's
+ * header: its answer as it streams; the trace shows again, whole, once the run ends. */
+async function watch(main, traceId, ctx) {
+  const { runs } = await api(`/runs?trace_id=${enc(traceId)}`, { signal: ctx.signal }).catch(() => ({ runs: [] }));
+  if (!runs.length || !ctx.active) return;
+  const text = document.createTextNode('');
+  const state = h('span', { class: 'pill pill-running' }, 'live');
+  main.querySelector('.meta-grid').after(h('div', { class: 'card live-run', id: 'trace-live' },
+    h('div', { class: 'tool-head' }, h('strong', null, 'Answer so far '), state),
+    h('pre', { class: 'live-text' }, text)));
+  let ended = false;
+  await getEventStream(`/runs/${enc(runs[0].run_id)}/stream`, {
+    signal: ctx.signal,
+    onFrame: (frame) => {
+      if (frame.type === 'token') text.appendData(frame.text);
+      else if (['done', 'error', 'approval_required'].includes(frame.type)) ended = true;
+    },
+  });
+  if (ended && ctx.active) window.dispatchEvent(new HashChangeEvent('hashchange'));
 }
 
 export async function tracesView(main, route, ctx) {

@@ -36,6 +36,26 @@ pub(super) struct ChatBody {
     pub conversation_id: Option<String>,
 }
 
+/// A chat stream's body: a chat body, and what a disconnect does.
+#[derive(Deserialize)]
+pub(super) struct StreamBody {
+    #[serde(flatten)]
+    chat: ChatBody,
+    #[serde(default)]
+    on_disconnect: OnDisconnect,
+}
+
+/// What becomes of a streamed run whose client goes away.
+#[derive(Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum OnDisconnect {
+    /// The run stops (the stream's own contract, and how a client stops an answer).
+    #[default]
+    Cancel,
+    /// The run goes on as a run of `/api/runs` (named in `X-Run-Id`), to be re-joined.
+    Continue,
+}
+
 pub(super) fn run_error(e: RunError) -> ApiError {
     let status = match &e {
         RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
@@ -120,20 +140,28 @@ pub(super) fn last_frame(result: &Result<RunOutput, RunError>, conversation: &st
     }
 }
 
-fn frame(value: &Value) -> Result<SseEvent, Infallible> {
-    Ok(SseEvent::default().data(value.to_string()))
+/// Frame number `seq` (from 1), as `/api/runs/{id}/stream` numbers them.
+fn frame(seq: i64, value: &Value) -> Result<SseEvent, Infallible> {
+    Ok(SseEvent::default()
+        .id(seq.to_string())
+        .data(value.to_string()))
 }
 
 /// Streams `token`, `tool_call` and `tool_result` frames as the run works, then one `done`
-/// or `error` frame. The run's trace id is in the `X-Trace-Id` header, so a client that stops
-/// the run early can still link to it. Problems found before the run starts are plain HTTP
-/// errors.
+/// or `error` frame, each numbered as its `id:`. The run's trace id is in the `X-Trace-Id`
+/// header, so a client that stops the run early can still link to it. Problems found before
+/// the run starts are plain HTTP errors. With `on_disconnect: "continue"` the run is one of
+/// `/api/runs` (`X-Run-Id`) and goes on without its client, which re-joins it there.
 pub(super) async fn stream(
     Known(caller): Known,
     State(app): State<AppState>,
-    JsonBody(body): JsonBody<ChatBody>,
+    JsonBody(body): JsonBody<StreamBody>,
 ) -> ApiResult<Response> {
-    let begun = chat_turns::begin(&app, &caller, body).await?;
+    if body.on_disconnect == OnDisconnect::Continue {
+        let started = super::runs::start(&app, &caller, body.chat, None, None).await?;
+        return Ok(super::runs::frames(&app, started, 0));
+    }
+    let begun = chat_turns::begin(&app, &caller, body.chat).await?;
     let conversation_id = begun.conversation_id.clone();
     let (events, mut receiver) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = oneshot::channel();
@@ -168,22 +196,23 @@ pub(super) async fn stream(
         other => (None, other),
     };
     let header = HeaderValue::from_str(&conversation_id).ok();
-    let frames = stream::unfold(Some((pending, receiver, result_rx)), move |state| {
+    let frames = stream::unfold(Some((1, pending, receiver, result_rx)), move |state| {
         let conversation = conversation_id.clone();
         async move {
-            let (pending, mut receiver, result_rx) = state?;
+            let (seq, pending, mut receiver, result_rx) = state?;
             let next = match pending {
                 Some(event) => Some(event),
                 None => receiver.recv().await,
             };
             if let Some(event) = next {
-                return Some((frame(&json!(event)), Some((None, receiver, result_rx))));
+                let state = Some((seq + 1, None, receiver, result_rx));
+                return Some((frame(seq, &json!(event)), state));
             }
             let last = match result_rx.await {
                 Ok(result) => last_frame(&result, &conversation),
                 Err(_) => json!({"type": "error", "message": "the run ended unexpectedly"}),
             };
-            Some((frame(&last), None))
+            Some((frame(seq, &last), None))
         }
     });
     let mut response = Sse::new(frames)

@@ -9,7 +9,7 @@ use std::pin::pin;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
@@ -55,12 +55,6 @@ pub(super) async fn create(
     State(app): State<AppState>,
     JsonBody(body): JsonBody<RunBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    if let Some(url) = &body.webhook {
-        app.webhooks
-            .check(url)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e).with_field("webhook"))?;
-    }
     let metadata = match body.metadata {
         None | Some(Value::Null) => None,
         Some(value @ Value::Object(_)) if value.to_string().len() <= MAX_METADATA_BYTES => {
@@ -86,8 +80,42 @@ pub(super) async fn create(
         model: body.model,
         conversation_id: body.conversation_id,
     };
+    let started = start(&app, &caller, chat, metadata, body.webhook).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "run_id": started.run_id,
+            "conversation_id": started.conversation_id,
+            "trace_id": started.trace_id,
+            "status": "running",
+        })),
+    ))
+}
+
+/// A run just started.
+pub(super) struct Started {
+    pub run_id: String,
+    pub conversation_id: String,
+    pub trace_id: String,
+}
+
+/// Starts a run in the background on this replica, as a task: its webhook checked first, its
+/// turn's place taken, its trace named. Nothing is started when any of it is refused.
+pub(super) async fn start(
+    app: &AppState,
+    caller: &Principal,
+    chat: ChatBody,
+    metadata: Option<Value>,
+    webhook: Option<String>,
+) -> ApiResult<Started> {
+    if let Some(url) = &webhook {
+        app.webhooks
+            .check(url)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e).with_field("webhook"))?;
+    }
     let title: String = chat.prompt.trim().chars().take(TITLE_CHARS).collect();
-    let begun = chat_turns::begin(&app, &caller, chat).await?;
+    let begun = chat_turns::begin(app, caller, chat).await?;
     let trace_id = uuid::Uuid::new_v4().to_string();
     let new = (
         title,
@@ -96,7 +124,7 @@ pub(super) async fn create(
         trace_id.clone(),
         app.replica.clone(),
         caller.label(),
-        body.webhook,
+        webhook,
     );
     let run_id = app
         .db
@@ -121,16 +149,12 @@ pub(super) async fn create(
     // Held here before the answer, so a reader that comes at once follows it from memory.
     let recorder = app.run_streams.begin(&run_id);
     let begun = begun.with_trace_id(&trace_id).for_task(&run_id);
-    tokio::spawn(work(app, begun, run_id.clone(), recorder));
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({
-            "run_id": run_id,
-            "conversation_id": conversation_id,
-            "trace_id": trace_id,
-            "status": "running",
-        })),
-    ))
+    tokio::spawn(work(app.clone(), begun, run_id.clone(), recorder));
+    Ok(Started {
+        run_id,
+        conversation_id,
+        trace_id,
+    })
 }
 
 /// Runs the turn, recording its frames, then its end.
@@ -189,6 +213,7 @@ fn record(recorder: &mut Recorder, event: &engine::Event) {
 pub(super) struct Filter {
     status: Option<String>,
     conversation_id: Option<String>,
+    trace_id: Option<String>,
     #[serde(flatten)]
     page: Page,
 }
@@ -203,6 +228,7 @@ pub(super) async fn list(
     let filter = runs::Filter {
         status: filter.status,
         conversation_id: filter.conversation_id,
+        trace_id: filter.trace_id,
         started_by: caller.conversations_scope(),
     };
     let (runs, total) = app
@@ -387,13 +413,35 @@ pub(super) async fn stream(
             }
         }
     };
+    let started = Started {
+        run_id: run.run_id,
+        conversation_id: run.conversation_id,
+        trace_id: run.trace_id,
+    };
+    Ok(frames(&app, started, after))
+}
+
+/// A run's frames after `after` as server-sent events, each with its number as `id:`; the
+/// run, its trace and its conversation named in `X-Run-Id`, `X-Trace-Id` and
+/// `X-Conversation-Id`, as `/api/chat/stream` names them.
+pub(super) fn frames(app: &AppState, run: Started, after: i64) -> Response {
     let frames = app
         .run_streams
-        .follow(app.db.clone(), run.run_id, after)
+        .follow(app.db.clone(), run.run_id.clone(), after)
         .map(|(seq, frame)| {
             Ok::<_, Infallible>(SseEvent::default().id(seq.to_string()).data(&*frame))
         });
-    Ok(Sse::new(frames)
+    let mut response = Sse::new(frames)
         .keep_alive(KeepAlive::default())
-        .into_response())
+        .into_response();
+    for (name, value) in [
+        ("x-run-id", run.run_id),
+        ("x-trace-id", run.trace_id),
+        ("x-conversation-id", run.conversation_id),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
