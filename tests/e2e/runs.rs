@@ -609,3 +609,55 @@ async fn a_chat_stream_numbers_its_frames_and_may_go_on_without_its_client() {
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "on_disconnect");
 }
+
+#[tokio::test]
+async fn a_run_paused_for_approval_is_read_waiting_then_finished_and_its_webhook_waits_for_it() {
+    let fake = crate::approvals::note_script("Plan", "Saved.").await;
+    let receiver = Receiver::start(&[], 204).await;
+    let config = format!("{WEBHOOK_CONFIG}[tools.create_note]\napproval = true\n");
+    let server = Server::start_with_config(&config, &webhook_env(&fake.url));
+    let (status, started) = server
+        .post(
+            "/api/runs",
+            json!({"prompt": "Save a plan", "webhook": receiver.url}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+
+    // The stream ends at the pause; the run waits for a person, and so does its webhook.
+    let events = Follow::open(&server.url, &run_id, None).await.rest().await;
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "approval_required", "{last}");
+    assert_eq!(status_of(&server, &run_id).await, "waiting_for_approval");
+    let (_, waiting) = server.get("/api/runs?status=waiting_for_approval").await;
+    assert_eq!(waiting["runs"][0]["run_id"], run_id.as_str(), "{waiting}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        receiver.deliveries().is_empty(),
+        "not ended: no webhook yet"
+    );
+
+    let approval = last["approval_id"].as_str().unwrap();
+    let (status, _) = server
+        .post(
+            &format!("/api/approvals/{approval}"),
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let run = eventually(20, async || {
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        (run["status"] == "completed").then_some(run)
+    })
+    .await;
+    assert_eq!(run["answer"], "Saved.", "{run}");
+    assert_eq!(run["tool_calls"][0]["name"], "create_note", "{run}");
+    assert_eq!(run["tool_calls"][0]["status"], "ok", "{run}");
+    let webhook = settled_webhook(&server, &run_id).await;
+    assert_eq!(webhook["state"], "delivered", "{webhook}");
+    if let Some(payloads) = verified(&receiver.accepted()) {
+        assert_eq!(payloads[0]["type"], "run.completed");
+        assert_eq!(payloads[0]["data"]["answer"], "Saved.");
+    }
+}
