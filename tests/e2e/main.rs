@@ -1,6 +1,7 @@
 //! Black-box tests: each starts the real `service-runtime` binary on a free port with its own
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
+mod a2a;
 mod access;
 mod adapters_list;
 mod adapters_new;

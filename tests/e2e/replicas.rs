@@ -845,6 +845,16 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
     assert_eq!(seen, whole);
     assert_eq!(text_of(&whole), "one two");
     assert_eq!(whole.last().unwrap().1["type"], "done");
+    // The run is an A2A task the other replica reads too.
+    if crate::a2a::sdk_available() {
+        let url = format!("{}/a2a/default", cluster.at(1).url);
+        let read = crate::a2a::sdk(&["get", &url, &run_id]).await;
+        assert_eq!(
+            read["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{read}"
+        );
+        assert_eq!(read["task"]["artifacts"][0]["parts"][0]["text"], "one two");
+    }
 
     // kill -9 of the replica running a run: it ends `error`, its stream says so, and its
     // webhook is delivered once, by the other replica.

@@ -1,5 +1,6 @@
 //! The JSON API under `/api`, one module per resource.
 
+mod a2a;
 mod adapters;
 mod agents;
 pub mod api;
@@ -267,6 +268,9 @@ pub fn routes(state: &AppState) -> Routes {
     Routes::default()
         .nest("/api", api)
         .service("/mcp", Chat, mcp)
+        // The agents over A2A: those who chat, for the agents they may use.
+        .get("/a2a/{agent}/.well-known/agent-card.json", Chat, a2a::card)
+        .post_run("/a2a/{agent}", Chat, a2a::rpc, state)
         .get("/metrics", ReadStatus, metrics::show)
         .get("/", Open, dashboard::index)
         .get("/assets/{file}", Open, dashboard::asset)

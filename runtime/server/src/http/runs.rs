@@ -93,6 +93,7 @@ pub(super) async fn create(
 }
 
 /// A run just started.
+#[derive(Clone)]
 pub(super) struct Started {
     pub run_id: String,
     pub conversation_id: String,
@@ -241,7 +242,7 @@ pub(super) async fn list(
 }
 
 /// The run `id` if the caller may see it; others' are unknown to them (404).
-async fn visible(app: &AppState, caller: &Principal, id: String) -> ApiResult<Run> {
+pub(super) async fn visible(app: &AppState, caller: &Principal, id: String) -> ApiResult<Run> {
     let run = app
         .db
         .call(move |conn| {
@@ -333,6 +334,12 @@ pub(super) async fn cancel(
     PathParam(id): PathParam<String>,
 ) -> ApiResult<Json<Value>> {
     let run = visible(&app, &caller, id).await?;
+    stop(&app, &run).await?;
+    Ok(Json(json!({ "run_id": run.run_id, "status": "cancelled" })))
+}
+
+/// Cancels `run` wherever it runs; 409 when it has ended (nothing changes then).
+pub(super) async fn stop(app: &AppState, run: &Run) -> ApiResult<()> {
     let run_id = run.run_id.clone();
     let cancelled = app
         .db
@@ -363,7 +370,7 @@ pub(super) async fn cancel(
         app.approvals_decided.notify_one();
     }
     app.bus.publish(Event::TaskCancelled(run.run_id.clone()));
-    Ok(Json(json!({ "run_id": run.run_id, "status": "cancelled" })))
+    Ok(())
 }
 
 /// The run's frames as server-sent events, each with its number as `id:`, from the first or

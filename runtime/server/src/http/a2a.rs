@@ -1,0 +1,566 @@
+//! `/a2a/{agent}`: each agent as an agent of the Agent2Agent protocol (A2A 1.0, its JSON-RPC
+//! binding): its card at `/a2a/{agent}/.well-known/agent-card.json`, and `SendMessage`,
+//! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask` at `/a2a/{agent}`.
+//! An A2A task is a run of `/api/runs` (its id is the run's, its `contextId` the run's
+//! conversation), so any replica reads, streams and cancels it; a run waiting for a person's
+//! approval is `TASK_STATE_INPUT_REQUIRED`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt, stream};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::PathParam;
+use super::api_error::{ApiError, ApiResult};
+use super::chat::ChatBody;
+use super::identity::Known;
+use super::runs::{self, Started};
+use crate::access::Principal;
+use crate::agents::profiles;
+use crate::error::Error;
+use crate::runs::{self as store, Run};
+use crate::traces;
+
+/// The protocol version served, as the card and the `A2A-Version` header say it.
+const VERSION: &str = "1.0";
+/// The artifact a task's answer streams into.
+const ANSWER: &str = "answer";
+
+// The specification's error codes: JSON-RPC's, then A2A's own.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+const TASK_NOT_FOUND: i64 = -32001;
+const TASK_NOT_CANCELABLE: i64 = -32002;
+const PUSH_NOT_SUPPORTED: i64 = -32003;
+const UNSUPPORTED_OPERATION: i64 = -32004;
+const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+/// A JSON-RPC error: its code and what it says.
+struct RpcError(i64, String);
+
+impl RpcError {
+    fn params(message: impl Into<String>) -> Self {
+        Self(INVALID_PARAMS, message.into())
+    }
+
+    fn task_not_found(id: &str) -> Self {
+        Self(TASK_NOT_FOUND, format!("no task {id:?}"))
+    }
+}
+
+/// What the API refused, in the protocol's codes.
+impl From<ApiError> for RpcError {
+    fn from(e: ApiError) -> Self {
+        let code = match e.status() {
+            StatusCode::NOT_FOUND => TASK_NOT_FOUND,
+            StatusCode::CONFLICT => TASK_NOT_CANCELABLE,
+            status if status.is_client_error() => INVALID_PARAMS,
+            _ => INTERNAL_ERROR,
+        };
+        Self(code, e.message().to_owned())
+    }
+}
+
+impl From<Error> for RpcError {
+    fn from(e: Error) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+/// The agent's card: who it is, where and how it is called, and how callers authenticate.
+pub(super) async fn card(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(agent): PathParam<String>,
+) -> ApiResult<Json<Value>> {
+    let profile = usable(&app, &caller, &agent).await?;
+    let url = format!("{}/a2a/{}", app.public_url, profile.name);
+    Ok(Json(json!({
+        "name": profile.name,
+        "description": profile.description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": VERSION}
+        ],
+        "capabilities": {"streaming": true, "pushNotifications": false},
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": profile.name,
+            "name": profile.name,
+            "description": profile.description,
+            "tags": ["agent"],
+        }],
+        // API tokens and sessions work everywhere; a loopback bind also takes this machine
+        // without one.
+        "securitySchemes": {
+            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
+        },
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+    })))
+}
+
+/// The agent `name`, if the caller may use it (404 otherwise, as the API says it).
+async fn usable(app: &AppState, caller: &Principal, name: &str) -> ApiResult<profiles::Profile> {
+    let wanted = name.to_owned();
+    let profile = app
+        .db
+        .call(move |conn| profiles::get(conn, &wanted))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))?;
+    caller.check_agent(&profile.name, profile.access.as_ref())?;
+    Ok(profile)
+}
+
+/// One JSON-RPC call. Its errors are JSON-RPC errors (HTTP 200); an unknown agent is a 404.
+pub(super) async fn rpc(
+    Known(caller): Known,
+    State(app): State<AppState>,
+    PathParam(agent): PathParam<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(e) = usable(&app, &caller, &agent).await {
+        return e.into_response();
+    }
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => return answer(&Value::Null, Err(RpcError(PARSE_ERROR, e.to_string()))),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let (Some("2.0"), Some(method)) = (
+        request.get("jsonrpc").and_then(Value::as_str),
+        request.get("method").and_then(Value::as_str),
+    ) else {
+        let refused = RpcError(
+            INVALID_REQUEST,
+            "a JSON-RPC 2.0 request object with a method".into(),
+        );
+        return answer(&id, Err(refused));
+    };
+    if let Some(version) = headers.get("a2a-version") {
+        let version = String::from_utf8_lossy(version.as_bytes());
+        if version.trim() != VERSION && !version.trim().starts_with("1.") {
+            let refused = RpcError(
+                VERSION_NOT_SUPPORTED,
+                format!("A2A version {version:?} is not served; this agent speaks {VERSION}"),
+            );
+            return answer(&id, Err(refused));
+        }
+    }
+    let empty = json!({});
+    let params = match request.get("params") {
+        None => &empty,
+        Some(params @ Value::Object(_)) => params,
+        Some(_) => return answer(&id, Err(RpcError::params("params must be an object"))),
+    };
+    let call = Call {
+        app: &app,
+        caller: &caller,
+        agent: &agent,
+    };
+    match method {
+        "SendMessage" => answer(&id, call.send(params).await),
+        "SendStreamingMessage" => match call.start(params).await {
+            Ok((run, task)) => events(&app, id, run, task, 0),
+            Err(e) => answer(&id, Err(e)),
+        },
+        "GetTask" => answer(&id, call.get(params).await),
+        "CancelTask" => answer(&id, call.cancel(params).await),
+        "SubscribeToTask" => match call.subscribe(params).await {
+            Ok((run, task)) => events(&app, id, run, task, 0),
+            Err(e) => answer(&id, Err(e)),
+        },
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => answer(
+            &id,
+            Err(RpcError(
+                PUSH_NOT_SUPPORTED,
+                "push notifications are not offered; stream the task or read it with GetTask"
+                    .into(),
+            )),
+        ),
+        "ListTasks" | "GetExtendedAgentCard" => answer(
+            &id,
+            Err(RpcError(
+                UNSUPPORTED_OPERATION,
+                format!("{method} is not offered by this agent"),
+            )),
+        ),
+        _ => answer(
+            &id,
+            Err(RpcError(METHOD_NOT_FOUND, format!("no method {method:?}"))),
+        ),
+    }
+}
+
+/// A JSON-RPC response: the result, or the error.
+fn answer(id: &Value, outcome: Result<Value, RpcError>) -> Response {
+    Json(response(id, outcome)).into_response()
+}
+
+fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(RpcError(code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    }
+}
+
+/// A call on one agent by one caller.
+struct Call<'a> {
+    app: &'a AppState,
+    caller: &'a Principal,
+    agent: &'a str,
+}
+
+impl Call<'_> {
+    /// Starts a run for the message; with `configuration.returnImmediately` answers the task
+    /// at once, else once the run ends or waits for input.
+    async fn send(&self, params: &Value) -> Result<Value, RpcError> {
+        let (run, task) = self.start(params).await?;
+        if params["configuration"]["returnImmediately"] == true {
+            return Ok(json!({"task": task}));
+        }
+        let mut frames = std::pin::pin!(self.app.run_streams.follow(
+            self.app.db.clone(),
+            run.run_id.clone(),
+            0
+        ));
+        while frames.next().await.is_some() {}
+        let run = ended(self.app, &run.run_id).await?;
+        Ok(json!({"task": task_of(self.app, &run).await?}))
+    }
+
+    /// Starts a run of the agent for the message (in its `contextId`'s conversation when it
+    /// names one): the run, and its task as it starts.
+    async fn start(&self, params: &Value) -> Result<(Started, Value), RpcError> {
+        let message = Incoming::read(params)?;
+        if let Some(task) = &message.task_id {
+            return Err(RpcError(
+                UNSUPPORTED_OPERATION,
+                format!(
+                    "task {task:?} takes no more messages; send a new message with its \
+                     contextId (a task waiting for input is decided with POST \
+                     /api/approvals/{{id}})"
+                ),
+            ));
+        }
+        let chat = ChatBody {
+            prompt: message.prompt.clone(),
+            agent: Some(self.agent.to_owned()),
+            model: None,
+            conversation_id: message.context_id,
+        };
+        let run = runs::start(self.app, self.caller, chat, None, None).await?;
+        let task = json!({
+            "id": run.run_id,
+            "contextId": run.conversation_id,
+            "status": {"state": "TASK_STATE_WORKING", "timestamp": crate::db::now()},
+            "history": [user_message(&run.run_id, &run.conversation_id, &message.prompt)],
+            "metadata": {"trace_id": run.trace_id},
+        });
+        Ok((run, task))
+    }
+
+    /// The task `params.id`, if it is one of this agent's runs the caller may see.
+    async fn find(&self, params: &Value) -> Result<Run, RpcError> {
+        let id = params["id"]
+            .as_str()
+            .ok_or_else(|| RpcError::params("params.id (the task's id) is required"))?;
+        let run = runs::visible(self.app, self.caller, id.to_owned())
+            .await
+            .map_err(|_| RpcError::task_not_found(id))?;
+        if run.agent.as_deref() != Some(self.agent) {
+            return Err(RpcError::task_not_found(id));
+        }
+        Ok(run)
+    }
+
+    async fn get(&self, params: &Value) -> Result<Value, RpcError> {
+        let run = self.find(params).await?;
+        task_of(self.app, &run).await
+    }
+
+    /// Cancels the task wherever it runs; one that has ended cannot be.
+    async fn cancel(&self, params: &Value) -> Result<Value, RpcError> {
+        let run = self.find(params).await?;
+        runs::stop(self.app, &run).await?;
+        let run = ended(self.app, &run.run_id).await?;
+        task_of(self.app, &run).await
+    }
+
+    /// The task as it is now, then its events from its first (so a client that lost its
+    /// stream misses nothing of the answer); one that has ended is read with `GetTask`.
+    async fn subscribe(&self, params: &Value) -> Result<(Started, Value), RpcError> {
+        let run = self.find(params).await?;
+        if !matches!(run.status, "running" | "pending") {
+            return Err(RpcError(
+                UNSUPPORTED_OPERATION,
+                format!(
+                    "task {:?} has ended ({}); read it with GetTask",
+                    run.run_id, run.status
+                ),
+            ));
+        }
+        let task = task_of(self.app, &run).await?;
+        let started = Started {
+            run_id: run.run_id,
+            conversation_id: run.conversation_id,
+            trace_id: run.trace_id,
+        };
+        Ok((started, task))
+    }
+}
+
+/// What a message says: its text and data parts as one prompt, and where it belongs.
+struct Incoming {
+    prompt: String,
+    context_id: Option<String>,
+    task_id: Option<String>,
+}
+
+impl Incoming {
+    fn read(params: &Value) -> Result<Self, RpcError> {
+        let message = params
+            .get("message")
+            .filter(|m| m.is_object())
+            .ok_or_else(|| RpcError::params("params.message is required"))?;
+        if let Some(role) = message.get("role").and_then(Value::as_str)
+            && role != "ROLE_USER"
+        {
+            return Err(RpcError::params(format!(
+                "message.role is {role:?}; a message to an agent is ROLE_USER"
+            )));
+        }
+        let parts = message["parts"]
+            .as_array()
+            .filter(|parts| !parts.is_empty())
+            .ok_or_else(|| RpcError::params("message.parts must list at least one part"))?;
+        let mut pieces = Vec::with_capacity(parts.len());
+        for part in parts {
+            if let Some(text) = part.get("text").and_then(Value::as_str) {
+                pieces.push(text.to_owned());
+            } else if let Some(data) = part.get("data") {
+                pieces.push(data.to_string());
+            } else if part.get("raw").is_some() || part.get("url").is_some() {
+                return Err(RpcError(
+                    CONTENT_TYPE_NOT_SUPPORTED,
+                    "file parts (raw, url) are not taken; send text or data parts".into(),
+                ));
+            } else {
+                return Err(RpcError::params(
+                    "each part is a text, data, raw or url part",
+                ));
+            }
+        }
+        let prompt = pieces.join("\n\n");
+        if prompt.trim().is_empty() {
+            return Err(RpcError::params("the message says nothing"));
+        }
+        let id = |name: &str| message.get(name).and_then(Value::as_str).map(str::to_owned);
+        Ok(Self {
+            prompt,
+            context_id: id("contextId").filter(|id| !id.is_empty()),
+            task_id: id("taskId").filter(|id| !id.is_empty()),
+        })
+    }
+}
+
+fn user_message(task: &str, context: &str, text: &str) -> Value {
+    json!({
+        "messageId": format!("{task}-prompt"),
+        "contextId": context,
+        "taskId": task,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    })
+}
+
+fn agent_message(task: &str, context: &str, id: &str, part: Value) -> Value {
+    json!({
+        "messageId": format!("{task}-{id}"),
+        "contextId": context,
+        "taskId": task,
+        "role": "ROLE_AGENT",
+        "parts": [part],
+    })
+}
+
+/// A run's state as A2A names it.
+fn state_of(status: &str) -> &'static str {
+    match status {
+        "pending" => "TASK_STATE_SUBMITTED",
+        "running" => "TASK_STATE_WORKING",
+        "waiting_for_approval" => "TASK_STATE_INPUT_REQUIRED",
+        "completed" => "TASK_STATE_COMPLETED",
+        "cancelled" => "TASK_STATE_CANCELED",
+        _ => "TASK_STATE_FAILED",
+    }
+}
+
+/// The run once its end is recorded (its last frame comes a moment before).
+async fn ended(app: &AppState, run_id: &str) -> Result<Run, RpcError> {
+    for _ in 0..100 {
+        let id = run_id.to_owned();
+        let run = app
+            .db
+            .call(move |conn| store::get(conn, &id))
+            .await?
+            .ok_or_else(|| RpcError::task_not_found(run_id))?;
+        if run.status != "running" {
+            return Ok(run);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(RpcError(
+        INTERNAL_ERROR,
+        format!("task {run_id:?} is still running"),
+    ))
+}
+
+/// A run as an A2A task: its state (with why, when it failed or waits for input), its
+/// prompt and answer as history, and the answer as its artifact.
+async fn task_of(app: &AppState, run: &Run) -> Result<Value, RpcError> {
+    let (trace_id, run_id) = (run.trace_id.clone(), run.run_id.clone());
+    let (trace, last) = app
+        .db
+        .call(move |conn| {
+            let last = store::last_event(conn, &run_id)?;
+            let frame = store::events_after(conn, &run_id, last - 1, 1)?;
+            Ok((traces::get(conn, &trace_id)?, frame.into_iter().next()))
+        })
+        .await?;
+    let (id, context) = (&run.run_id, &run.conversation_id);
+    let mut status = json!({"state": state_of(run.status), "timestamp": run.updated_at});
+    let last: Option<Value> = last.and_then(|(_, frame)| serde_json::from_str(&frame).ok());
+    match run.status {
+        "waiting_for_approval" => {
+            if let Some(frame) = last.filter(|f| f["type"] == "approval_required") {
+                status["message"] = agent_message(id, context, "input", json!({"data": frame}));
+            }
+        }
+        "error" | "cancelled" => {
+            if let Some(why) = &run.description {
+                status["message"] = agent_message(id, context, "status", json!({"text": why}));
+            }
+        }
+        _ => {}
+    }
+    let mut history = Vec::new();
+    let mut artifacts = Vec::new();
+    if let Some(trace) = trace {
+        history.push(user_message(id, context, &trace.prompt));
+        if let Some(answer) = trace.response {
+            history.push(agent_message(id, context, ANSWER, json!({"text": answer})));
+            artifacts.push(json!({
+                "artifactId": ANSWER,
+                "name": ANSWER,
+                "parts": [{"text": answer}],
+            }));
+        }
+    }
+    Ok(json!({
+        "id": id,
+        "contextId": context,
+        "status": status,
+        "artifacts": artifacts,
+        "history": history,
+        "metadata": {"trace_id": run.trace_id},
+    }))
+}
+
+/// The task first, then its run's frames after `after` as A2A events, each a JSON-RPC
+/// response of its own, then the task's last status.
+fn events(app: &AppState, id: Value, run: Started, task: Value, after: i64) -> Response {
+    let first = response(&id, Ok(json!({"task": task})));
+    let first = stream::once(async move { first });
+    let frames = app
+        .run_streams
+        .follow(app.db.clone(), run.run_id.clone(), after);
+    let rest = updates(app.clone(), id, run, frames);
+    let events = first
+        .chain(rest)
+        .map(|event| Ok::<_, Infallible>(SseEvent::default().data(event.to_string())));
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// A run's frames as A2A's events: tokens append to the answer artifact, tool calls and
+/// results are working-state messages, the last frame the final status.
+fn updates(
+    app: AppState,
+    id: Value,
+    run: Started,
+    frames: impl Stream<Item = (i64, std::sync::Arc<str>)> + Send + 'static,
+) -> impl Stream<Item = Value> + Send + 'static {
+    let state = (Box::pin(frames), false, false);
+    stream::unfold(state, move |(mut frames, mut appended, done)| {
+        let (app, id, run) = (app.clone(), id.clone(), run.clone());
+        async move {
+            if done {
+                return None;
+            }
+            let (task, context) = (run.run_id.as_str(), run.conversation_id.as_str());
+            let (seq, frame) = frames.next().await?;
+            let frame: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
+            let result = match frame["type"].as_str() {
+                Some("token") => {
+                    let update = json!({"artifactUpdate": {
+                        "taskId": task,
+                        "contextId": context,
+                        "artifact": {
+                            "artifactId": ANSWER,
+                            "name": ANSWER,
+                            "parts": [{"text": frame["text"]}],
+                        },
+                        "append": appended,
+                        "lastChunk": false,
+                    }});
+                    appended = true;
+                    Ok(update)
+                }
+                Some("done" | "error" | "approval_required") => {
+                    let last = match ended(&app, task).await {
+                        Ok(run) => task_of(&app, &run).await,
+                        Err(e) => Err(e),
+                    };
+                    let update = last.map(|task| {
+                        json!({"statusUpdate": {
+                            "taskId": task["id"],
+                            "contextId": task["contextId"],
+                            "status": task["status"],
+                        }})
+                    });
+                    let event = response(&id, update);
+                    return Some((event, (frames, appended, true)));
+                }
+                _ => Ok(json!({"statusUpdate": {
+                    "taskId": task,
+                    "contextId": context,
+                    "status": {
+                        "state": "TASK_STATE_WORKING",
+                        "message": agent_message(task, context, &seq.to_string(), json!({"data": frame})),
+                    },
+                }})),
+            };
+            Some((response(&id, result), (frames, appended, false)))
+        }
+    })
+}
