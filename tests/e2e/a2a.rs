@@ -234,26 +234,39 @@ async fn an_a2a_task_is_resubscribed_after_its_client_went_and_is_cancelled() {
 }
 
 #[tokio::test]
-async fn a_task_that_needs_approval_is_input_required_until_a_person_decides() {
+async fn a_task_that_needs_approval_is_input_required_until_a_person_or_its_caller_decides() {
     if !sdk_available() {
         return;
     }
-    let fake = crate::approvals::note_script("Plan", "Saved.").await;
+    let fake = llm::openai(vec![
+        Reply::Tools(vec![("c1", "create_note", json!({"title": "Plan"}))]),
+        Reply::Text("Saved."),
+        Reply::Tools(vec![("c1", "create_note", json!({"title": "Other"}))]),
+        Reply::Text("Not saved."),
+    ])
+    .await;
     let server = Server::start_with_config(
         "[tools.create_note]\napproval = true\n",
         &openai_env(&fake.url),
     );
     let url = format!("{}/a2a/default", server.url);
-    let started = sdk(&["start", &url, "save a plan", "100"]).await;
-    let events = &started["events"];
-    assert_eq!(last_state(events), "TASK_STATE_INPUT_REQUIRED", "{started}");
-    let last = events.as_array().unwrap().last().unwrap();
-    let waiting = &last["statusUpdate"]["status"]["message"]["parts"][0]["data"];
-    assert_eq!(waiting["tool"], "create_note", "{last}");
-    let task_id = events[0]["task"]["id"].as_str().unwrap().to_owned();
+    let waiting_on = async |prompt: &str| {
+        let started = sdk(&["start", &url, prompt, "100"]).await;
+        let events = &started["events"];
+        assert_eq!(last_state(events), "TASK_STATE_INPUT_REQUIRED", "{started}");
+        let last = events.as_array().unwrap().last().unwrap();
+        let waiting = last["statusUpdate"]["status"]["message"]["parts"][0]["data"].clone();
+        assert_eq!(waiting["tool"], "create_note", "{last}");
+        (
+            events[0]["task"]["id"].as_str().unwrap().to_owned(),
+            waiting,
+        )
+    };
+
+    // A person decides it here.
+    let (task_id, waiting) = waiting_on("save a plan").await;
     let read = sdk(&["get", &url, &task_id]).await;
     assert_eq!(read["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
-
     let approval = waiting["approval_id"].as_str().unwrap();
     let (status, _) = server
         .post(
@@ -268,4 +281,26 @@ async fn a_task_that_needs_approval_is_input_required_until_a_person_decides() {
     })
     .await;
     assert_eq!(done["task"]["artifacts"][0]["parts"][0]["text"], "Saved.");
+
+    // Its caller decides it over A2A, with a follow-up message to the task.
+    let (task_id, _) = waiting_on("save another").await;
+    let decided = sdk(&["decide", &url, &task_id, "deny"]).await;
+    let events = &decided["events"];
+    assert_eq!(events[0]["task"]["id"], task_id.as_str(), "{decided}");
+    assert_eq!(last_state(events), "TASK_STATE_COMPLETED", "{decided}");
+    let read = sdk(&["get", &url, &task_id]).await;
+    assert_eq!(
+        read["task"]["artifacts"][0]["parts"][0]["text"],
+        "Not saved."
+    );
+    let told = crate::approvals::tool_message(&fake);
+    assert!(
+        told.contains("a person declined") && told.contains("not now"),
+        "{told}"
+    );
+    let (_, approvals) = server.get("/api/approvals?status=denied").await;
+    assert_eq!(approvals["approvals"][0]["note"], "not now", "{approvals}");
+    // A task that is not waiting takes no decision.
+    let again = sdk(&["decide", &url, &task_id, "approve"]).await;
+    assert_eq!(again["error"], "UnsupportedOperationError", "{again}");
 }

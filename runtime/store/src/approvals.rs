@@ -154,6 +154,18 @@ pub fn list(
     )
 }
 
+/// The approval task `task` waits for, if any.
+pub fn pending_for_task(conn: &Conn, task: &str) -> Result<Option<Approval>> {
+    conn.query_opt(
+        &format!(
+            "SELECT {COLUMNS} FROM approvals WHERE task_id = ?1 AND status = 'pending' \
+             ORDER BY requested_at DESC LIMIT 1"
+        ),
+        params![task],
+        from_row,
+    )
+}
+
 /// Decides a pending approval once; a second decision changes nothing.
 pub fn decide(
     conn: &Conn,

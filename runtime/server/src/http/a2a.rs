@@ -20,11 +20,13 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::api::PathParam;
 use super::api_error::{ApiError, ApiResult};
+use super::approvals as approvals_api;
 use super::chat::ChatBody;
 use super::identity::Known;
 use super::runs::{self, Started};
 use crate::access::Principal;
 use crate::agents::profiles;
+use crate::approvals::{self, Decision};
 use crate::error::Error;
 use crate::runs::{self as store, Run};
 use crate::traces;
@@ -33,6 +35,8 @@ use crate::traces;
 const VERSION: &str = "1.0";
 /// The artifact a task's answer streams into.
 const ANSWER: &str = "answer";
+/// How often a resumed task is looked at until it settles.
+const SETTLE_POLL: Duration = Duration::from_millis(200);
 
 // The specification's error codes: JSON-RPC's, then A2A's own.
 const PARSE_ERROR: i64 = -32700;
@@ -173,8 +177,15 @@ pub(super) async fn rpc(
     };
     match method {
         "SendMessage" => answer(&id, call.send(params).await),
-        "SendStreamingMessage" => match call.start(params).await {
-            Ok((run, task)) => events(&app, id, run, task, 0),
+        "SendStreamingMessage" => match Incoming::read(params) {
+            Ok(message) if message.task_id.is_some() => match call.resume(&message).await {
+                Ok((run, task, decided)) => resumed(&app, id, run, task, decided),
+                Err(e) => answer(&id, Err(e)),
+            },
+            Ok(message) => match call.start(message).await {
+                Ok((run, task)) => events(&app, id, run, task, 0),
+                Err(e) => answer(&id, Err(e)),
+            },
             Err(e) => answer(&id, Err(e)),
         },
         "GetTask" => answer(&id, call.get(params).await),
@@ -233,8 +244,18 @@ impl Call<'_> {
     /// Starts a run for the message; with `configuration.returnImmediately` answers the task
     /// at once, else once the run ends or waits for input.
     async fn send(&self, params: &Value) -> Result<Value, RpcError> {
-        let (run, task) = self.start(params).await?;
-        if params["configuration"]["returnImmediately"] == true {
+        let message = Incoming::read(params)?;
+        let at_once = params["configuration"]["returnImmediately"] == true;
+        if message.task_id.is_some() {
+            let (run, task, decided) = self.resume(&message).await?;
+            if at_once {
+                return Ok(json!({"task": task}));
+            }
+            let run = settled(self.app, &run.run_id, &decided).await?;
+            return Ok(json!({"task": task_of(self.app, &run).await?}));
+        }
+        let (run, task) = self.start(message).await?;
+        if at_once {
             return Ok(json!({"task": task}));
         }
         let mut frames = std::pin::pin!(self.app.run_streams.follow(
@@ -249,18 +270,7 @@ impl Call<'_> {
 
     /// Starts a run of the agent for the message (in its `contextId`'s conversation when it
     /// names one): the run, and its task as it starts.
-    async fn start(&self, params: &Value) -> Result<(Started, Value), RpcError> {
-        let message = Incoming::read(params)?;
-        if let Some(task) = &message.task_id {
-            return Err(RpcError(
-                UNSUPPORTED_OPERATION,
-                format!(
-                    "task {task:?} takes no more messages; send a new message with its \
-                     contextId (a task waiting for input is decided with POST \
-                     /api/approvals/{{id}})"
-                ),
-            ));
-        }
+    async fn start(&self, message: Incoming) -> Result<(Started, Value), RpcError> {
         let chat = ChatBody {
             prompt: message.prompt.clone(),
             agent: Some(self.agent.to_owned()),
@@ -278,11 +288,54 @@ impl Call<'_> {
         Ok((run, task))
     }
 
+    /// Goes on with the task the message names, which must wait for input: the message's
+    /// decision decides the call it waits for. The run, the task now, and the approval
+    /// decided.
+    async fn resume(&self, message: &Incoming) -> Result<(Started, Value, String), RpcError> {
+        let id = message.task_id.as_deref().unwrap_or_default();
+        let run = self.find_id(id).await?;
+        if run.status != "waiting_for_approval" {
+            return Err(RpcError(
+                UNSUPPORTED_OPERATION,
+                format!(
+                    "task {id:?} is {}, not waiting for input; send a new message with its \
+                     contextId",
+                    run.status
+                ),
+            ));
+        }
+        let Some((decision, note)) = message.decision.clone() else {
+            return Err(RpcError::params(format!(
+                "task {id:?} waits for a decision on a tool call: send a data part \
+                 {{\"decision\": \"approve\" | \"deny\", \"note\"?}}, or the text approve or deny"
+            )));
+        };
+        let task = run.run_id.clone();
+        let waiting = self
+            .app
+            .db
+            .call(move |conn| approvals::pending_for_task(conn, &task))
+            .await?
+            .ok_or_else(|| RpcError::task_not_found(id))?;
+        approvals_api::decide_as(self.app, self.caller, waiting.id.clone(), decision, note).await?;
+        let task = task_of(self.app, &run).await?;
+        let started = Started {
+            run_id: run.run_id,
+            conversation_id: run.conversation_id,
+            trace_id: run.trace_id,
+        };
+        Ok((started, task, waiting.id))
+    }
+
     /// The task `params.id`, if it is one of this agent's runs the caller may see.
     async fn find(&self, params: &Value) -> Result<Run, RpcError> {
         let id = params["id"]
             .as_str()
             .ok_or_else(|| RpcError::params("params.id (the task's id) is required"))?;
+        self.find_id(id).await
+    }
+
+    async fn find_id(&self, id: &str) -> Result<Run, RpcError> {
         let run = runs::visible(self.app, self.caller, id.to_owned())
             .await
             .map_err(|_| RpcError::task_not_found(id))?;
@@ -333,6 +386,9 @@ struct Incoming {
     prompt: String,
     context_id: Option<String>,
     task_id: Option<String>,
+    /// What it decides for a task waiting for input: a data part `{"decision", "note"?}`, or
+    /// the text approve or deny.
+    decision: Option<(Decision, Option<String>)>,
 }
 
 impl Incoming {
@@ -353,10 +409,26 @@ impl Incoming {
             .filter(|parts| !parts.is_empty())
             .ok_or_else(|| RpcError::params("message.parts must list at least one part"))?;
         let mut pieces = Vec::with_capacity(parts.len());
+        let mut decision = None;
         for part in parts {
             if let Some(text) = part.get("text").and_then(Value::as_str) {
+                decision = decision.or(match text.trim().to_lowercase().as_str() {
+                    "approve" | "approved" | "yes" => Some((Decision::Approve, None)),
+                    "deny" | "denied" | "no" => Some((Decision::Deny, None)),
+                    _ => None,
+                });
                 pieces.push(text.to_owned());
             } else if let Some(data) = part.get("data") {
+                if let Some(said) = data.get("decision") {
+                    let note = data.get("note").and_then(Value::as_str).map(str::to_owned);
+                    decision = Some(match said.as_str() {
+                        Some("approve") => (Decision::Approve, note),
+                        Some("deny") => (Decision::Deny, note),
+                        _ => {
+                            return Err(RpcError::params("a decision is \"approve\" or \"deny\""));
+                        }
+                    });
+                }
                 pieces.push(data.to_string());
             } else if part.get("raw").is_some() || part.get("url").is_some() {
                 return Err(RpcError(
@@ -378,6 +450,7 @@ impl Incoming {
             prompt,
             context_id: id("contextId").filter(|id| !id.is_empty()),
             task_id: id("taskId").filter(|id| !id.is_empty()),
+            decision,
         })
     }
 }
@@ -434,25 +507,77 @@ async fn ended(app: &AppState, run_id: &str) -> Result<Run, RpcError> {
     ))
 }
 
+/// The run once it has ended, or waits for another decision than `decided`. A resumed run's
+/// answer comes whole (it streams nowhere), so this is looked for.
+async fn settled(app: &AppState, run_id: &str, decided: &str) -> Result<Run, RpcError> {
+    loop {
+        let id = run_id.to_owned();
+        let (run, waiting) = app
+            .db
+            .call(move |conn| {
+                Ok((
+                    store::get(conn, &id)?,
+                    approvals::pending_for_task(conn, &id)?,
+                ))
+            })
+            .await?;
+        let run = run.ok_or_else(|| RpcError::task_not_found(run_id))?;
+        let again = waiting.is_some_and(|waiting| waiting.id != decided);
+        if matches!(run.status, "completed" | "error" | "cancelled") || again {
+            return Ok(run);
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
+}
+
+/// The task after its decision, then its last status once it settles.
+fn resumed(app: &AppState, id: Value, run: Started, task: Value, decided: String) -> Response {
+    let app = app.clone();
+    let first = response(&id, Ok(json!({"task": task})));
+    let last = async move {
+        let last = match settled(&app, &run.run_id, &decided).await {
+            Ok(run) => task_of(&app, &run).await,
+            Err(e) => Err(e),
+        };
+        let update = last.map(|task| {
+            json!({"statusUpdate": {
+                "taskId": task["id"],
+                "contextId": task["contextId"],
+                "status": task["status"],
+            }})
+        });
+        response(&id, update)
+    };
+    let events = stream::once(async move { first })
+        .chain(stream::once(last))
+        .map(|event| Ok::<_, Infallible>(SseEvent::default().data(event.to_string())));
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
 /// A run as an A2A task: its state (with why, when it failed or waits for input), its
 /// prompt and answer as history, and the answer as its artifact.
 async fn task_of(app: &AppState, run: &Run) -> Result<Value, RpcError> {
     let (trace_id, run_id) = (run.trace_id.clone(), run.run_id.clone());
-    let (trace, last) = app
+    let (trace, waiting) = app
         .db
         .call(move |conn| {
-            let last = store::last_event(conn, &run_id)?;
-            let frame = store::events_after(conn, &run_id, last - 1, 1)?;
-            Ok((traces::get(conn, &trace_id)?, frame.into_iter().next()))
+            let waiting = approvals::pending_for_task(conn, &run_id)?;
+            Ok((traces::get(conn, &trace_id)?, waiting))
         })
         .await?;
     let (id, context) = (&run.run_id, &run.conversation_id);
     let mut status = json!({"state": state_of(run.status), "timestamp": run.updated_at});
-    let last: Option<Value> = last.and_then(|(_, frame)| serde_json::from_str(&frame).ok());
     match run.status {
         "waiting_for_approval" => {
-            if let Some(frame) = last.filter(|f| f["type"] == "approval_required") {
-                status["message"] = agent_message(id, context, "input", json!({"data": frame}));
+            if let Some(waiting) = waiting {
+                let asks = json!({
+                    "approval_id": waiting.id,
+                    "tool": waiting.tool,
+                    "input": waiting.input,
+                });
+                status["message"] = agent_message(id, context, "input", json!({"data": asks}));
             }
         }
         "error" | "cancelled" => {

@@ -9,6 +9,7 @@ use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
 use super::api_error::ApiResult;
 use super::identity::Known;
+use crate::access::Principal;
 use crate::approvals::{self, Decided, Decision};
 use crate::conversations;
 use crate::error::Error;
@@ -65,7 +66,21 @@ pub(super) async fn decide(
     PathParam(id): PathParam<String>,
     JsonBody(body): JsonBody<DecisionBody>,
 ) -> ApiResult<Json<Value>> {
-    let note = body.note.filter(|n| !n.trim().is_empty());
+    decide_as(&app, &caller, id, body.decision, body.note)
+        .await
+        .map(Json)
+}
+
+/// Decides approval `id` as `caller` (who must be able to enter its conversation); the run
+/// goes on wherever the resumer takes it.
+pub(super) async fn decide_as(
+    app: &AppState,
+    caller: &Principal,
+    id: String,
+    decision: Decision,
+    note: Option<String>,
+) -> ApiResult<Value> {
+    let note = note.filter(|n| !n.trim().is_empty());
     if note
         .as_ref()
         .is_some_and(|n| n.chars().count() > NOTE_CHARS)
@@ -74,7 +89,7 @@ pub(super) async fn decide(
             Error::field("note", format!("a note is at most {NOTE_CHARS} characters")).into(),
         );
     }
-    let wanted = id.clone();
+    let (wanted, caller) = (id.clone(), caller.clone());
     let decided = app
         .db
         .call(move |conn| {
@@ -96,19 +111,13 @@ pub(super) async fn decide(
                     )));
                 }
             }
-            approvals::decide(
-                conn,
-                &wanted,
-                body.decision,
-                note.as_deref(),
-                &caller.label(),
-            )
+            approvals::decide(conn, &wanted, decision, note.as_deref(), &caller.label())
         })
         .await?;
     match decided {
         Decided::Now(approval) => {
             app.approvals_decided.notify_one();
-            Ok(Json(json!(approval)))
+            Ok(json!(approval))
         }
         Decided::Before(approval) => Err(Error::conflict(format!(
             "approval {:?} was already {}",
