@@ -13,7 +13,6 @@ mod stats;
 use stats::{median, ms, verdict};
 
 use std::convert::Infallible;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -25,6 +24,8 @@ use serde_json::json;
 #[allow(dead_code)]
 #[path = "../../../tests/shared/serve.rs"]
 mod serve;
+#[path = "../../../tests/shared/served.rs"]
+mod served;
 #[allow(dead_code)]
 #[path = "../../../tests/shared/wait.rs"]
 mod wait;
@@ -35,15 +36,6 @@ const TOKEN_EVERY: Duration = Duration::from_millis(1);
 const ROUNDS: usize = 3;
 const RUNS: usize = 20;
 const TARGET_RATIO: f64 = 1.1;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// An OpenAI-compatible chat completions endpoint streaming `TOKENS` tokens.
 async fn fake_model() -> String {
@@ -134,19 +126,15 @@ async fn through_runs(client: &reqwest::Client, url: &str) -> (Duration, Duratio
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let model = runtime.block_on(fake_model());
-    let tmp = tempfile::tempdir().unwrap();
-    let data_dir = tmp.path().join("data");
-    std::fs::create_dir_all(&data_dir).unwrap();
-    let mut command = serve::clean_command(BIN, tmp.path(), "warn");
-    command
-        .env("SERVICE_PROVIDER", "openai")
-        .env("SERVICE_OPENAI_BASE_URL", &model)
-        .env("OPENAI_API_KEY", "sk-bench")
-        .stderr(Stdio::null());
-    let (child, url) = serve::spawn_serving(command, &data_dir);
-    let _server = Server(child);
-    let url = url.expect("the server did not start");
-    serve::wait_until_ready(&url, &data_dir, Duration::from_secs(120));
+    let server = served::Served::start(
+        BIN,
+        &[
+            ("SERVICE_PROVIDER", "openai"),
+            ("SERVICE_OPENAI_BASE_URL", &model),
+            ("OPENAI_API_KEY", "sk-bench"),
+        ],
+    );
+    let url = server.url.clone();
 
     let client = reqwest::Client::new();
     let (mut chat, mut runs) = (Vec::new(), Vec::new());

@@ -16,6 +16,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 
 use super::AppState;
 use super::api::PathParam;
@@ -23,7 +24,7 @@ use super::api_error::{ApiError, ApiResult};
 use super::approvals as approvals_api;
 use super::chat::ChatBody;
 use super::identity::Known;
-use super::runs::{self, Started};
+use super::runs::{self, Ended, Started};
 use crate::access::Principal;
 use crate::agents::profiles;
 use crate::approvals::{self, Decision};
@@ -156,7 +157,7 @@ pub(super) async fn rpc(
     };
     if let Some(version) = headers.get("a2a-version") {
         let version = String::from_utf8_lossy(version.as_bytes());
-        if version.trim() != VERSION && !version.trim().starts_with("1.") {
+        if !version.trim().starts_with("1.") {
             let refused = RpcError(
                 VERSION_NOT_SUPPORTED,
                 format!("A2A version {version:?} is not served; this agent speaks {VERSION}"),
@@ -183,7 +184,7 @@ pub(super) async fn rpc(
                 Err(e) => answer(&id, Err(e)),
             },
             Ok(message) => match call.start(message).await {
-                Ok((run, task)) => events(&app, id, run, task, 0),
+                Ok((run, task, ..)) => events(&app, id, run, task),
                 Err(e) => answer(&id, Err(e)),
             },
             Err(e) => answer(&id, Err(e)),
@@ -191,7 +192,7 @@ pub(super) async fn rpc(
         "GetTask" => answer(&id, call.get(params).await),
         "CancelTask" => answer(&id, call.cancel(params).await),
         "SubscribeToTask" => match call.subscribe(params).await {
-            Ok((run, task)) => events(&app, id, run, task, 0),
+            Ok((run, task)) => events(&app, id, run, task),
             Err(e) => answer(&id, Err(e)),
         },
         "CreateTaskPushNotificationConfig"
@@ -233,6 +234,10 @@ fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
     }
 }
 
+/// A run just started for a message: the run, its task as it starts, its end once it comes,
+/// and its prompt.
+type Begun = (Started, Value, JoinHandle<Ended>, String);
+
 /// A call on one agent by one caller.
 struct Call<'a> {
     app: &'a AppState,
@@ -254,38 +259,54 @@ impl Call<'_> {
             let run = settled(self.app, &run.run_id, &decided).await?;
             return Ok(json!({"task": task_of(self.app, &run).await?}));
         }
-        let (run, task) = self.start(message).await?;
+        let (run, task, done, prompt) = self.start(message).await?;
         if at_once {
             return Ok(json!({"task": task}));
         }
-        let mut frames = std::pin::pin!(self.app.run_streams.follow(
-            self.app.db.clone(),
-            run.run_id.clone(),
-            0
-        ));
-        while frames.next().await.is_some() {}
-        let run = ended(self.app, &run.run_id).await?;
-        Ok(json!({"task": task_of(self.app, &run).await?}))
+        let end = done
+            .await
+            .map_err(|e| RpcError(INTERNAL_ERROR, format!("the run stopped: {e}")))?;
+        if end.status == "waiting_for_approval" {
+            // What it waits for is read from where it was recorded.
+            let run = ended(self.app, &run.run_id).await?;
+            return Ok(json!({"task": task_of(self.app, &run).await?}));
+        }
+        // Known here already: nothing is read back.
+        Ok(json!({"task": task_json(&Facts {
+            run_id: &run.run_id,
+            context: &run.conversation_id,
+            trace_id: &run.trace_id,
+            status: end.status,
+            timestamp: &crate::db::now(),
+            prompt: Some(&prompt),
+            answer: end.answer.as_deref(),
+            why: end.note.as_deref(),
+            waiting: None,
+        })}))
     }
 
     /// Starts a run of the agent for the message (in its `contextId`'s conversation when it
     /// names one): the run, and its task as it starts.
-    async fn start(&self, message: Incoming) -> Result<(Started, Value), RpcError> {
+    async fn start(&self, message: Incoming) -> Result<Begun, RpcError> {
         let chat = ChatBody {
             prompt: message.prompt.clone(),
             agent: Some(self.agent.to_owned()),
             model: None,
             conversation_id: message.context_id,
         };
-        let run = runs::start(self.app, self.caller, chat, None, None).await?;
-        let task = json!({
-            "id": run.run_id,
-            "contextId": run.conversation_id,
-            "status": {"state": "TASK_STATE_WORKING", "timestamp": crate::db::now()},
-            "history": [user_message(&run.run_id, &run.conversation_id, &message.prompt)],
-            "metadata": {"trace_id": run.trace_id},
+        let (run, done) = runs::start(self.app, self.caller, chat, None, None).await?;
+        let task = task_json(&Facts {
+            run_id: &run.run_id,
+            context: &run.conversation_id,
+            trace_id: &run.trace_id,
+            status: "running",
+            timestamp: &crate::db::now(),
+            prompt: Some(&message.prompt),
+            answer: None,
+            why: None,
+            waiting: None,
         });
-        Ok((run, task))
+        Ok((run, task, done, message.prompt))
     }
 
     /// Goes on with the task the message names, which must wait for input: the message's
@@ -535,22 +556,26 @@ fn resumed(app: &AppState, id: Value, run: Started, task: Value, decided: String
     let app = app.clone();
     let first = response(&id, Ok(json!({"task": task})));
     let last = async move {
-        let last = match settled(&app, &run.run_id, &decided).await {
-            Ok(run) => task_of(&app, &run).await,
-            Err(e) => Err(e),
-        };
-        let update = last.map(|task| {
-            json!({"statusUpdate": {
-                "taskId": task["id"],
-                "contextId": task["contextId"],
-                "status": task["status"],
-            }})
-        });
-        response(&id, update)
+        let run = settled(&app, &run.run_id, &decided).await;
+        response(&id, last_update(&app, run).await)
     };
-    let events = stream::once(async move { first })
-        .chain(stream::once(last))
-        .map(|event| Ok::<_, Infallible>(SseEvent::default().data(event.to_string())));
+    sse(stream::once(async move { first }).chain(stream::once(last)))
+}
+
+/// The last status of a task whose run settled, as an update.
+async fn last_update(app: &AppState, run: Result<Run, RpcError>) -> Result<Value, RpcError> {
+    let task = task_of(app, &run?).await?;
+    Ok(json!({"statusUpdate": {
+        "taskId": task["id"],
+        "contextId": task["contextId"],
+        "status": task["status"],
+    }}))
+}
+
+/// JSON-RPC responses as server-sent events.
+fn sse(events: impl Stream<Item = Value> + Send + 'static) -> Response {
+    let events =
+        events.map(|event| Ok::<_, Infallible>(SseEvent::default().data(event.to_string())));
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -567,64 +592,80 @@ async fn task_of(app: &AppState, run: &Run) -> Result<Value, RpcError> {
             Ok((traces::get(conn, &trace_id)?, waiting))
         })
         .await?;
-    let (id, context) = (&run.run_id, &run.conversation_id);
-    let mut status = json!({"state": state_of(run.status), "timestamp": run.updated_at});
-    match run.status {
-        "waiting_for_approval" => {
-            if let Some(waiting) = waiting {
-                let asks = json!({
-                    "approval_id": waiting.id,
-                    "tool": waiting.tool,
-                    "input": waiting.input,
-                });
-                status["message"] = agent_message(id, context, "input", json!({"data": asks}));
-            }
-        }
-        "error" | "cancelled" => {
-            if let Some(why) = &run.description {
-                status["message"] = agent_message(id, context, "status", json!({"text": why}));
-            }
-        }
-        _ => {}
+    let waiting = waiting.map(
+        |waiting| json!({"approval_id": waiting.id, "tool": waiting.tool, "input": waiting.input}),
+    );
+    Ok(task_json(&Facts {
+        run_id: &run.run_id,
+        context: &run.conversation_id,
+        trace_id: &run.trace_id,
+        status: run.status,
+        timestamp: &run.updated_at,
+        prompt: trace.as_ref().map(|trace| trace.prompt.as_str()),
+        answer: trace.as_ref().and_then(|trace| trace.response.as_deref()),
+        why: run.description.as_deref(),
+        waiting,
+    }))
+}
+
+/// What is known of a run, for its task.
+struct Facts<'a> {
+    run_id: &'a str,
+    context: &'a str,
+    trace_id: &'a str,
+    /// The run's status.
+    status: &'a str,
+    timestamp: &'a str,
+    prompt: Option<&'a str>,
+    answer: Option<&'a str>,
+    /// Why it failed or was cancelled.
+    why: Option<&'a str>,
+    /// The call it waits for a decision on.
+    waiting: Option<Value>,
+}
+
+/// A run as an A2A task: its state (with why it failed, or what it waits for), its prompt and
+/// answer as history, and the answer as its artifact.
+fn task_json(facts: &Facts<'_>) -> Value {
+    let (id, context) = (facts.run_id, facts.context);
+    let mut status = json!({"state": state_of(facts.status), "timestamp": facts.timestamp});
+    let said = match (facts.status, &facts.waiting, facts.why) {
+        ("waiting_for_approval", Some(waiting), _) => Some(("input", json!({"data": waiting}))),
+        ("error" | "cancelled", _, Some(why)) => Some(("status", json!({"text": why}))),
+        _ => None,
+    };
+    if let Some((name, part)) = said {
+        status["message"] = agent_message(id, context, name, part);
     }
-    let mut history = Vec::new();
+    let mut history: Vec<Value> = facts
+        .prompt
+        .map(|prompt| user_message(id, context, prompt))
+        .into_iter()
+        .collect();
     let mut artifacts = Vec::new();
-    if let Some(trace) = trace {
-        history.push(user_message(id, context, &trace.prompt));
-        if let Some(answer) = trace.response {
-            history.push(agent_message(id, context, ANSWER, json!({"text": answer})));
-            artifacts.push(json!({
-                "artifactId": ANSWER,
-                "name": ANSWER,
-                "parts": [{"text": answer}],
-            }));
-        }
+    if let Some(answer) = facts.answer {
+        history.push(agent_message(id, context, ANSWER, json!({"text": answer})));
+        artifacts.push(json!({"artifactId": ANSWER, "name": ANSWER, "parts": [{"text": answer}]}));
     }
-    Ok(json!({
+    json!({
         "id": id,
         "contextId": context,
         "status": status,
         "artifacts": artifacts,
         "history": history,
-        "metadata": {"trace_id": run.trace_id},
-    }))
+        "metadata": {"trace_id": facts.trace_id},
+    })
 }
 
-/// The task first, then its run's frames after `after` as A2A events, each a JSON-RPC
+/// The task first, then its run's frames from the first as A2A events, each a JSON-RPC
 /// response of its own, then the task's last status.
-fn events(app: &AppState, id: Value, run: Started, task: Value, after: i64) -> Response {
+fn events(app: &AppState, id: Value, run: Started, task: Value) -> Response {
     let first = response(&id, Ok(json!({"task": task})));
     let first = stream::once(async move { first });
     let frames = app
         .run_streams
-        .follow(app.db.clone(), run.run_id.clone(), after);
-    let rest = updates(app.clone(), id, run, frames);
-    let events = first
-        .chain(rest)
-        .map(|event| Ok::<_, Infallible>(SseEvent::default().data(event.to_string())));
-    Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+        .follow(app.db.clone(), run.run_id.clone(), 0);
+    sse(first.chain(updates(app.clone(), id, run, frames)))
 }
 
 /// A run's frames as A2A's events: tokens append to the answer artifact, tool calls and
@@ -662,19 +703,8 @@ fn updates(
                     Ok(update)
                 }
                 Some("done" | "error" | "approval_required") => {
-                    let last = match ended(&app, task).await {
-                        Ok(run) => task_of(&app, &run).await,
-                        Err(e) => Err(e),
-                    };
-                    let update = last.map(|task| {
-                        json!({"statusUpdate": {
-                            "taskId": task["id"],
-                            "contextId": task["contextId"],
-                            "status": task["status"],
-                        }})
-                    });
-                    let event = response(&id, update);
-                    return Some((event, (frames, appended, true)));
+                    let update = last_update(&app, ended(&app, task).await).await;
+                    return Some((response(&id, update), (frames, appended, true)));
                 }
                 _ => Ok(json!({"statusUpdate": {
                     "taskId": task,

@@ -158,7 +158,7 @@ pub(super) async fn stream(
     JsonBody(body): JsonBody<StreamBody>,
 ) -> ApiResult<Response> {
     if body.on_disconnect == OnDisconnect::Continue {
-        let started = super::runs::start(&app, &caller, body.chat, None, None).await?;
+        let (started, _) = super::runs::start(&app, &caller, body.chat, None, None).await?;
         return Ok(super::runs::frames(&app, started, 0));
     }
     let begun = chat_turns::begin(&app, &caller, body.chat).await?;

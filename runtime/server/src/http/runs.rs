@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::AppState;
 use super::api::{JsonBody, Page, PathParam, QueryParams};
@@ -80,7 +81,7 @@ pub(super) async fn create(
         model: body.model,
         conversation_id: body.conversation_id,
     };
-    let started = start(&app, &caller, chat, metadata, body.webhook).await?;
+    let (started, _) = start(&app, &caller, chat, metadata, body.webhook).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({
@@ -100,15 +101,25 @@ pub(super) struct Started {
     pub trace_id: String,
 }
 
+/// How a run ended, as the replica that ran it saw it (its task says the same once recorded).
+pub(super) struct Ended {
+    /// `completed`, `error`, `cancelled`, or `waiting_for_approval` (it paused).
+    pub status: &'static str,
+    pub answer: Option<String>,
+    /// Why it failed or was cancelled.
+    pub note: Option<String>,
+}
+
 /// Starts a run in the background on this replica, as a task: its webhook checked first, its
-/// turn's place taken, its trace named. Nothing is started when any of it is refused.
+/// turn's place taken, its trace named. Nothing is started when any of it is refused. The
+/// handle gives how it ended, to a caller that waits for it here.
 pub(super) async fn start(
     app: &AppState,
     caller: &Principal,
     chat: ChatBody,
     metadata: Option<Value>,
     webhook: Option<String>,
-) -> ApiResult<Started> {
+) -> ApiResult<(Started, JoinHandle<Ended>)> {
     if let Some(url) = &webhook {
         app.webhooks
             .check(url)
@@ -150,16 +161,17 @@ pub(super) async fn start(
     // Held here before the answer, so a reader that comes at once follows it from memory.
     let recorder = app.run_streams.begin(&run_id);
     let begun = begun.with_trace_id(&trace_id).for_task(&run_id);
-    tokio::spawn(work(app.clone(), begun, run_id.clone(), recorder));
-    Ok(Started {
+    let done = tokio::spawn(work(app.clone(), begun, run_id.clone(), recorder));
+    let started = Started {
         run_id,
         conversation_id,
         trace_id,
-    })
+    };
+    Ok((started, done))
 }
 
 /// Runs the turn, recording its frames, then its end.
-async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorder) {
+async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorder) -> Ended {
     let conversation = begun.conversation_id.clone();
     let (events, mut receiver) = mpsc::unbounded_channel();
     let cancel = app.shutdown.child_token();
@@ -199,8 +211,17 @@ async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorde
             note: (!matches!(e, RunError::Paused { .. })).then(|| e.to_string()),
         },
     };
+    let ended = Ended {
+        status: match finish.status {
+            TaskStatus::Pending => "waiting_for_approval",
+            status => status.as_str(),
+        },
+        answer: result.ok().map(|output| output.text),
+        note: finish.note.clone(),
+    };
     recorder.end(&app.db, finish).await;
     app.webhooks.wake();
+    ended
 }
 
 fn record(recorder: &mut Recorder, event: &engine::Event) {
