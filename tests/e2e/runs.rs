@@ -158,6 +158,15 @@ pub(crate) fn text_of(events: &[(i64, Value)]) -> String {
         .collect()
 }
 
+/// The run once it no longer runs.
+async fn once_ended(server: &Server, run_id: &str) -> Value {
+    eventually(15, async || {
+        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
+        (run["status"] != "running").then_some(run)
+    })
+    .await
+}
+
 pub(crate) async fn status_of(server: &Server, run_id: &str) -> String {
     let (status, run) = server.get(&format!("/api/runs/{run_id}")).await;
     assert_eq!(status, StatusCode::OK, "{run}");
@@ -195,11 +204,7 @@ async fn a_run_goes_on_without_its_client_and_a_rejoined_stream_misses_nothing()
     // The run goes on: the rest of the answer arrives while nobody reads.
     pieces.send("three").unwrap();
     drop(pieces);
-    let run = eventually(15, async || {
-        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
-        (run["status"] != "running").then_some(run)
-    })
-    .await;
+    let run = once_ended(&server, &run_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["answer"], "one two three");
     assert_eq!(run["metadata"], json!({"ticket": 7}));
@@ -584,11 +589,7 @@ async fn a_chat_stream_numbers_its_frames_and_may_go_on_without_its_client() {
     drop(first);
     pieces.send("four").unwrap();
     drop(pieces);
-    let run = eventually(15, async || {
-        let (_, run) = server.get(&format!("/api/runs/{run_id}")).await;
-        (run["status"] != "running").then_some(run)
-    })
-    .await;
+    let run = once_ended(&server, &run_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["answer"], "three four");
     assert_eq!(run["trace_id"], trace_id.as_str());
