@@ -247,8 +247,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Adds a frame; past the bounds only the last one (`last`) is kept.
-    pub fn push(&mut self, frame: &Value, last: bool) {
+    /// Adds a frame; past the bounds it is left out (one frame says so), keeping a place for
+    /// the last (see [`Recorder::end`]).
+    pub fn push(&mut self, frame: &Value) {
         let text: Arc<str> = Arc::from(frame.to_string());
         let limits = &self.runs.limits;
         let count = {
@@ -260,7 +261,7 @@ impl Recorder {
             // Two places stay free: the frame that says the stream was cut, and the last.
             let over = frames.all.len() + 3 > limits.max_events()
                 || frames.bytes + text.len() > limits.max_event_bytes();
-            if over && !last {
+            if over {
                 if !frames.truncated {
                     frames.truncated = true;
                     let note = json!({
@@ -310,11 +311,14 @@ impl Recorder {
         Ok(())
     }
 
-    /// Writes what is left with how the run ended (see [`store::finish`]) and stops holding
-    /// the frames here: readers go on from the database. A write that fails is tried again
-    /// for a while, so the end lands.
-    pub async fn end(self, db: &Db, finish: store::Finish) {
-        let fresh = self.fresh();
+    /// Writes what is left and the last frame with how the run ended (see [`store::finish`]),
+    /// then shows the last frame to readers here and stops holding the frames: readers go on
+    /// from the database. So whoever sees a run's last frame, here or elsewhere, finds its end
+    /// recorded. A write that fails is tried again for a while, so the end lands.
+    pub async fn end(self, db: &Db, last: &Value, finish: store::Finish) {
+        let last: Arc<str> = Arc::from(last.to_string());
+        let mut fresh = self.fresh();
+        fresh.push(last.to_string());
         let first = self.flushed as i64 + 1;
         for tries in 1.. {
             let (id, finish, fresh) = (self.run_id.clone(), finish.clone(), fresh.clone());
@@ -335,12 +339,17 @@ impl Recorder {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.run_id);
-        self.live
-            .frames
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .handed_over = true;
-        // Wakes the readers here, which go on from the database.
-        self.live.count.send_modify(|_| {});
+        let count = {
+            let mut frames = self
+                .live
+                .frames
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            frames.all.push(last);
+            frames.handed_over = true;
+            frames.all.len()
+        };
+        // Wakes the readers here: they take the last frame, or go on from the database.
+        self.live.count.send_replace(count);
     }
 }

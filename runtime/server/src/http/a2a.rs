@@ -36,8 +36,10 @@ use crate::traces;
 const VERSION: &str = "1.0";
 /// The artifact a task's answer streams into.
 const ANSWER: &str = "answer";
-/// How often a resumed task is looked at until it settles.
+/// How soon a resumed task is first looked at again until it settles; each wait doubles up to
+/// the next, so a caller held on one costs a read every two seconds at most.
 const SETTLE_POLL: Duration = Duration::from_millis(200);
+const SETTLE_POLL_MAX: Duration = Duration::from_secs(2);
 
 // The specification's error codes: JSON-RPC's, then A2A's own.
 const PARSE_ERROR: i64 = -32700;
@@ -70,7 +72,6 @@ impl From<ApiError> for RpcError {
     fn from(e: ApiError) -> Self {
         let code = match e.status() {
             StatusCode::NOT_FOUND => TASK_NOT_FOUND,
-            StatusCode::CONFLICT => TASK_NOT_CANCELABLE,
             status if status.is_client_error() => INVALID_PARAMS,
             _ => INTERNAL_ERROR,
         };
@@ -268,7 +269,7 @@ impl Call<'_> {
             .map_err(|e| RpcError(INTERNAL_ERROR, format!("the run stopped: {e}")))?;
         if end.status == "waiting_for_approval" {
             // What it waits for is read from where it was recorded.
-            let run = ended(self.app, &run.run_id).await?;
+            let run = read(self.app, &run.run_id).await?;
             return Ok(json!({"task": task_of(self.app, &run).await?}));
         }
         // Known here already: nothing is read back.
@@ -340,12 +341,7 @@ impl Call<'_> {
             .ok_or_else(|| RpcError::task_not_found(id))?;
         approvals_api::decide_as(self.app, self.caller, waiting.id.clone(), decision, note).await?;
         let task = task_of(self.app, &run).await?;
-        let started = Started {
-            run_id: run.run_id,
-            conversation_id: run.conversation_id,
-            trace_id: run.trace_id,
-        };
-        Ok((started, task, waiting.id))
+        Ok((Started::from(run), task, waiting.id))
     }
 
     /// The task `params.id`, if it is one of this agent's runs the caller may see.
@@ -357,9 +353,7 @@ impl Call<'_> {
     }
 
     async fn find_id(&self, id: &str) -> Result<Run, RpcError> {
-        let run = runs::visible(self.app, self.caller, id.to_owned())
-            .await
-            .map_err(|_| RpcError::task_not_found(id))?;
+        let run = runs::visible(self.app, self.caller, id.to_owned()).await?;
         if run.agent.as_deref() != Some(self.agent) {
             return Err(RpcError::task_not_found(id));
         }
@@ -374,8 +368,13 @@ impl Call<'_> {
     /// Cancels the task wherever it runs; one that has ended cannot be.
     async fn cancel(&self, params: &Value) -> Result<Value, RpcError> {
         let run = self.find(params).await?;
-        runs::stop(self.app, &run).await?;
-        let run = ended(self.app, &run.run_id).await?;
+        runs::stop(self.app, &run)
+            .await
+            .map_err(|e| match e.status() {
+                StatusCode::CONFLICT => RpcError(TASK_NOT_CANCELABLE, e.message().to_owned()),
+                _ => e.into(),
+            })?;
+        let run = read(self.app, &run.run_id).await?;
         task_of(self.app, &run).await
     }
 
@@ -393,12 +392,7 @@ impl Call<'_> {
             ));
         }
         let task = task_of(self.app, &run).await?;
-        let started = Started {
-            run_id: run.run_id,
-            conversation_id: run.conversation_id,
-            trace_id: run.trace_id,
-        };
-        Ok((started, task))
+        Ok((Started::from(run), task))
     }
 }
 
@@ -508,29 +502,20 @@ fn state_of(status: &str) -> &'static str {
     }
 }
 
-/// The run once its end is recorded (its last frame comes a moment before).
-async fn ended(app: &AppState, run_id: &str) -> Result<Run, RpcError> {
-    for _ in 0..100 {
-        let id = run_id.to_owned();
-        let run = app
-            .db
-            .call(move |conn| store::get(conn, &id))
-            .await?
-            .ok_or_else(|| RpcError::task_not_found(run_id))?;
-        if run.status != "running" {
-            return Ok(run);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Err(RpcError(
-        INTERNAL_ERROR,
-        format!("task {run_id:?} is still running"),
-    ))
+/// The run as it is recorded. Whoever saw a run's last frame finds its end recorded (see
+/// `Recorder::end`), and a cancel is recorded before it answers.
+async fn read(app: &AppState, run_id: &str) -> Result<Run, RpcError> {
+    let id = run_id.to_owned();
+    app.db
+        .call(move |conn| store::get(conn, &id))
+        .await?
+        .ok_or_else(|| RpcError::task_not_found(run_id))
 }
 
 /// The run once it has ended, or waits for another decision than `decided`. A resumed run's
 /// answer comes whole (it streams nowhere), so this is looked for.
 async fn settled(app: &AppState, run_id: &str, decided: &str) -> Result<Run, RpcError> {
+    let mut wait = SETTLE_POLL;
     loop {
         let id = run_id.to_owned();
         let (run, waiting) = app
@@ -547,7 +532,8 @@ async fn settled(app: &AppState, run_id: &str, decided: &str) -> Result<Run, Rpc
         if matches!(run.status, "completed" | "error" | "cancelled") || again {
             return Ok(run);
         }
-        tokio::time::sleep(SETTLE_POLL).await;
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(SETTLE_POLL_MAX);
     }
 }
 
@@ -703,7 +689,7 @@ fn updates(
                     Ok(update)
                 }
                 Some("done" | "error" | "approval_required") => {
-                    let update = last_update(&app, ended(&app, task).await).await;
+                    let update = last_update(&app, read(&app, task).await).await;
                     return Some((response(&id, update), (frames, appended, true)));
                 }
                 _ => Ok(json!({"statusUpdate": {

@@ -23,9 +23,9 @@ use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError, RunOutput};
 
 /// The response header of a chat stream that names the run's trace.
-const TRACE_HEADER: &str = "x-trace-id";
+pub(super) const TRACE_HEADER: &str = "x-trace-id";
 /// ... and the one that names its conversation, so a client can send the next message at once.
-const CONVERSATION_HEADER: &str = "x-conversation-id";
+pub(super) const CONVERSATION_HEADER: &str = "x-conversation-id";
 
 #[derive(Deserialize)]
 pub(super) struct ChatBody {

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use super::AppState;
 use super::api::{JsonBody, Page, PathParam, QueryParams};
 use super::api_error::{ApiError, ApiResult};
-use super::chat::{ChatBody, last_frame};
+use super::chat::{CONVERSATION_HEADER, ChatBody, TRACE_HEADER, last_frame};
 use super::chat_turns::{self, Begun};
 use super::identity::Known;
 use crate::access::Principal;
@@ -34,6 +34,8 @@ use crate::runs::{self, Finish, NewRun, Run};
 use crate::tasks::{self, TaskStatus};
 use crate::{run_webhooks, task_runs, traces};
 
+/// The response header of a run's stream that names the run.
+const RUN_HEADER: &str = "x-run-id";
 /// The most a run's `metadata` may hold, as JSON text.
 const MAX_METADATA_BYTES: usize = 16 << 10;
 /// Task titles are the start of the prompt.
@@ -99,6 +101,16 @@ pub(super) struct Started {
     pub run_id: String,
     pub conversation_id: String,
     pub trace_id: String,
+}
+
+impl From<Run> for Started {
+    fn from(run: Run) -> Self {
+        Self {
+            run_id: run.run_id,
+            conversation_id: run.conversation_id,
+            trace_id: run.trace_id,
+        }
+    }
 }
 
 /// How a run ended, as the replica that ran it saw it (its task says the same once recorded).
@@ -194,7 +206,7 @@ async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorde
     while let Ok(event) = receiver.try_recv() {
         record(&mut recorder, &event);
     }
-    recorder.push(&last_frame(&result, &conversation), true);
+    let last = last_frame(&result, &conversation);
     let finish = match &result {
         Ok(output) => Finish {
             status: TaskStatus::Completed,
@@ -219,7 +231,7 @@ async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorde
         answer: result.ok().map(|output| output.text),
         note: finish.note.clone(),
     };
-    recorder.end(&app.db, finish).await;
+    recorder.end(&app.db, &last, finish).await;
     app.webhooks.wake();
     ended
 }
@@ -227,7 +239,7 @@ async fn work(app: AppState, begun: Begun, run_id: String, mut recorder: Recorde
 fn record(recorder: &mut Recorder, event: &engine::Event) {
     // The trace is named in the run already.
     if !matches!(event, engine::Event::Started { .. }) {
-        recorder.push(&json!(event), false);
+        recorder.push(&json!(event));
     }
 }
 
@@ -441,12 +453,7 @@ pub(super) async fn stream(
             }
         }
     };
-    let started = Started {
-        run_id: run.run_id,
-        conversation_id: run.conversation_id,
-        trace_id: run.trace_id,
-    };
-    Ok(frames(&app, started, after))
+    Ok(frames(&app, Started::from(run), after))
 }
 
 /// A run's frames after `after` as server-sent events, each with its number as `id:`; the
@@ -463,9 +470,9 @@ pub(super) fn frames(app: &AppState, run: Started, after: i64) -> Response {
         .keep_alive(KeepAlive::default())
         .into_response();
     for (name, value) in [
-        ("x-run-id", run.run_id),
-        ("x-trace-id", run.trace_id),
-        ("x-conversation-id", run.conversation_id),
+        (RUN_HEADER, run.run_id),
+        (TRACE_HEADER, run.trace_id),
+        (CONVERSATION_HEADER, run.conversation_id),
     ] {
         if let Ok(value) = HeaderValue::from_str(&value) {
             response.headers_mut().insert(name, value);
