@@ -279,7 +279,7 @@ impl App {
             Arc::clone(&env),
             config.webhooks,
             replica.clone(),
-        )?);
+        ));
         Ok(Self {
             data_dir: data_dir.to_owned(),
             config,

@@ -42,7 +42,6 @@ pub struct RunWebhooks {
     settings: WebhooksSection,
     /// The address policy; none with `[webhooks] allow_private`.
     guard: Option<Guard>,
-    client: reqwest::Client,
     replica: String,
     wake: Notify,
 }
@@ -53,25 +52,28 @@ impl RunWebhooks {
         env: Arc<SettingsStore>,
         settings: WebhooksSection,
         replica: String,
-    ) -> anyhow::Result<Self> {
-        let guard = (!settings.allow_private()).then(|| Guard::new([]));
-        let client = match &guard {
+    ) -> Self {
+        Self {
+            db,
+            env,
+            settings,
+            guard: (!settings.allow_private()).then(|| Guard::new([])),
+            replica,
+            wake: Notify::new(),
+        }
+    }
+
+    /// The deliverers' client: through the policy, no redirects followed, the attempt's
+    /// timeout. Made when the server starts delivering, so a command pays nothing for it.
+    fn client(&self) -> reqwest::Result<reqwest::Client> {
+        match &self.guard {
             Some(guard) => guard.client_builder(),
             None => reqwest::Client::builder(),
         }
         .user_agent(concat!("service-runtime/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(settings.timeout())
-        .build()?;
-        Ok(Self {
-            db,
-            env,
-            settings,
-            guard,
-            client,
-            replica,
-            wake: Notify::new(),
-        })
+        .timeout(self.settings.timeout())
+        .build()
     }
 
     /// The signing key: the secret's bytes after `whsec_`.
@@ -125,6 +127,13 @@ impl RunWebhooks {
     /// Delivers what is due, until `stop`. Deliveries cut by the stop are made again by
     /// whichever deliverer takes them once their lease runs out.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::error!("cannot deliver runs' webhooks: {e}");
+                return;
+            }
+        };
         let slots = Arc::new(Semaphore::new(AT_ONCE));
         let lease_ms = (self.settings.timeout() + LEASE_MARGIN).as_millis() as i64;
         // This replica just started: nothing it held is under way any more.
@@ -152,9 +161,9 @@ impl RunWebhooks {
                             let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
                                 return;
                             };
-                            let this = Arc::clone(&self);
+                            let (this, client) = (Arc::clone(&self), client.clone());
                             tokio::spawn(async move {
-                                this.deliver(due).await;
+                                this.deliver(&client, due).await;
                                 drop(slot);
                                 this.wake();
                             });
@@ -175,9 +184,9 @@ impl RunWebhooks {
     }
 
     /// Makes one attempt and records it.
-    async fn deliver(&self, due: Due) {
+    async fn deliver(&self, client: &reqwest::Client, due: Due) {
         let started = Instant::now();
-        let (status, error) = match self.attempt(&due).await {
+        let (status, error) = match self.attempt(client, &due).await {
             Ok(status) if (200..300).contains(&status) => (Some(status), None),
             Ok(status) if (300..400).contains(&status) => (
                 Some(status),
@@ -223,7 +232,7 @@ impl RunWebhooks {
     }
 
     /// Sends the run's outcome once; the receiver's status, or why there was none.
-    async fn attempt(&self, due: &Due) -> Result<u16, String> {
+    async fn attempt(&self, client: &reqwest::Client, due: &Due) -> Result<u16, String> {
         let key = self.key()?;
         let body = self.body(&due.task_id).await?;
         let id = format!("msg_{}", due.task_id);
@@ -232,8 +241,7 @@ impl RunWebhooks {
             .unwrap_or_default()
             .as_secs();
         let signature = sign(&key, &id, timestamp, &body);
-        let sent = self
-            .client
+        let sent = client
             .post(&due.url)
             .header("content-type", "application/json")
             .header("webhook-id", id)
