@@ -1271,8 +1271,10 @@ async fn adapters_tab_shows_mcp_servers_and_the_agent_form_offers_their_tools() 
     if !crate::mcp::sdk_available() {
         return;
     }
+    // A remote A2A agent nobody answers for shows beside them.
     let config = format!(
-        "[mcp]\nconnect_timeout_secs = 5\n{}[mcp.servers.silent]\ncommand = [\"sleep\", \"60\"]\n",
+        "[mcp]\nconnect_timeout_secs = 5\n{}[mcp.servers.silent]\ncommand = [\"sleep\", \"60\"]\n\
+         [a2a.agents.gone]\nurl = \"http://127.0.0.1:9/\"\n",
         crate::mcp::stdio_entry("files", "")
     );
     let server = Server::start_with_config(&config, &[]);
@@ -1305,6 +1307,19 @@ async fn adapters_tab_shows_mcp_servers_and_the_agent_form_offers_their_tools() 
             .text(&format!("{} [data-cell=\"error\"]", card("silent")))
             .await
             .contains("no answer to the handshake within 5 s")
+    );
+    let gone = ".a2a-card[data-a2a-agent=\"gone\"]";
+    browser
+        .wait_for(
+            "the A2A agent's card to fail",
+            &format!("return document.querySelector('{gone}')?.dataset.state === 'error'"),
+        )
+        .await;
+    assert!(
+        browser
+            .text(&format!("{gone} [data-cell=\"error\"]"))
+            .await
+            .contains("cannot fetch its card")
     );
     browser
         .js(

@@ -2,6 +2,7 @@
 //! data directory and talks to it over HTTP, like a user or the dashboard would.
 
 mod a2a;
+mod a2a_client;
 mod access;
 mod adapters_list;
 mod adapters_new;

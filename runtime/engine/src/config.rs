@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::a2a::settings::A2aSection;
 use crate::mcp::settings::{McpSection, McpServerSection};
 use crate::retention::RetentionSection;
 
@@ -39,6 +40,9 @@ pub struct FileConfig {
     /// `[mcp_server]`: what `/mcp` and `service-runtime mcp` serve besides the agents.
     #[serde(default)]
     pub mcp_server: McpServerSection,
+    /// `[a2a]`: remote agents whose skills agents may call over A2A.
+    #[serde(default)]
+    pub a2a: A2aSection,
     /// `[conversations]`: how much of a conversation a new turn sends the model.
     #[serde(default)]
     pub conversations: ConversationsSection,
@@ -538,6 +542,7 @@ impl FileConfig {
             .and_then(|()| config.server.check())
             .and_then(|()| config.database.check())
             .and_then(|()| config.mcp.check())
+            .and_then(|()| config.a2a.check())
             .and_then(|()| config.conversations.check())
             .and_then(|()| config.approvals.check())
             .and_then(|()| config.runs.check())

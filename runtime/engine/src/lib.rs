@@ -12,6 +12,7 @@
 // `pub` is this crate's surface to the floors above; what only it uses is `pub(crate)`.
 #![warn(unreachable_pub)]
 
+pub mod a2a;
 pub mod access;
 pub mod agents;
 pub mod config;

@@ -1,6 +1,8 @@
 //! `{{secret:NAME}}` and `{{basic:USER:PASSWORD}}` in header (or environment) values: the host
 //! fills them in after its checks, so a credential is named where it is configured and never
-//! written there. Components' outbound requests and MCP servers' connections use them.
+//! written there. Components' outbound requests, MCP servers' connections and remote A2A agents use them.
+
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine as _;
 
@@ -44,6 +46,37 @@ pub fn fill<E>(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Fills every value of `values` (an MCP server's environment), naming the entry in an error.
+pub(crate) fn fill_all(
+    values: &BTreeMap<String, String>,
+    secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
+) -> Result<BTreeMap<String, String>, String> {
+    values
+        .iter()
+        .map(|(name, value)| {
+            fill(value, secret, |m| format!("{name}: {m}")).map(|value| (name.clone(), value))
+        })
+        .collect()
+}
+
+/// Configured request headers, filled, as headers.
+pub(crate) fn headers(
+    headers: &BTreeMap<String, String>,
+    secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+    fill_all(headers, secret)?
+        .into_iter()
+        .map(|(name, value)| {
+            let name = http::HeaderName::try_from(name.as_str())
+                .map_err(|_| format!("{name:?} is not a header name"))?;
+            // The value may hold a secret: the message names the header only.
+            let value = http::HeaderValue::try_from(value.as_str())
+                .map_err(|_| format!("the value of header {name} is not a valid header value"))?;
+            Ok((name, value))
+        })
+        .collect()
 }
 
 #[cfg(test)]

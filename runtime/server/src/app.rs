@@ -12,6 +12,7 @@ use service_contract::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::a2a::RemoteAgents;
 use crate::adapters::{DbApprovals, DbFeedback, DbTasks, Supervisor};
 use crate::agents::profiles;
 use crate::bus::Bus;
@@ -62,6 +63,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     /// The MCP servers whose tools agents may use (started by the commands that run agents).
     pub mcp: Arc<McpServers>,
+    /// Remote agents of `[a2a]`, whose skills are tools here.
+    pub a2a: Arc<RemoteAgents>,
     /// The agents as an MCP server (`/mcp`, `service-runtime mcp`).
     pub mcp_agents: mcp::Agents,
     /// Wakes the resumer when an approval is decided here.
@@ -161,6 +164,7 @@ impl App {
         .context("invalid [engine] settings in config.toml")?;
 
         let mcp = McpServers::new(&config.mcp, Arc::clone(engine.tools()), Arc::clone(&env))?;
+        let a2a = RemoteAgents::new(&config.a2a, Arc::clone(engine.tools()), Arc::clone(&env))?;
         if let Some(gated) = config
             .mcp_server
             .tools
@@ -295,6 +299,7 @@ impl App {
             bus,
             shutdown,
             mcp,
+            a2a,
             mcp_agents,
             approvals_decided,
             webhooks,

@@ -27,7 +27,9 @@ pub mod server;
 mod supervisor_tests;
 
 pub use service_adapters::{adapters, wasm};
-pub use service_engine::{access, agents, config, engine, mcp, retention, scheduler, telemetry};
+pub use service_engine::{
+    a2a, access, agents, config, engine, mcp, retention, scheduler, telemetry,
+};
 pub use service_store::{
     approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params,
     run_webhooks, runs, settings_store, task_runs, tasks, traces,

@@ -69,6 +69,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         activity_stop.clone(),
     ));
     app.mcp.start();
+    app.a2a.start();
     let host = options
         .host
         .or(app.config.server.host.clone())
@@ -189,6 +190,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         let _ = singletons.await;
     }
     app.mcp.stop().await;
+    app.a2a.stop().await;
     activity_stop.cancel();
     let _ = activity.await;
     presence_stop.cancel();

@@ -2,7 +2,6 @@
 //! the handshake at the newest protocol revision both ends speak, and word of its tool list
 //! changing.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -115,7 +114,7 @@ impl Connection {
         let last_stderr = Arc::new(Mutex::new(None));
         let (service, process) = match &server.transport {
             Transport::Stdio { program, args, env } => {
-                let spawned = process::spawn(program, args, &fill_all(env, secret)?)
+                let spawned = process::spawn(program, args, &placeholders::fill_all(env, secret)?)
                     .map_err(|e| format!("cannot start {program:?}: {e}"))?;
                 log_stderr(&server.name, spawned.stderr, Arc::clone(&last_stderr));
                 let transport = AsyncRwTransport::new_client(spawned.stdout, spawned.stdin)
@@ -127,7 +126,7 @@ impl Connection {
             }
             Transport::Http { url, headers } => {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(header_map(&fill_all(headers, secret)?)?)
+                    .custom_headers(placeholders::headers(headers, secret)?)
                     .max_sse_event_size(MAX_MESSAGE_BYTES)
                     .max_json_response_size(MAX_MESSAGE_BYTES);
                 let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
@@ -264,35 +263,6 @@ fn listen_for_changes(peer: &Peer<RoleClient>, changed: &Arc<Notify>) -> Option<
             changed.notify_one();
         }
     }))
-}
-
-fn fill_all(
-    values: &BTreeMap<String, String>,
-    secret: &(dyn Fn(&str) -> Result<String, String> + Sync),
-) -> Result<BTreeMap<String, String>, String> {
-    values
-        .iter()
-        .map(|(name, value)| {
-            placeholders::fill(value, secret, |m| format!("{name}: {m}"))
-                .map(|value| (name.clone(), value))
-        })
-        .collect()
-}
-
-fn header_map(
-    headers: &BTreeMap<String, String>,
-) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
-    headers
-        .iter()
-        .map(|(name, value)| {
-            let name = http::HeaderName::try_from(name.as_str())
-                .map_err(|_| format!("{name:?} is not a header name"))?;
-            // The value may hold a secret: the message names the header only.
-            let value = http::HeaderValue::try_from(value.as_str())
-                .map_err(|_| format!("the value of header {name} is not a valid header value"))?;
-            Ok((name, value))
-        })
-        .collect()
 }
 
 /// rmcp's HTTP client is reqwest 0.13; it gets the TLS of the rest of the service.

@@ -9,7 +9,7 @@ pub mod import;
 pub mod process;
 pub mod servers;
 pub mod settings;
-mod tools;
+pub(crate) mod tools;
 
 pub use agents::Agents;
 pub use servers::McpServers;

@@ -16,7 +16,8 @@ pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a server may take to answer its handshake unless `[mcp] connect_timeout_secs`
 /// says otherwise.
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The longest server name: `mcp__<server>__<tool>` must stay a short tool name.
+/// The longest server (or remote agent) name: `mcp__<server>__<tool>` must stay a short tool
+/// name.
 pub(crate) const MAX_SERVER_NAME: usize = 24;
 
 /// `[mcp]`.
@@ -144,21 +145,22 @@ impl McpSection {
     }
 }
 
-fn timeout(key: &str, secs: Option<u64>) -> anyhow::Result<Option<Duration>> {
+pub(crate) fn timeout(key: &str, secs: Option<u64>) -> anyhow::Result<Option<Duration>> {
     match secs {
         Some(secs) if !(1..=3600).contains(&secs) => bail!("{key} must be between 1 and 3600"),
         secs => Ok(secs.map(Duration::from_secs)),
     }
 }
 
-/// Letters, digits, `-` and single `_`, so `mcp__<server>__<tool>` reads one way.
-fn check_name(name: &str) -> Result<(), String> {
+/// Letters, digits, `-` and single `_`, so `mcp__<server>__<tool>` (and `a2a__<agent>__<skill>`)
+/// reads one way.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let chars_ok = name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if name.is_empty() || name.len() > MAX_SERVER_NAME || !chars_ok || name.contains("__") {
         return Err(format!(
-            "a server name is 1 to {MAX_SERVER_NAME} letters, digits, '-' or single '_'"
+            "a name is 1 to {MAX_SERVER_NAME} letters, digits, '-' or single '_'"
         ));
     }
     Ok(())
@@ -211,19 +213,7 @@ impl ServerEntry {
                     self.env.is_empty() && self.args.is_empty(),
                     "{at}: env and args are for a command; a url gets headers"
                 );
-                let parsed = reqwest::Url::parse(url)
-                    .map_err(|e| anyhow::anyhow!("{at}: url {url:?} is not a URL: {e}"))?;
-                ensure!(
-                    matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some(),
-                    "{at}: url must be an http:// or https:// address"
-                );
-                for (name, value) in &self.headers {
-                    ensure!(
-                        http::HeaderName::try_from(name.as_str()).is_ok(),
-                        "{at}: {name:?} is not a header name"
-                    );
-                    check_value(at, name, value)?;
-                }
+                check_http(at, url, &self.headers)?;
                 Ok(Transport::Http {
                     url: url.clone(),
                     headers: self.headers.clone(),
@@ -232,6 +222,28 @@ impl ServerEntry {
             _ => bail!("{at} needs exactly one of command (a program run over stdio) or url"),
         }
     }
+}
+
+/// An http(s) `url` with request `headers` whose credentials are placeholders: the URL.
+pub(crate) fn check_http(
+    at: &str,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> anyhow::Result<reqwest::Url> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| anyhow::anyhow!("{at}: url {url:?} is not a URL: {e}"))?;
+    ensure!(
+        matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some(),
+        "{at}: url must be an http:// or https:// address"
+    );
+    for (name, value) in headers {
+        ensure!(
+            http::HeaderName::try_from(name.as_str()).is_ok(),
+            "{at}: {name:?} is not a header name"
+        );
+        check_value(at, name, value)?;
+    }
+    Ok(parsed)
 }
 
 /// A value that names a credential must come from the environment, so `config.toml` never

@@ -5,9 +5,9 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::Value;
 
 /// Tools registered per server; more are skipped (and named on its status).
-pub(super) const MAX_TOOLS: usize = 64;
+pub(crate) const MAX_TOOLS: usize = 64;
 /// A tool's description is cut to this many characters.
-pub(super) const MAX_DESCRIPTION_CHARS: usize = 2_048;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 2_048;
 /// A tool whose input schema is larger is skipped.
 pub(super) const MAX_SCHEMA_BYTES: usize = 16 << 10;
 /// The registry's limit on a tool's name.
@@ -21,14 +21,20 @@ pub(super) fn prefix(server: &str) -> String {
 /// `mcp__<server>__<tool>`, with characters a model API would refuse as `_`; `None` when that
 /// is longer than a tool name may be.
 pub(crate) fn registry_name(server: &str, tool: &str) -> Option<String> {
+    prefixed(&prefix(server), tool)
+}
+
+/// `<prefix><tool>` with `tool` made [`plain`]; `None` when that is longer than a tool name may
+/// be.
+pub(crate) fn prefixed(prefix: &str, tool: &str) -> Option<String> {
     let tool = plain(tool);
-    let name = format!("{}{tool}", prefix(server));
+    let name = format!("{prefix}{tool}");
     (!tool.is_empty() && name.len() <= MAX_NAME).then_some(name)
 }
 
 /// `text` with every character but ASCII letters, digits, `_` and `-` as `_`: what every
 /// model API takes in a tool name.
-pub(super) fn plain(text: &str) -> String {
+pub(crate) fn plain(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {

@@ -2,7 +2,7 @@
 // error shows up without a reload; filter tabs by status; Enable/Disable for adapters that
 // have start and stop hooks; for one waiting for settings (or refusing a wrong one), what it
 // needs and a link to its integration on the Settings tab. Below them, the MCP servers whose
-// tools agents may use.
+// tools agents may use and the remote A2A agents whose skills they may call.
 
 import {
   ApiError, api, chips, empty, emptyState, enc, filterTabs, h, may, needs, pill, refreshTimes, report,
@@ -181,6 +181,38 @@ function mcpSection(servers) {
     h('ul', { class: 'mcp-grid', 'aria-label': 'MCP servers' }, servers.map(mcpCard)));
 }
 
+/** One remote A2A agent: its state, its skills offered as tools, its card's or last call's error. */
+function a2aCard(agent) {
+  const row = (label, name, content) => [h('dt', null, label), h('dd', { dataset: { cell: name } }, content)];
+  const failure = (error, at) => (error
+    ? h('span', null, h('span', { class: 'truncate error-text', title: error }, error), ' ', timeEl(at))
+    : h('span', { class: 'muted' }, '—'));
+  const offered = agent.state === 'ready' || agent.tools > 0
+    ? `${agent.tools} skill${agent.tools === 1 ? '' : 's'}`
+    : '—';
+  return h('li', { class: 'card mcp-card a2a-card', dataset: { a2aAgent: agent.name, state: agent.state } },
+    h('div', { class: 'mcp-top' },
+      h('div', null, h('strong', null, agent.name), h('span', { class: 'muted small' }, agent.streaming ? ' streams' : '')),
+      pill(agent.state)),
+    h('dl', { class: 'meta' },
+      row('Skills', 'tools', h('span', { title: `named a2a__${agent.name}__<skill>; an agent gets them by listing them, or a2a__${agent.name}__*` }, offered)),
+      row('Agent', 'agent', agent.agent ? h('span', { title: agent.endpoint }, agent.agent) : h('span', { class: 'muted' }, '—')),
+      row('Calls', 'calls', `${agent.calls} (${agent.failed_calls} failed)`),
+      row('Card error', 'error', failure(agent.error, agent.error_at)),
+      row('Last failed call', 'call-error', failure(agent.last_call_error, agent.last_call_error_at))),
+    agent.skipped.length
+      ? h('p', { class: 'hint' }, `Not used: ${agent.skipped.join('; ')}`)
+      : null);
+}
+
+function a2aSection(agents) {
+  if (agents.length === 0) return null;
+  return h('section', { class: 'mcp-section', 'aria-labelledby': 'a2a-title' },
+    h('h2', { id: 'a2a-title' }, 'A2A agents'),
+    h('p', { class: 'sub' }, 'Skills of remote agents reached over Agent2Agent ([a2a.agents] in config.toml). Agents get them only by naming them.'),
+    h('ul', { class: 'mcp-grid', 'aria-label': 'A2A agents' }, agents.map(a2aCard)));
+}
+
 export async function adaptersView(main, route, ctx) {
   const wanted = route.params.get('status');
   const status = STATUSES.includes(wanted) ? wanted : '';
@@ -195,14 +227,15 @@ export async function adaptersView(main, route, ctx) {
     .then((r) => new Set(r.integrations.map((i) => i.id)), () => new Set());
 
   const load = async (force = false) => {
-    const [{ adapters }, { servers }] = await Promise.all([
+    const [{ adapters }, { servers }, { agents }] = await Promise.all([
       api('/adapters', { signal: ctx.signal }),
       api('/mcp/servers', { signal: ctx.signal }),
+      api('/a2a/agents', { signal: ctx.signal }),
     ]);
-    const mcpJson = JSON.stringify(servers);
+    const mcpJson = JSON.stringify([servers, agents]);
     if (mcpJson !== lastMcp) {
       lastMcp = mcpJson;
-      mcp.replaceChildren(...[mcpSection(servers)].filter(Boolean));
+      mcp.replaceChildren(...[mcpSection(servers), a2aSection(agents)].filter(Boolean));
     } else {
       refreshTimes(mcp);
     }

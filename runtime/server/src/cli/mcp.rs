@@ -36,9 +36,10 @@ async fn serve(data_dir: &Path) -> anyhow::Result<()> {
     let _presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone()).await?;
     app.mcp.start();
+    app.a2a.start();
     let ended = app.mcp_agents.clone().serve_stdio().await;
     app.shutdown.cancel();
-    app.mcp.stop().await;
+    tokio::join!(app.mcp.stop(), app.a2a.stop());
     ended
 }
 

@@ -34,9 +34,10 @@ pub(super) async fn run(
     // The run's trace names this process, which says it is alive while it runs.
     let _presence =
         replica::keep_presence(app.db.clone(), app.replica.clone(), app.shutdown.clone()).await?;
-    // Tools of MCP servers are there once each server answered (or failed to).
+    // Tools of MCP servers and remote agents are there once each answered (or failed to).
     app.mcp.start();
-    app.mcp.settled().await;
+    app.a2a.start();
+    tokio::join!(app.mcp.settled(), app.a2a.settled());
     let profile = ProfileChoice::Required(agent.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()));
     let request = RunRequest {
         model,
@@ -61,7 +62,7 @@ pub(super) async fn run(
         }
     }
     let outcome = run.await?;
-    app.mcp.stop().await;
+    tokio::join!(app.mcp.stop(), app.a2a.stop());
     match outcome {
         Ok(output) => writeln!(stdout, "\ntrace_id: {}", output.trace_id).map_err(output::failed),
         Err(e) => match e.trace_id() {

@@ -23,6 +23,7 @@ pub mod mcp;
 mod mcp_servers;
 mod me;
 pub mod metrics;
+mod remote_agents;
 mod request_spans;
 pub mod routes;
 mod run_budget;
@@ -45,6 +46,7 @@ use axum::middleware;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::a2a::RemoteAgents;
 use crate::access::{Access, Permission};
 use crate::adapters::Supervisor;
 use crate::app::App;
@@ -76,6 +78,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The MCP servers whose tools agents use, for their statuses.
     pub mcp: Arc<McpServers>,
+    /// Remote agents of `[a2a]`, behind `/api/a2a/agents`.
+    pub a2a: Arc<RemoteAgents>,
     /// The agents as an MCP server, behind `/mcp`.
     pub mcp_agents: Agents,
     /// Components, for the instances they use.
@@ -123,6 +127,7 @@ impl AppState {
             replica: app.replica.clone(),
             shutdown: app.shutdown.clone(),
             mcp: Arc::clone(&app.mcp),
+            a2a: Arc::clone(&app.a2a),
             mcp_agents: app.mcp_agents.clone(),
             components: Arc::clone(&app.components),
             conversation_budget: app.config.conversations.budget(),
@@ -245,6 +250,7 @@ pub fn routes(state: &AppState) -> Routes {
             integrations::verify,
         )
         .get("/mcp/servers", ReadStatus, mcp_servers::list)
+        .get("/a2a/agents", ReadStatus, remote_agents::list)
         .get("/users", ManageAccess, users::list)
         .post("/users", ManageAccess, users::create)
         .patch("/users/{name}", ManageAccess, users::update)
