@@ -127,6 +127,29 @@ async fn an_agent_is_discovered_and_converses_over_a2a_with_the_official_sdk() {
         (Some("completed"), Some(context_id.as_str()))
     );
 
+    // Listed, newest first, a page at a time.
+    let listed = sdk(&["list", &url, &context_id]).await;
+    let (first, rest) = (&listed["first"], &listed["rest"]);
+    assert_eq!(first["totalSize"], 2, "{listed}");
+    assert_eq!(first["tasks"][0]["id"], second["id"], "{listed}");
+    assert_eq!(
+        first["tasks"][0]["artifacts"][0]["parts"][0]["text"],
+        "again"
+    );
+    assert_eq!(rest["tasks"][0]["id"], task_id.as_str(), "{listed}");
+    assert!(
+        rest.get("nextPageToken").is_none(),
+        "the last page: {listed}"
+    );
+    let completed = listed["completed"]["tasks"].as_array().unwrap();
+    assert_eq!(completed.len(), 2, "{listed}");
+    assert!(
+        completed
+            .iter()
+            .all(|task| task.get("history").is_none() && task.get("artifacts").is_none()),
+        "{listed}"
+    );
+
     // What the SDK raises for the specification's errors.
     let missing = sdk(&["get", &url, "no-such-task"]).await;
     assert_eq!(missing["error"], "TaskNotFoundError", "{missing}");
@@ -151,6 +174,8 @@ async fn bad_a2a_requests_get_the_specifications_errors_and_start_nothing() {
         (message(json!([{"text": "hi"}])), Some("0.3"), -32009),
         (message(json!([{"url": "https://example.com/f.pdf", "mediaType": "application/pdf"}])), None, -32005),
         (json!({"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "nope"}}).to_string(), None, -32001),
+        (json!({"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {"pageSize": 0}}).to_string(), None, -32602),
+        (json!({"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {"status": "TASK_STATE_NAPPING"}}).to_string(), None, -32602),
         (json!({"jsonrpc": "2.0", "id": 7, "method": "CreateTaskPushNotificationConfig", "params": {}}).to_string(), None, -32003),
     ] {
         let (status, answer) = call(&server, "default", &body, version).await;

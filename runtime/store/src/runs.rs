@@ -144,6 +144,10 @@ pub struct Filter {
     pub trace_id: Option<String>,
     /// Only runs this principal started (`user:<name>`...); none: everyone's.
     pub started_by: Option<String>,
+    /// Only runs of this agent.
+    pub agent: Option<String>,
+    /// Only runs whose status changed after this time (as [`db::now`] writes it).
+    pub updated_after: Option<String>,
 }
 
 /// A page of runs, newest first, and how many match.
@@ -168,18 +172,22 @@ pub fn list(conn: &Conn, filter: &Filter, limit: u32, offset: u32) -> Result<(Ve
          WHERE (CAST(?1 AS TEXT) IS NULL OR {status_sql} = ?1) \
          AND (CAST(?2 AS TEXT) IS NULL OR r.conversation_id = ?2) \
          AND (CAST(?3 AS TEXT) IS NULL OR t.started_by = ?3) \
-         AND (CAST(?4 AS TEXT) IS NULL OR r.trace_id = ?4)"
+         AND (CAST(?4 AS TEXT) IS NULL OR r.trace_id = ?4) \
+         AND (CAST(?5 AS TEXT) IS NULL OR t.agent_profile_name = ?5) \
+         AND (CAST(?6 AS TEXT) IS NULL OR t.updated_at > ?6)"
     );
     let keys = conn.query(
         &format!(
             "SELECT r.task_id, r.conversation_id, r.trace_id, r.metadata {filter_sql} \
-             ORDER BY r.created_at DESC, r.task_id DESC LIMIT ?5 OFFSET ?6"
+             ORDER BY r.created_at DESC, r.task_id DESC LIMIT ?7 OFFSET ?8"
         ),
         params![
             filter.status,
             filter.conversation_id,
             filter.started_by,
             filter.trace_id,
+            filter.agent,
+            filter.updated_after,
             limit,
             offset
         ],
@@ -191,7 +199,9 @@ pub fn list(conn: &Conn, filter: &Filter, limit: u32, offset: u32) -> Result<(Ve
             filter.status,
             filter.conversation_id,
             filter.started_by,
-            filter.trace_id
+            filter.trace_id,
+            filter.agent,
+            filter.updated_after
         ],
         |r| r.get(0),
     )?;

@@ -1,6 +1,7 @@
 //! `/a2a/{agent}`: each agent as an agent of the Agent2Agent protocol (A2A 1.0, its JSON-RPC
 //! binding): its card at `/a2a/{agent}/.well-known/agent-card.json`, and `SendMessage`,
-//! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask` at `/a2a/{agent}`.
+//! `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask` and `SubscribeToTask` at
+//! `/a2a/{agent}`.
 //! An A2A task is a run of `/api/runs` (its id is the run's, its `contextId` the run's
 //! conversation), so any replica reads, streams and cancels it; a run waiting for a person's
 //! approval is `TASK_STATE_INPUT_REQUIRED`.
@@ -36,6 +37,9 @@ use crate::traces;
 const VERSION: &str = "1.0";
 /// The artifact a task's answer streams into.
 const ANSWER: &str = "answer";
+/// Tasks a `ListTasks` page holds unless it says otherwise, and at most.
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 100;
 /// How soon a resumed task is first looked at again until it settles; each wait doubles up to
 /// the next, so a caller held on one costs a read every two seconds at most.
 const SETTLE_POLL: Duration = Duration::from_millis(200);
@@ -207,7 +211,8 @@ pub(super) async fn rpc(
                     .into(),
             )),
         ),
-        "ListTasks" | "GetExtendedAgentCard" => answer(
+        "ListTasks" => answer(&id, call.list(params).await),
+        "GetExtendedAgentCard" => answer(
             &id,
             Err(RpcError(
                 UNSUPPORTED_OPERATION,
@@ -365,6 +370,87 @@ impl Call<'_> {
         task_of(self.app, &run).await
     }
 
+    /// The agent's tasks the caller may see, newest first, a page at a time (the page token is
+    /// where the next page starts), filtered by context, state and the time of their last
+    /// change; their history and artifacts only when asked for.
+    async fn list(&self, params: &Value) -> Result<Value, RpcError> {
+        let page_size = match &params["pageSize"] {
+            Value::Null => DEFAULT_PAGE,
+            size => size
+                .as_u64()
+                .filter(|size| (1..=u64::from(MAX_PAGE)).contains(size))
+                .ok_or_else(|| RpcError::params(format!("pageSize is 1 to {MAX_PAGE}")))?
+                as u32,
+        };
+        let offset = match params["pageToken"]
+            .as_str()
+            .filter(|token| !token.is_empty())
+        {
+            None => 0,
+            Some(token) => token
+                .parse::<u32>()
+                .map_err(|_| RpcError::params("pageToken is not one this agent gave"))?,
+        };
+        let status = match params["status"].as_str() {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(state) => Some(status_of(state).ok_or_else(|| {
+                RpcError::params(format!("status {state:?} is not a task state"))
+            })?),
+        };
+        let updated_after = match params["statusTimestampAfter"].as_str() {
+            None => None,
+            Some(time) => Some(
+                chrono::DateTime::parse_from_rfc3339(time)
+                    .map_err(|e| {
+                        RpcError::params(format!("statusTimestampAfter is not a timestamp: {e}"))
+                    })?
+                    .with_timezone(&chrono::Utc)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        };
+        let history = match &params["historyLength"] {
+            Value::Null => None,
+            length => Some(
+                length
+                    .as_u64()
+                    .ok_or_else(|| RpcError::params("historyLength is a number of messages"))?
+                    as usize,
+            ),
+        };
+        let filter = store::Filter {
+            status: status.map(str::to_owned),
+            conversation_id: params["contextId"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned),
+            started_by: self.caller.conversations_scope(),
+            agent: Some(self.agent.to_owned()),
+            updated_after,
+            ..store::Filter::default()
+        };
+        let (runs, total) = self
+            .app
+            .db
+            .call(move |conn| store::list(conn, &filter, page_size, offset))
+            .await?;
+        let next = offset + runs.len() as u32;
+        let mut tasks = tasks_of(self.app, runs).await?;
+        for task in &mut tasks {
+            if params["includeArtifacts"] != true {
+                task.as_object_mut().map(|task| task.remove("artifacts"));
+            }
+            if let (Some(keep), Some(messages)) = (history, task["history"].as_array_mut()) {
+                messages.drain(..messages.len().saturating_sub(keep));
+            }
+        }
+        Ok(json!({
+            "tasks": tasks,
+            "nextPageToken": if i64::from(next) < total { next.to_string() } else { String::new() },
+            "pageSize": page_size,
+            "totalSize": total,
+        }))
+    }
+
     /// Cancels the task wherever it runs; one that has ended cannot be.
     async fn cancel(&self, params: &Value) -> Result<Value, RpcError> {
         let run = self.find(params).await?;
@@ -490,6 +576,19 @@ fn agent_message(task: &str, context: &str, id: &str, part: Value) -> Value {
     })
 }
 
+/// The run status an A2A state names, for a list's filter.
+fn status_of(state: &str) -> Option<&'static str> {
+    Some(match state {
+        "TASK_STATE_SUBMITTED" => "pending",
+        "TASK_STATE_WORKING" => "running",
+        "TASK_STATE_INPUT_REQUIRED" => "waiting_for_approval",
+        "TASK_STATE_COMPLETED" => "completed",
+        "TASK_STATE_CANCELED" => "cancelled",
+        "TASK_STATE_FAILED" => "error",
+        _ => return None,
+    })
+}
+
 /// A run's state as A2A names it.
 fn state_of(status: &str) -> &'static str {
     match status {
@@ -570,28 +669,37 @@ fn sse(events: impl Stream<Item = Value> + Send + 'static) -> Response {
 /// A run as an A2A task: its state (with why, when it failed or waits for input), its
 /// prompt and answer as history, and the answer as its artifact.
 async fn task_of(app: &AppState, run: &Run) -> Result<Value, RpcError> {
-    let (trace_id, run_id) = (run.trace_id.clone(), run.run_id.clone());
-    let (trace, waiting) = app
+    let mut tasks = tasks_of(app, vec![run.clone()]).await?;
+    Ok(tasks.remove(0))
+}
+
+/// [`task_of`] for each run, read in one go.
+async fn tasks_of(app: &AppState, runs: Vec<Run>) -> Result<Vec<Value>, RpcError> {
+    let tasks = app
         .db
         .call(move |conn| {
-            let waiting = approvals::pending_for_task(conn, &run_id)?;
-            Ok((traces::get(conn, &trace_id)?, waiting))
+            runs.iter()
+                .map(|run| {
+                    let waiting = approvals::pending_for_task(conn, &run.run_id)?.map(|waiting| {
+                        json!({"approval_id": waiting.id, "tool": waiting.tool, "input": waiting.input})
+                    });
+                    let trace = traces::get(conn, &run.trace_id)?;
+                    Ok(task_json(&Facts {
+                        run_id: &run.run_id,
+                        context: &run.conversation_id,
+                        trace_id: &run.trace_id,
+                        status: run.status,
+                        timestamp: &run.updated_at,
+                        prompt: trace.as_ref().map(|trace| trace.prompt.as_str()),
+                        answer: trace.as_ref().and_then(|trace| trace.response.as_deref()),
+                        why: run.description.as_deref(),
+                        waiting,
+                    }))
+                })
+                .collect()
         })
         .await?;
-    let waiting = waiting.map(
-        |waiting| json!({"approval_id": waiting.id, "tool": waiting.tool, "input": waiting.input}),
-    );
-    Ok(task_json(&Facts {
-        run_id: &run.run_id,
-        context: &run.conversation_id,
-        trace_id: &run.trace_id,
-        status: run.status,
-        timestamp: &run.updated_at,
-        prompt: trace.as_ref().map(|trace| trace.prompt.as_str()),
-        answer: trace.as_ref().and_then(|trace| trace.response.as_deref()),
-        why: run.description.as_deref(),
-        waiting,
-    }))
+    Ok(tasks)
 }
 
 /// What is known of a run, for its task.

@@ -264,6 +264,7 @@ pub(super) async fn list(
         conversation_id: filter.conversation_id,
         trace_id: filter.trace_id,
         started_by: caller.conversations_scope(),
+        ..runs::Filter::default()
     };
     let (runs, total) = app
         .db
