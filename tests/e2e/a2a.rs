@@ -46,8 +46,50 @@ pub(crate) async fn sdk(args: &[&str]) -> Value {
     })
 }
 
+/// An SDK client subscribed to a task (`SubscribeToTask`), reading its events to its end.
+pub(crate) struct Subscriber {
+    _process: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Subscriber {
+    /// Once the task's first event came.
+    pub(crate) async fn start(url: &str, task: &str) -> Self {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/a2a/client.py");
+        let mut process = tokio::process::Command::new("python3")
+            .arg(script)
+            .args(["subscribe", url, task])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(process.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the subscription started")
+            .unwrap()
+            .unwrap();
+        assert_eq!(first, r#"{"subscribed": true}"#);
+        Self {
+            _process: process,
+            lines,
+        }
+    }
+
+    /// What the SDK made of the subscription, once the task ended.
+    pub(crate) async fn end(mut self) -> Value {
+        let last = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+            .await
+            .expect("the subscription ended")
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&last).unwrap()
+    }
+}
+
 /// The text the artifact updates among `events` stream.
-fn streamed_text(events: &Value) -> String {
+pub(crate) fn streamed_text(events: &Value) -> String {
     events
         .as_array()
         .unwrap()
@@ -56,7 +98,7 @@ fn streamed_text(events: &Value) -> String {
         .collect()
 }
 
-fn last_state(events: &Value) -> &Value {
+pub(crate) fn last_state(events: &Value) -> &Value {
     &events.as_array().unwrap().last().unwrap()["statusUpdate"]["status"]["state"]
 }
 
@@ -211,29 +253,10 @@ async fn an_a2a_task_is_resubscribed_after_its_client_went_and_is_cancelled() {
     pieces.send("upon ").unwrap();
 
     // Re-subscribed while it runs: the task, then every chunk from the first.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/a2a/client.py");
-    let mut subscriber = tokio::process::Command::new("python3")
-        .arg(script)
-        .args(["subscribe", &url, &task_id])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(subscriber.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the subscription started")
-        .unwrap()
-        .unwrap();
-    assert_eq!(first, r#"{"subscribed": true}"#);
+    let subscriber = Subscriber::start(&url, &task_id).await;
     pieces.send("a time.").unwrap();
     drop(pieces);
-    let last = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the subscription ended")
-        .unwrap()
-        .unwrap();
-    let resumed: Value = serde_json::from_str(&last).unwrap();
+    let resumed = subscriber.end().await;
     let events = &resumed["events"];
     assert_eq!(events[0]["task"]["id"], task_id.as_str(), "{resumed}");
     assert_eq!(events[0]["task"]["status"]["state"], "TASK_STATE_WORKING");

@@ -887,3 +887,37 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
         assert_eq!(payloads[0]["data"]["run_id"], run_id.as_str());
     }
 }
+
+#[tokio::test]
+async fn an_a2a_task_started_on_one_replica_is_streamed_and_cancelled_through_the_other() {
+    if !crate::a2a::sdk_available() {
+        return;
+    }
+    let (reply, pieces) = llm::by_hand();
+    let fake = llm::openai(vec![reply]).await;
+    let Some(cluster) = Cluster::start(2, &openai_env(&fake.url)) else {
+        return;
+    };
+    let [first, second] = [0, 1].map(|n| format!("{}/a2a/default", cluster.at(n).url));
+
+    // Started on the first replica, its client gone after the first chunk.
+    pieces.send("Once ").unwrap();
+    let started = crate::a2a::sdk(&["start", &first, "tell a story", "2"]).await;
+    let task_id = started["events"][0]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
+
+    // Streamed through the second from its first chunk, and cancelled through it: the run on
+    // the first replica stops, and the stream ends with the cancel.
+    let subscriber = crate::a2a::Subscriber::start(&second, &task_id).await;
+    let cancelled = crate::a2a::sdk(&["cancel", &second, &task_id]).await;
+    assert_eq!(
+        cancelled["task"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    let events = &subscriber.end().await["events"];
+    assert_eq!(crate::a2a::streamed_text(events), "Once ", "{events}");
+    assert_eq!(crate::a2a::last_state(events), "TASK_STATE_CANCELED");
+    assert_eq!(status_of(cluster.at(0), &task_id).await, "cancelled");
+}
