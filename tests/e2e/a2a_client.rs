@@ -295,6 +295,7 @@ async fn hostile_remote_agents_are_bounded_and_their_bad_cards_shown() {
             ("c2", "a2a__endless__talk", json!({"message": "go on"})),
             ("c3", "a2a__idle__talk", json!({"message": "wait"})),
         ]),
+        Reply::Text("meanwhile"),
         Reply::Text("done"),
     ])
     .await;
@@ -337,9 +338,27 @@ async fn hostile_remote_agents_are_bounded_and_their_bad_cards_shown() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{agent}");
 
-    let (status, answer) = server
-        .post("/api/chat", json!({"prompt": "go", "agent": "brave"}))
-        .await;
+    let brave = {
+        let url = server.url("/api/chat");
+        tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .json(&json!({"prompt": "go", "agent": "brave"}))
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.json::<Value>().await.unwrap())
+        })
+    };
+    // While the hostile calls run, a neighbour's chat is answered.
+    eventually(10, async || (fake.requests().len() == 1).then_some(())).await;
+    let (status, neighbour) = server.post("/api/chat", json!({"prompt": "hi"})).await;
+    assert_eq!(
+        (status, neighbour["text"].as_str()),
+        (StatusCode::OK, Some("meanwhile"))
+    );
+    assert!(!brave.is_finished(), "the hostile calls were still running");
+    let (status, answer) = brave.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{answer}");
     let calls = answer["tool_calls"].as_array().unwrap();
     assert!(
