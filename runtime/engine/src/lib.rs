@@ -17,6 +17,7 @@ pub mod access;
 pub mod agents;
 pub mod config;
 pub mod engine;
+mod kept;
 pub mod mcp;
 pub mod placeholders;
 pub mod retention;

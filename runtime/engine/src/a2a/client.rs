@@ -194,27 +194,15 @@ impl Agent {
 
     /// A response's body, at most [`MAX_RESPONSE_BYTES`], as a JSON-RPC response's result.
     async fn result(&self, response: reqwest::Response) -> Result<Value, String> {
-        let too_long = || {
-            format!(
-                "the agent {:?} answered more than {MAX_RESPONSE_BYTES} bytes",
-                self.name
-            )
-        };
-        if response
-            .content_length()
-            .is_some_and(|length| length > MAX_RESPONSE_BYTES as u64)
-        {
-            return Err(too_long());
-        }
-        let mut body = Vec::new();
-        let mut chunks = response.bytes_stream();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| format!("the agent {:?}: {e}", self.name))?;
-            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(too_long());
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = bounded(response, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| match e {
+                Unread::TooLong => format!(
+                    "the agent {:?} answered more than {MAX_RESPONSE_BYTES} bytes",
+                    self.name
+                ),
+                Unread::Failed(e) => format!("the agent {:?}: {e}", self.name),
+            })?;
         let response: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("the agent {:?} answered something not JSON: {e}", self.name))?;
         self.unwrap(response)
@@ -238,6 +226,32 @@ impl Agent {
             )),
         }
     }
+}
+
+/// Why a body was not read.
+pub(crate) enum Unread {
+    TooLong,
+    Failed(reqwest::Error),
+}
+
+/// A response's body, refused once it is longer than `max` (said ahead or not).
+pub(crate) async fn bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>, Unread> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > max as u64)
+    {
+        return Err(Unread::TooLong);
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(Unread::Failed)?;
+        if body.len() + chunk.len() > max {
+            return Err(Unread::TooLong);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The task a call follows. A call dropped before it is over (its run was cancelled and the

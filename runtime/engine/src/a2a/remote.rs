@@ -4,21 +4,20 @@
 //! that cannot be read keeps the skills of the last one that could.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use reqwest::header::{ACCEPT, HeaderMap, LOCATION};
 use serde::Serialize;
 use serde_json::Value;
 use service_contract::tools::{Tool, ToolContext, ToolRegistry};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::card::{self, Card, MAX_CARD_BYTES, MAX_SKILLS};
-use super::client::{Agent, Ask};
+use super::client::{Agent, Ask, Unread, bounded};
 use super::settings::{A2aSection, Remote};
 use crate::db;
+use crate::kept::{self, Keepers, Shown};
 use crate::mcp::tools::prefixed;
 use crate::placeholders;
 use crate::settings_store::SettingsStore;
@@ -29,15 +28,9 @@ const LAST_PAUSE: Duration = Duration::from_secs(60);
 /// A card that was read is read again this often.
 const REFRESH: Duration = Duration::from_secs(300);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    Connecting,
-    Ready,
-    Error,
-}
-
 /// A remote agent as `GET /api/a2a/agents` shows it (never its headers).
+pub use crate::kept::State;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     pub name: String,
@@ -65,7 +58,7 @@ pub struct Status {
 
 struct Slot {
     remote: Remote,
-    status: Mutex<Status>,
+    status: Shown<Status>,
     /// The card its tools call, once one was read.
     card: Mutex<Option<Arc<Card>>>,
     /// The registry names of its tools.
@@ -79,8 +72,7 @@ pub struct RemoteAgents {
     /// Follows no redirect: a card or an endpoint that moved is an error on the entry.
     http: reqwest::Client,
     card_timeout: Duration,
-    running: Mutex<Vec<JoinHandle<()>>>,
-    stop: CancellationToken,
+    keepers: Keepers,
 }
 
 impl RemoteAgents {
@@ -101,7 +93,7 @@ impl RemoteAgents {
                     &format!("the A2A agent {:?}", remote.name),
                 );
                 Arc::new(Slot {
-                    status: Mutex::new(Status {
+                    status: Shown::new(Status {
                         name: remote.name.clone(),
                         card_url: remote.card_url.to_string(),
                         state: State::Connecting,
@@ -134,38 +126,29 @@ impl RemoteAgents {
             env,
             http,
             card_timeout,
-            running: Mutex::default(),
-            stop: CancellationToken::new(),
+            keepers: Keepers::default(),
         }))
     }
 
     /// Reads every agent's card and keeps reading it until [`RemoteAgents::stop`].
     pub fn start(self: &Arc<Self>) {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in &self.slots {
-            running.push(tokio::spawn(Arc::clone(self).keep(Arc::clone(slot))));
+            self.keepers.spawn(Arc::clone(self).keep(Arc::clone(slot)));
         }
     }
 
     pub fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            self.stop.cancel();
-            let running =
-                std::mem::take(&mut *self.running.lock().unwrap_or_else(PoisonError::into_inner));
-            for task in running {
-                let _ = task.await;
-            }
-        })
+        self.keepers.stop()
     }
 
     /// Returns once every card was read or failed to be (bounded by the card timeout), so a
     /// one-off run sees the tools there are.
     pub async fn settled(&self) {
-        let deadline = Instant::now() + self.card_timeout + Duration::from_secs(1);
         let first_try = |status: &Status| status.state == State::Connecting;
-        while self.statuses().iter().any(first_try) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        kept::settled(self.card_timeout + Duration::from_secs(1), || {
+            self.statuses().iter().any(first_try)
+        })
+        .await;
     }
 
     pub fn statuses(&self) -> Vec<Status> {
@@ -177,7 +160,7 @@ impl RemoteAgents {
         loop {
             let read = tokio::select! {
                 read = tokio::time::timeout(self.card_timeout, self.fetch(&slot)) => read,
-                () = self.stop.cancelled() => return,
+                () = self.keepers.stopped() => return,
             };
             let wait = match read {
                 Ok(Ok(card)) => {
@@ -201,7 +184,7 @@ impl RemoteAgents {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = self.stop.cancelled() => return,
+                () = self.keepers.stopped() => return,
             }
         }
     }
@@ -243,22 +226,12 @@ impl RemoteAgents {
         if !status.is_success() {
             return Err(format!("its card answered HTTP {status}"));
         }
-        let too_big = || format!("its card is larger than {MAX_CARD_BYTES} bytes");
-        if response
-            .content_length()
-            .is_some_and(|length| length > MAX_CARD_BYTES as u64)
-        {
-            return Err(too_big());
-        }
-        let mut body = Vec::new();
-        let mut chunks = response.bytes_stream();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| format!("cannot read its card: {e}"))?;
-            if body.len() + chunk.len() > MAX_CARD_BYTES {
-                return Err(too_big());
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = bounded(response, MAX_CARD_BYTES)
+            .await
+            .map_err(|e| match e {
+                Unread::TooLong => format!("its card is larger than {MAX_CARD_BYTES} bytes"),
+                Unread::Failed(e) => format!("cannot read its card: {e}"),
+            })?;
         card::read(&body, url)
     }
 
@@ -389,14 +362,11 @@ fn parameters() -> Value {
 
 impl Slot {
     fn status(&self) -> Status {
-        self.status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.status.get()
     }
 
     fn update(&self, change: impl FnOnce(&mut Status)) {
-        change(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+        self.status.update(change);
     }
 
     fn fail(&self, error: String) {

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::bail;
 use serde::Deserialize;
 
-use crate::mcp::settings::{check_http, check_name, timeout};
+use crate::mcp::settings::{check_http, check_name, setup_timeout, timeout};
 
 /// How long a call of a remote agent may take unless `[a2a] call_timeout_secs` says otherwise:
 /// agents think longer than tools answer.
@@ -64,12 +63,11 @@ impl A2aSection {
     }
 
     pub fn card_timeout(&self) -> anyhow::Result<Duration> {
-        match self.card_timeout_secs {
-            Some(secs) if !(1..=600).contains(&secs) => {
-                bail!("[a2a] card_timeout_secs must be between 1 and 600")
-            }
-            secs => Ok(secs.map_or(DEFAULT_CARD_TIMEOUT, Duration::from_secs)),
-        }
+        setup_timeout(
+            "[a2a] card_timeout_secs",
+            self.card_timeout_secs,
+            DEFAULT_CARD_TIMEOUT,
+        )
     }
 
     /// The remote agents, checked: a start-up error names the entry and what is wrong.

@@ -15,13 +15,13 @@ use serde::Serialize;
 use serde_json::Value;
 use service_contract::tools::{Tool, ToolContext, ToolRegistry};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::connection::Connection;
 use super::settings::{McpSection, Server};
 use super::tools;
 use crate::db;
+use crate::kept::{self, Keepers, Shown};
 use crate::settings_store::SettingsStore;
 use crate::telemetry::propagation;
 
@@ -30,15 +30,9 @@ use crate::telemetry::propagation;
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
 const LAST_PAUSE: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    Connecting,
-    Ready,
-    Error,
-}
-
 /// A server as `GET /api/mcp/servers` shows it.
+pub use crate::kept::State;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     pub name: String,
@@ -60,7 +54,7 @@ pub struct Status {
 
 struct Slot {
     server: Server,
-    status: Mutex<Status>,
+    status: Shown<Status>,
     /// The live session's peer, while connected.
     peer: Mutex<Option<Peer<RoleClient>>>,
     /// Told when a session is up, for calls that wait while the server starts again.
@@ -79,8 +73,7 @@ pub struct McpServers {
     registry: Arc<ToolRegistry>,
     env: Arc<SettingsStore>,
     connect_timeout: Duration,
-    running: Mutex<Vec<JoinHandle<()>>>,
-    stop: CancellationToken,
+    keepers: Keepers,
 }
 
 impl McpServers {
@@ -101,7 +94,7 @@ impl McpServers {
                     &format!("the MCP server {:?}", server.name),
                 );
                 Arc::new(Slot {
-                    status: Mutex::new(Status {
+                    status: Shown::new(Status {
                         name: server.name.clone(),
                         transport: server.transport.kind(),
                         state: State::Connecting,
@@ -127,39 +120,30 @@ impl McpServers {
             registry,
             env,
             connect_timeout,
-            running: Mutex::default(),
-            stop: CancellationToken::new(),
+            keepers: Keepers::default(),
         }))
     }
 
     /// Connects every server and keeps it connected until [`McpServers::stop`].
     pub fn start(self: &Arc<Self>) {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for slot in &self.slots {
-            running.push(tokio::spawn(Arc::clone(self).keep(Arc::clone(slot))));
+            self.keepers.spawn(Arc::clone(self).keep(Arc::clone(slot)));
         }
     }
 
     /// Ends every session; stdio servers' processes are killed.
     pub fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            self.stop.cancel();
-            let running =
-                std::mem::take(&mut *self.running.lock().unwrap_or_else(PoisonError::into_inner));
-            for task in running {
-                let _ = task.await;
-            }
-        })
+        self.keepers.stop()
     }
 
     /// Returns once every server answered its first handshake or failed it (bounded by the
     /// handshake timeout), so a one-off run sees the tools there are.
     pub async fn settled(&self) {
-        let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(1);
         let first_try = |status: &Status| status.state == State::Connecting && status.restarts == 0;
-        while self.statuses().iter().any(first_try) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        kept::settled(self.connect_timeout + Duration::from_secs(1), || {
+            self.statuses().iter().any(first_try)
+        })
+        .await;
     }
 
     pub fn statuses(&self) -> Vec<Status> {
@@ -177,7 +161,7 @@ impl McpServers {
             };
             let opened = tokio::select! {
                 opened = tokio::time::timeout(self.connect_timeout, Connection::open(&slot.server, &secret)) => opened,
-                () = self.stop.cancelled() => return,
+                () = self.keepers.stopped() => return,
             };
             match opened {
                 Err(_) => slot.fail(format!(
@@ -197,7 +181,7 @@ impl McpServers {
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
-                () = self.stop.cancelled() => return,
+                () = self.keepers.stopped() => return,
             }
             pause = (pause * 2).min(LAST_PAUSE);
             slot.update(|status| status.restarts += 1);
@@ -223,7 +207,7 @@ impl McpServers {
             tokio::select! {
                 () = changed.notified() => listed = self.list(slot, &peer).await,
                 reason = connection.closed() => listed = Err(reason),
-                () = self.stop.cancelled() => {
+                () = self.keepers.stopped() => {
                     slot.disconnect();
                     return None;
                 }
@@ -279,14 +263,11 @@ impl McpServers {
 
 impl Slot {
     fn status(&self) -> Status {
-        self.status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.status.get()
     }
 
     fn update(&self, change: impl FnOnce(&mut Status)) {
-        change(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+        self.status.update(change);
     }
 
     fn fail(&self, error: String) {

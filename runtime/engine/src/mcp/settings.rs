@@ -115,12 +115,11 @@ impl McpSection {
     }
 
     pub fn connect_timeout(&self) -> anyhow::Result<Duration> {
-        match self.connect_timeout_secs {
-            Some(secs) if !(1..=600).contains(&secs) => {
-                bail!("[mcp] connect_timeout_secs must be between 1 and 600")
-            }
-            secs => Ok(secs.map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs)),
-        }
+        setup_timeout(
+            "[mcp] connect_timeout_secs",
+            self.connect_timeout_secs,
+            DEFAULT_CONNECT_TIMEOUT,
+        )
     }
 
     /// The servers, checked: a start-up error names the entry and what is wrong with it.
@@ -142,6 +141,18 @@ impl McpSection {
                 })
             })
             .collect()
+    }
+}
+
+/// A time to set something up (a handshake, reading a card): 1 to 600 seconds, else `default`.
+pub(crate) fn setup_timeout(
+    key: &str,
+    secs: Option<u64>,
+    default: Duration,
+) -> anyhow::Result<Duration> {
+    match secs {
+        Some(secs) if !(1..=600).contains(&secs) => bail!("{key} must be between 1 and 600"),
+        secs => Ok(secs.map_or(default, Duration::from_secs)),
     }
 }
 
