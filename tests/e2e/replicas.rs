@@ -921,3 +921,95 @@ async fn an_a2a_task_started_on_one_replica_is_streamed_and_cancelled_through_th
     assert_eq!(crate::a2a::last_state(events), "TASK_STATE_CANCELED");
     assert_eq!(status_of(cluster.at(0), &task_id).await, "cancelled");
 }
+
+/// Two replicas answering mentions with a model that takes `model_secs`; `count` mentions
+/// acked by the first, once it runs their jobs. The cluster, the platform and the channels.
+async fn jobs_running_on_the_first(
+    count: usize,
+    model_secs: u64,
+) -> Option<(Cluster, crate::fakes::teamchat::FakePlatform, Vec<String>)> {
+    let llm = llm::openai(vec![
+        Reply::Slow(Duration::from_secs(model_secs), "on it");
+        count * 2
+    ])
+    .await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let cluster = Cluster::start(2, &env)?;
+    let mut channels = Vec::new();
+    for (channel, event) in burst(count) {
+        let (status, body) = signed(cluster.at(0), "events", &event).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        channels.push(channel);
+    }
+    eventually(30, async || {
+        let running = sql(
+            &cluster,
+            "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+             WHERE t.status = 'running'",
+        );
+        (running == count.to_string()).then_some(())
+    })
+    .await;
+    Some((cluster, api, channels))
+}
+
+/// The channels replied to, sorted, once `count` replies came.
+async fn replied(
+    api: &crate::fakes::teamchat::FakePlatform,
+    count: usize,
+    within: u64,
+) -> Vec<String> {
+    eventually(within, async || {
+        let posted = api.posted();
+        (posted.len() >= count).then_some(())
+    })
+    .await;
+    let mut channels: Vec<String> = api
+        .posted()
+        .iter()
+        .map(|(_, body)| body["channel"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    channels.sort();
+    channels
+}
+
+#[tokio::test]
+async fn a_killed_replicas_jobs_are_taken_over_within_seconds_not_its_lease() {
+    let Some((mut cluster, api, channels)) = jobs_running_on_the_first(4, 2).await else {
+        return;
+    };
+    let killed_at = Instant::now();
+    cluster.kill(0);
+    let answered = replied(&api, channels.len(), 60).await;
+    let took = killed_at.elapsed();
+    // Its jobs' lease is 20 s: they ran again once its lock was seen free.
+    assert!(
+        took < Duration::from_secs(12),
+        "answered {took:?} after the kill"
+    );
+    assert_eq!(answered, channels, "each once");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(api.posted().len(), channels.len(), "and never again");
+}
+
+#[tokio::test]
+async fn a_paused_replica_keeps_its_jobs_and_nothing_is_answered_twice() {
+    let Some((cluster, api, channels)) = jobs_running_on_the_first(3, 2).await else {
+        return;
+    };
+    // Stopped longer than a takeover takes: its session, and so its lock, lives on.
+    cluster.at(0).signal("STOP");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    cluster.at(0).signal("CONT");
+    let answered = replied(&api, channels.len(), 60).await;
+    assert_eq!(answered, channels, "each once");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(api.posted().len(), channels.len(), "and never again");
+    let taken_over = sql(
+        &cluster,
+        "SELECT count(*) FROM tasks WHERE description LIKE '%interrupted%'",
+    );
+    assert_eq!(taken_over, "0", "no job was taken from the paused replica");
+}

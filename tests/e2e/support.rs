@@ -107,6 +107,15 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the server's process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status();
+        assert!(sent.unwrap().success(), "kill -{signal} {pid}");
+    }
+
     /// SIGTERM, then the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();

@@ -31,6 +31,6 @@ pub use service_engine::{
     a2a, access, agents, config, engine, mcp, retention, scheduler, telemetry,
 };
 pub use service_store::{
-    approvals, bus, conversations, db, error, job_queue, kv_store, leases, notes, params,
+    approvals, bus, conversations, db, error, job_queue, kv_store, leases, liveness, notes, params,
     run_webhooks, runs, settings_store, task_runs, tasks, traces,
 };

@@ -3,14 +3,17 @@
 //! by the others once its presence runs out, and by itself when it restarts.
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{Conn, Db};
+use crate::bus::{Bus, Event};
+use crate::db::{Backend, Conn, Db, SessionLock};
 use crate::settings_store::SettingsStore;
-use crate::{job_queue, leases, tasks, traces};
+use crate::{job_queue, leases, liveness, tasks, traces};
 
 /// Names this replica instead of the id kept in the data directory.
 pub const ID_VARIABLE: &str = "SERVICE_REPLICA_ID";
@@ -20,6 +23,10 @@ const PRESENCE_TTL: Duration = Duration::from_secs(15);
 
 /// How often a presence is renewed, and how often work of stopped replicas is looked for.
 const PRESENCE_EVERY: Duration = Duration::from_secs(5);
+/// How often a replica on PostgreSQL looks for replicas whose process ended.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How long a replica holds its own lock before it takes another's work over.
+const SETTLE: Duration = Duration::from_secs(5);
 
 const ID_FILE: &str = "replica-id";
 
@@ -117,35 +124,59 @@ pub async fn recover(db: &Db, id: &str, job_attempts: u32) -> crate::error::Resu
     Ok(())
 }
 
+/// What the server does besides keeping its presence: take over the work of replicas whose
+/// process ended, and wake the job workers for what it requeued.
+pub struct Watch {
+    pub bus: Arc<Bus>,
+    pub job_attempts: u32,
+}
+
 /// Announces this process's presence now and keeps it until `stop`; meanwhile, every few
 /// seconds, fails the running tasks and runs of replicas whose presence ran out. Command-line
 /// processes that run work hold one too, so the server never fails their runs.
+///
+/// On PostgreSQL it also holds its replica's advisory lock (see [`liveness`]) on a connection
+/// of its own, taken again when that connection is lost; with `watch`, every second it takes
+/// over the work of replicas whose lock is free (their process ended), so their jobs run again
+/// within seconds rather than once their leases run out. It waits [`SETTLE`] after taking its
+/// own lock before it does: when the database restarts, every replica loses its lock at once
+/// and needs a moment to take it back.
 pub async fn keep_presence(
     db: Db,
     id: String,
     stop: CancellationToken,
+    watch: Option<Watch>,
 ) -> crate::error::Result<tokio::task::JoinHandle<()>> {
+    let postgres = db.backend() == Backend::Postgres;
+    let mut lock = db.session_lock(liveness::key(&id)).await?;
+    let mut locked_at = Instant::now();
     let me = id.clone();
     db.call(move |conn| hold_presence(conn, &me)).await?;
     Ok(tokio::spawn(async move {
         let start = tokio::time::Instant::now() + PRESENCE_EVERY;
-        let mut every = tokio::time::interval_at(start, PRESENCE_EVERY);
+        let mut presence = tokio::time::interval_at(start, PRESENCE_EVERY);
+        let mut watching = tokio::time::interval(WATCH_EVERY);
+        watching.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = every.tick() => {}
+                _ = presence.tick() => renew_presence(&db, &id).await,
+                _ = watching.tick(), if postgres => {
+                    if lock.is_none() {
+                        match db.session_lock(liveness::key(&id)).await {
+                            Ok(taken) => (lock, locked_at) = (taken, Instant::now()),
+                            Err(e) => tracing::warn!("cannot take this replica's lock again: {e}"),
+                        }
+                    } else if let Some(watch) = &watch
+                        && locked_at.elapsed() >= SETTLE
+                    {
+                        take_over(&db, &id, watch).await;
+                    }
+                }
+                () = lost(&mut lock) => {
+                    tracing::warn!("this replica's lock connection was lost; taking it again");
+                    lock = None;
+                }
                 () = stop.cancelled() => break,
-            }
-            let me = id.clone();
-            let swept = db
-                .call(move |conn| {
-                    hold_presence(conn, &me)?;
-                    Ok(tasks::fail_orphaned(conn, None)? + traces::fail_orphaned(conn, None)?)
-                })
-                .await;
-            match swept {
-                Ok(0) => {}
-                Ok(failed) => tracing::info!(failed, "failed the work of replicas that stopped"),
-                Err(e) => tracing::warn!("cannot renew this replica's presence: {e}"),
             }
         }
         let me = id.clone();
@@ -153,6 +184,44 @@ pub async fn keep_presence(
             .call(move |conn| leases::release(conn, &presence_lease(&me), &me))
             .await;
     }))
+}
+
+async fn renew_presence(db: &Db, id: &str) {
+    let me = id.to_owned();
+    let swept = db
+        .call(move |conn| {
+            hold_presence(conn, &me)?;
+            Ok(tasks::fail_orphaned(conn, None)? + traces::fail_orphaned(conn, None)?)
+        })
+        .await;
+    match swept {
+        Ok(0) => {}
+        Ok(failed) => tracing::info!(failed, "failed the work of replicas that stopped"),
+        Err(e) => tracing::warn!("cannot renew this replica's presence: {e}"),
+    }
+}
+
+/// Resolves when the held lock's connection is lost; never without a lock.
+async fn lost(lock: &mut Option<SessionLock>) {
+    match lock {
+        Some(lock) => lock.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn take_over(db: &Db, id: &str, watch: &Watch) {
+    let (me, attempts) = (id.to_owned(), watch.job_attempts);
+    match db
+        .call(move |conn| liveness::take_over_dead(conn, &me, attempts))
+        .await
+    {
+        Ok(dead) if dead.is_empty() => {}
+        Ok(dead) => {
+            tracing::info!(?dead, "took over the work of replicas whose process ended");
+            watch.bus.publish(Event::JobsReady);
+        }
+        Err(e) => tracing::warn!("cannot look for replicas that ended: {e}"),
+    }
 }
 
 fn hold_presence(conn: &Conn, id: &str) -> crate::error::Result<()> {

@@ -59,8 +59,17 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // tells the other replicas it is alive.
     replica::recover(&app.db, &app.replica, app.config.jobs.attempts()).await?;
     let presence_stop = CancellationToken::new();
-    let presence =
-        replica::keep_presence(app.db.clone(), app.replica.clone(), presence_stop.clone()).await?;
+    let watch = replica::Watch {
+        bus: Arc::clone(&app.bus),
+        job_attempts: app.config.jobs.attempts(),
+    };
+    let presence = replica::keep_presence(
+        app.db.clone(),
+        app.replica.clone(),
+        presence_stop.clone(),
+        Some(watch),
+    )
+    .await?;
     app.supervisor.load_choices().await?;
     let activity_stop = CancellationToken::new();
     let activity = tokio::spawn(crate::adapters::activity::keep(

@@ -22,6 +22,7 @@ pub mod error;
 pub mod job_queue;
 pub mod kv_store;
 pub mod leases;
+pub mod liveness;
 pub mod net;
 pub mod notes;
 pub mod run_webhooks;

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conn::{Backend, Conn, Row};
 pub use migrations::SCHEMA_VERSION;
-pub use postgres::parse as parse_postgres_url;
+pub use postgres::{SessionLock, parse as parse_postgres_url};
 pub use sqlite::{FILE_NAME, WAL_LIMIT};
 pub use value::{FromValue, Param, ToParam, Value};
 
@@ -217,6 +217,15 @@ impl Db {
         match &*self.store {
             Store::Sqlite { .. } => Ok(None),
             Store::Postgres(pg) => pg.listen(channel).await.map(Some),
+        }
+    }
+
+    /// PostgreSQL: the session-level advisory lock `key`, held while the returned lock lives;
+    /// SQLite (one machine, no other replica to tell): `None`.
+    pub async fn session_lock(&self, key: i64) -> Result<Option<SessionLock>> {
+        match &*self.store {
+            Store::Sqlite { .. } => Ok(None),
+            Store::Postgres(pg) => pg.session_lock(key).await.map(Some),
         }
     }
 

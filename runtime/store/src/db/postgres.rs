@@ -101,7 +101,58 @@ impl Drop for IoRuntime {
     }
 }
 
+/// A session-level advisory lock, held on a connection of its own while this lives.
+pub struct SessionLock {
+    _client: tokio_postgres::Client,
+    lost: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl SessionLock {
+    /// Resolves when the lock's connection ends (the server restarted, the network broke):
+    /// the lock is no longer held.
+    pub async fn lost(&mut self) {
+        let _ = (&mut self.lost).await;
+    }
+}
+
 impl Postgres {
+    /// Takes the advisory lock `key` on a connection of its own, trying for at most [`WAIT`]
+    /// (a session that just died may still hold it while the server notices).
+    pub(super) async fn session_lock(&self, key: i64) -> Result<SessionLock, Error> {
+        let connecting = self.runtime.spawn({
+            let (config, tls) = (self.config.clone(), self.tls.clone());
+            async move { config.connect(tls).await }
+        });
+        let (client, connection) = connecting
+            .await
+            .map_err(|e| Error::Unavailable(format!("the database's I/O thread stopped: {e}")))?
+            .map_err(classify)?;
+        let (ended, lost) = tokio::sync::oneshot::channel();
+        self.runtime.spawn(async move {
+            let _ = connection.await;
+            let _ = ended.send(());
+        });
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let row = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+                .await
+                .map_err(classify)?;
+            if row.get::<_, bool>(0) {
+                return Ok(SessionLock {
+                    _client: client,
+                    lost,
+                });
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "another session holds the advisory lock {key}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// A connection of its own that receives the notifications sent on `channel` (an
     /// identifier of this crate's) until the connection is lost; then the receiver ends.
     pub(super) async fn listen(
