@@ -454,12 +454,7 @@ async fn a_replica_killed_mid_burst_leaves_every_acked_event_answered_once() {
         (unfinished == "0").then_some(())
     })
     .await;
-    let mut channels: Vec<String> = api
-        .posted()
-        .iter()
-        .map(|(_, body)| body["channel"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    channels.sort();
+    let channels = posted_channels(&api);
     let mut all: Vec<String> = events.into_iter().map(|(channel, _)| channel).collect();
     all.sort();
     assert_eq!(
@@ -966,6 +961,11 @@ async fn replied(
         (posted.len() >= count).then_some(())
     })
     .await;
+    posted_channels(api)
+}
+
+/// The channels of the replies posted so far, sorted.
+fn posted_channels(api: &crate::fakes::teamchat::FakePlatform) -> Vec<String> {
     let mut channels: Vec<String> = api
         .posted()
         .iter()

@@ -186,6 +186,20 @@ pub async fn keep_presence(
     }))
 }
 
+/// [`keep_presence`] for a command-line process that runs work: until it shuts down, watching
+/// no other replica.
+pub async fn keep_command_presence(
+    app: &crate::app::App,
+) -> crate::error::Result<tokio::task::JoinHandle<()>> {
+    keep_presence(
+        app.db.clone(),
+        app.replica.clone(),
+        app.shutdown.clone(),
+        None,
+    )
+    .await
+}
+
 async fn renew_presence(db: &Db, id: &str) {
     let me = id.to_owned();
     let swept = db

@@ -33,13 +33,7 @@ pub(super) async fn run(data_dir: &Path, command: Option<McpCommand>) -> anyhow:
 async fn serve(data_dir: &Path) -> anyhow::Result<()> {
     let app = App::open(data_dir, Role::Command).await?;
     // Runs' traces name this process, which says it is alive while it serves.
-    let _presence = replica::keep_presence(
-        app.db.clone(),
-        app.replica.clone(),
-        app.shutdown.clone(),
-        None,
-    )
-    .await?;
+    let _presence = replica::keep_command_presence(&app).await?;
     app.mcp.start();
     app.a2a.start();
     let ended = app.mcp_agents.clone().serve_stdio().await;

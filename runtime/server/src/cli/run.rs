@@ -32,13 +32,7 @@ pub(super) async fn run(
     }
     let app = App::open(data_dir, Role::Command).await?;
     // The run's trace names this process, which says it is alive while it runs.
-    let _presence = replica::keep_presence(
-        app.db.clone(),
-        app.replica.clone(),
-        app.shutdown.clone(),
-        None,
-    )
-    .await?;
+    let _presence = replica::keep_command_presence(&app).await?;
     // Tools of MCP servers and remote agents are there once each answered (or failed to).
     app.mcp.start();
     app.a2a.start();

@@ -242,13 +242,7 @@ pub(super) async fn run(data_dir: &Path, command: ScheduleCommand) -> anyhow::Re
                 ))
             })?;
             // The run's task names this process, which says it is alive while it runs.
-            let _presence = replica::keep_presence(
-                app.db.clone(),
-                app.replica.clone(),
-                app.shutdown.clone(),
-                None,
-            )
-            .await?;
+            let _presence = replica::keep_command_presence(&app).await?;
             if let Some(task) = in_progress.remove(&name) {
                 anyhow::bail!(
                     "a run of {name:?} is still in progress (task {task}); a schedule never overlaps itself"
