@@ -823,3 +823,28 @@ async fn tasks_come_in_pages() {
         "limit must be a whole number between 1 and 500",
     );
 }
+
+/// A large component's freed slot is reset from the pages the kernel reports written (no swap
+/// here): a request never finds what the one before wrote, in its image or beside it.
+#[tokio::test]
+async fn a_request_never_finds_what_the_one_before_left_in_memory() {
+    let server = Server::start();
+    drop_in(&server, "probe", &guest("memory_probe"), "");
+    // A `wasi:http` component has no version to wait for.
+    eventually(60, async || {
+        let entry = server.adapter("probe").await?;
+        (entry["status"] == "running").then_some(())
+    })
+    .await;
+    server.wait_until_optimized();
+    assert!(
+        std::fs::metadata(guest("memory_probe")).unwrap().len() >= 4 << 20,
+        "a large component"
+    );
+    for _ in 0..20 {
+        assert_eq!(
+            get(&server, "/api/adapters/probe/leftover").await,
+            (StatusCode::OK, "image changed 0, left 0".to_owned())
+        );
+    }
+}

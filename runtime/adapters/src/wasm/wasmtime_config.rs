@@ -76,18 +76,35 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
             .max_unused_warm_slots(MAX_INSTANCES as u32 * 2)
             .table_keep_resident(16 << 10);
         match init {
-            // A freed slot's memory (up to 2 MiB) is zeroed in place rather than unmapped.
-            MemoryInit::Copy => pool.linear_memory_keep_resident(2 << 20),
             // Only the pages a call dirtied are put back from the image (found with Linux's
             // PAGEMAP_SCAN where the kernel has it), and they stay mapped for the next call.
-            MemoryInit::CopyOnWrite => pool
+            MemoryInit::CopyOnWrite if written_pages_are_reported() => pool
                 .linear_memory_keep_resident(MAX_MEMORY)
                 .pagemap_scan(wasmtime::Enabled::Auto),
+            // A freed slot's memory (up to 2 MiB) is zeroed in place, or put back from the
+            // image, and the rest unmapped.
+            _ => pool.linear_memory_keep_resident(2 << 20),
         };
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config.memory_init_cow(init == MemoryInit::CopyOnWrite);
     config
+}
+
+/// Whether the kernel's record of the pages a call wrote tells every one of them: only without
+/// swap. A written page that was swapped out is not reported, so it would be neither put back
+/// nor unmapped, and the next instance in the slot could read it. Read when the engines are
+/// built; swap turned on later is not seen (the README says so).
+fn written_pages_are_reported() -> bool {
+    let swapless = std::fs::read_to_string("/proc/swaps")
+        .is_ok_and(|swaps| swaps.lines().skip(1).all(|line| line.trim().is_empty()));
+    if !swapless {
+        tracing::info!(
+            "swap is on (or /proc/swaps unreadable): large components' memory is reset whole, \
+             not from the pages the kernel reports written"
+        );
+    }
+    swapless
 }
 
 /// Builds the engine, pooling when possible. Returns whether the pool is in use.
