@@ -50,6 +50,12 @@ struct Live {
     count: watch::Sender<usize>,
 }
 
+impl Live {
+    fn frames(&self) -> std::sync::MutexGuard<'_, Frames> {
+        self.frames.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[derive(Default)]
 struct Frames {
     all: Vec<Arc<str>>,
@@ -167,7 +173,7 @@ impl Reader {
         loop {
             count.borrow_and_update();
             {
-                let frames = live.frames.lock().unwrap_or_else(PoisonError::into_inner);
+                let frames = live.frames();
                 let from = usize::try_from(self.after).unwrap_or(0);
                 if frames.all.len() > from {
                     let fresh = frames.all[from..].iter().cloned();
@@ -253,11 +259,7 @@ impl Recorder {
         let text: Arc<str> = Arc::from(frame.to_string());
         let limits = &self.runs.limits;
         let count = {
-            let mut frames = self
-                .live
-                .frames
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut frames = self.live.frames();
             // Two places stay free: the frame that says the stream was cut, and the last.
             let over = frames.all.len() + 3 > limits.max_events()
                 || frames.bytes + text.len() > limits.max_event_bytes();
@@ -287,11 +289,7 @@ impl Recorder {
 
     /// The frames not yet in the database.
     fn fresh(&self) -> Vec<String> {
-        let frames = self
-            .live
-            .frames
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let frames = self.live.frames();
         frames.all[self.flushed..]
             .iter()
             .map(|frame| frame.to_string())
@@ -340,11 +338,7 @@ impl Recorder {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.run_id);
         let count = {
-            let mut frames = self
-                .live
-                .frames
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut frames = self.live.frames();
             frames.all.push(last);
             frames.handed_over = true;
             frames.all.len()
