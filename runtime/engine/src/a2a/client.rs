@@ -76,11 +76,13 @@ impl Agent {
             ))),
             () = cancel.cancelled() => Err("the run was cancelled".to_owned()),
         };
-        if followed.progress.left_behind(&outcome) {
+        // A cancelled run does not wait for the task there to be cancelled: the guard sends it.
+        let cancelled = cancel.is_cancelled();
+        if followed.progress.left_behind(&outcome) && !cancelled {
             self.cancel_task(followed.progress.task_id.as_deref().unwrap_or_default())
                 .await;
         }
-        followed.over = true;
+        followed.over = !cancelled;
         outcome.and_then(|()| std::mem::take(&mut followed.progress).answer(&self.name))
     }
 
