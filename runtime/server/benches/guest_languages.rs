@@ -4,15 +4,19 @@
 //! does) for guests written in Rust (`echo`), Python (`python-echo`, componentize-py) and
 //! JavaScript (`js-echo`, componentize-js), measured in one run; the Rust guest is the baseline.
 //! A plain `wasi:http/proxy` component in Rust (`proxy`, the `wasi` crate) answers the same way
-//! through `wasi:http/incoming-handler`. Targets: every language under 1 ms; the proxy
-//! component within 1.2x of the same guest in the project's world.
+//! through `wasi:http/incoming-handler`. Beside each, the floor: the same component served the
+//! way `wasmtime serve` serves it (`shared/bare_host.rs`). Targets: every language under 1 ms;
+//! the proxy component within 1.2x of the same guest in the project's world; the project's
+//! host at most 1.15x the floor for every guest.
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
 #[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::ms;
+use std::future::Future;
 use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,12 +26,27 @@ use service_runtime::app::{App, Role};
 use service_runtime::wasm::grants::Grant;
 use service_runtime::wasm::{Generation, Named};
 
+#[path = "shared/bare_host.rs"]
+mod bare_host;
+use bare_host::BareHost;
+
 // The tests' guest builders.
 #[allow(dead_code)]
 #[path = "../../../tests/e2e/guests.rs"]
 mod guests;
+// The tests' way of starting the binary.
+#[allow(dead_code)]
+#[path = "../../../tests/shared/serve.rs"]
+mod serve;
+// The one way tests and benches wait (each bench uses a part of it).
+#[allow(dead_code)]
+#[path = "../../../tests/shared/wait.rs"]
+mod wait;
+
+const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 
 const CALLS: usize = 2_000;
+const ROUNDS: usize = 3;
 
 /// Loads a component with nothing granted but what its route needs (nothing).
 async fn load(app: &App, wasm: PathBuf) -> Generation {
@@ -44,69 +63,171 @@ async fn load(app: &App, wasm: PathBuf) -> Generation {
     guest
 }
 
-/// Median and 99th percentile of `CALLS` sequential requests after a warm-up.
-async fn measure(guest: &Generation, path: &str) -> (Duration, Duration) {
-    let request = || HttpRequest {
+/// Median and 99th percentile of `CALLS` sequential requests after a warm-up; `call` answers
+/// one request's status.
+async fn measure<F: Future<Output = u16>>(call: impl Fn() -> F) -> (Duration, Duration) {
+    for _ in 0..50 {
+        call().await;
+    }
+    let mut samples = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        let status = call().await;
+        samples.push(started.elapsed());
+        assert_eq!(status, 200);
+    }
+    samples.sort();
+    (samples[CALLS / 2], samples[CALLS * 99 / 100])
+}
+
+/// One `GET path` through the project's host (the sandbox, as a request to the adapter is).
+async fn through_project(guest: &Generation, path: &str) -> u16 {
+    let request = HttpRequest {
         method: "GET".into(),
         path: path.into(),
         query: String::new(),
         headers: vec![],
         body: vec![],
     };
-    for _ in 0..50 {
-        guest.handle_http(request()).await.unwrap();
-    }
-    let mut samples = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        let response = guest.handle_http(request()).await.unwrap();
-        samples.push(started.elapsed());
-        assert_eq!(response.status, 200);
-    }
-    samples.sort();
-    (samples[CALLS / 2], samples[CALLS * 99 / 100])
+    guest.handle_http(request).await.unwrap().status
 }
+
+/// A guest: its label, component and trivial route.
+type Guest = (&'static str, PathBuf, &'static str);
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let tmp = tempfile::tempdir().unwrap();
-        let app = App::open(tmp.path(), Role::Server).await.unwrap();
-        let guests = [
+        let guests: [Guest; 4] = [
             ("Rust (echo, baseline)", guests::guest("echo"), "/hello"),
             ("Rust wasi:http (proxy)", guests::guest("proxy"), "/"),
             ("Python (python-echo)", guests::python_echo(), "/hello"),
             ("JavaScript (js-echo)", guests::js_echo(), "/hello"),
         ];
-        println!("one request to a trivial route, a fresh instance each ({CALLS} sequential):");
-        let mut baseline = None;
-        let mut met = true;
-        let mut proxy_ratio = 0.0;
-        for (label, wasm, path) in guests {
-            let size = std::fs::metadata(&wasm).unwrap().len();
-            let guest = Arc::new(load(&app, wasm).await);
-            let (p50, p99) = measure(&guest, path).await;
-            let base = *baseline.get_or_insert(p50);
-            if path == "/" {
-                proxy_ratio = ms(p50) / ms(base);
-            }
-            met &= p50 < Duration::from_millis(1);
-            println!(
-                "  {label:24} {:6.1} MB  p50 {:7.3} ms  p99 {:7.3} ms  ({:5.1}x the Rust guest)",
-                size as f64 / 1e6,
-                ms(p50),
-                ms(p99),
-                ms(p50) / ms(base)
-            );
-        }
-        println!(
-            "  target: under 1 ms each: {}",
-            if met { "met" } else { "MISSED" }
-        );
-        println!(
-            "  target: the wasi:http component within 1.2x of the Rust guest: {proxy_ratio:.2}x, {}",
-            if proxy_ratio <= 1.2 { "met" } else { "MISSED" }
-        );
+        in_process(&guests).await;
+        through_http(&guests).await;
         std::process::exit(0);
     });
+}
+
+/// The sandbox's call, in this process, beside the bare host's.
+async fn in_process(guests: &[Guest]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = App::open(tmp.path(), Role::Server).await.unwrap();
+    println!(
+        "one request to a trivial route, a fresh instance each ({CALLS} sequential, the median \
+         of {ROUNDS} alternating rounds); the floor is the same component served as \
+         `wasmtime serve` serves it (benches/shared/bare_host.rs):"
+    );
+    let mut baseline = None;
+    let mut met = true;
+    let mut proxy_ratio = 0.0;
+    let mut worst_floor = 0.0f64;
+    for (label, wasm, path) in guests {
+        let size = std::fs::metadata(wasm).unwrap().len();
+        let floor = BareHost::load(&std::fs::read(wasm).unwrap());
+        let guest = Arc::new(load(&app, wasm.clone()).await);
+        let (mut ours, mut bare) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            ours.push(measure(|| through_project(&guest, path)).await);
+            bare.push(measure(|| floor.get(path)).await);
+        }
+        let ((p50, p99), (floor_p50, _)) = (median(ours), median(bare));
+        let base = *baseline.get_or_insert(p50);
+        if *path == "/" {
+            proxy_ratio = ms(p50) / ms(base);
+        }
+        met &= p50 < Duration::from_millis(1);
+        let over_floor = ms(p50) / ms(floor_p50);
+        worst_floor = worst_floor.max(over_floor);
+        println!(
+            "  {label:24} {:6.1} MB  p50 {:7.3} ms  p99 {:7.3} ms  ({:5.1}x the Rust guest)  \
+             floor {:7.3} ms ({over_floor:.2}x it)",
+            size as f64 / 1e6,
+            ms(p50),
+            ms(p99),
+            ms(p50) / ms(base),
+            ms(floor_p50),
+        );
+    }
+    println!(
+        "  target: under 1 ms each: {}",
+        if met { "met" } else { "MISSED" }
+    );
+    println!(
+        "  target: the wasi:http component within 1.2x of the Rust guest: {proxy_ratio:.2}x, {}",
+        if proxy_ratio <= 1.2 { "met" } else { "MISSED" }
+    );
+    println!(
+        "  target: at most 1.15x the floor for every guest: worst {worst_floor:.2}x, {}",
+        if worst_floor <= 1.15 { "met" } else { "MISSED" }
+    );
+}
+
+/// The same requests through the release binary (the components installed, on their optimized
+/// code) and through the bare host behind hyper, one keep-alive client each.
+async fn through_http(guests: &[Guest]) {
+    let data = tempfile::tempdir().unwrap();
+    let adapters = data.path().join("adapters");
+    std::fs::create_dir_all(&adapters).unwrap();
+    let mut routes = vec![("/api/health".to_owned(), "the API's health".to_owned())];
+    let mut floors = Vec::new();
+    for (label, wasm, path) in guests {
+        let name = wasm.file_stem().unwrap().to_str().unwrap();
+        std::fs::copy(wasm, adapters.join(format!("{name}.wasm"))).unwrap();
+        routes.push((format!("/api/adapters/{name}{path}"), (*label).to_owned()));
+        floors.push(bare_host::serve(BareHost::load(&std::fs::read(wasm).unwrap())).await);
+    }
+    let mut serve = serve::clean_command(BIN, data.path(), "warn");
+    serve.stderr(Stdio::null());
+    let (mut child, url) = serve::spawn_serving(serve, data.path());
+    let url = url.expect("the server did not start");
+    serve::wait_until_ready(&url, data.path(), Duration::from_secs(120));
+    serve::wait_until_optimized(&url, data.path(), Duration::from_secs(300));
+    let client = reqwest::Client::new();
+    let mut figures = vec![Vec::new(); routes.len() + floors.len()];
+    for _ in 0..ROUNDS {
+        for (n, (route, _)) in routes.iter().enumerate() {
+            let target = format!("{url}{route}");
+            figures[n].push(measure(|| get(&client, &target)).await);
+        }
+        for (n, (floor, (_, _, path))) in floors.iter().zip(guests).enumerate() {
+            let target = format!("{floor}{path}");
+            figures[routes.len() + n].push(measure(|| get(&client, &target)).await);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let p50s: Vec<Duration> = figures.into_iter().map(|rounds| median(rounds).0).collect();
+    println!(
+        "the same through HTTP ({CALLS} sequential keep-alive requests, the median of {ROUNDS} \
+         alternating rounds): the release binary, and the floor behind hyper:"
+    );
+    let rust = p50s[1];
+    for (n, (route, label)) in routes.iter().enumerate() {
+        let floor = (n > 0).then(|| p50s[routes.len() + n - 1]);
+        println!(
+            "  {label:24} {route:34} p50 {:7.3} ms ({:+.3} ms over the Rust guest){}",
+            ms(p50s[n]),
+            ms(p50s[n]) - ms(rust),
+            floor.map_or(String::new(), |floor| format!(
+                "  floor {:7.3} ms ({:.2}x it)",
+                ms(floor),
+                ms(p50s[n]) / ms(floor)
+            ))
+        );
+    }
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> u16 {
+    let response = client.get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    response.bytes().await.unwrap();
+    status
+}
+
+/// The round with the median p50.
+fn median(mut rounds: Vec<(Duration, Duration)>) -> (Duration, Duration) {
+    rounds.sort();
+    rounds[rounds.len() / 2]
 }
