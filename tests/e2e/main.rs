@@ -35,6 +35,7 @@ mod python;
 mod radicale;
 mod replicas;
 mod retention;
+mod reuse;
 mod runs;
 mod scheduler;
 mod server;

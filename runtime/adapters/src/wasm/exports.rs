@@ -119,6 +119,9 @@ fn version_text(version: Version) -> &'static str {
 pub trait Call: Send + 'static {
     type Output: Send + 'static;
 
+    /// Whether it may run in an instance kept from an earlier call (`reuse`): requests only.
+    const REUSES: bool = false;
+
     /// The export it calls, as the contract names it (span names say it).
     fn export(&self) -> &'static str;
 
@@ -231,6 +234,8 @@ pub(crate) struct HandleHttp(pub HttpRequest);
 
 impl Call for HandleHttp {
     type Output = service_contract::HttpResponse;
+
+    const REUSES: bool = true;
 
     fn export(&self) -> &'static str {
         "handle-http"

@@ -113,11 +113,7 @@ impl Generation {
     /// Runs the optimized code from the next call on (same grant, same place).
     pub fn optimize(&self, pre: InstancePre<HostState>, exports: Exports) {
         let current = self.prepared();
-        let optimized = Prepared {
-            pre,
-            exports,
-            caller: Arc::clone(&current.caller),
-        };
+        let optimized = Prepared::new(pre, exports, Arc::clone(&current.caller));
         *self.code.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(optimized);
         self.optimized.send_replace(true);
     }

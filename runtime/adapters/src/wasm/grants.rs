@@ -66,6 +66,17 @@ impl Default for Limits {
     }
 }
 
+/// Requests one instance may serve (`reuse`, see `reuse.rs`): 1, a fresh instance each, unless
+/// the grant says more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse(pub u32);
+
+impl Default for Reuse {
+    fn default() -> Self {
+        Self(1)
+    }
+}
+
 /// A key of `[limits]` and the largest value it takes (the least is 1): a value past it is a
 /// grant error naming the bound, never silently clamped.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +153,21 @@ impl GrantTable {
             own.insert("limits".into(), toml::Value::Table(limits));
         }
         T::deserialize(toml::Value::Table(own)).map_err(|e| e.message().to_owned())
+    }
+
+    /// `reuse`: how many requests one instance may serve (1 when not written).
+    pub(crate) fn take_reuse(&mut self) -> Result<Reuse, String> {
+        let Some(value) = self.top.remove("reuse") else {
+            return Ok(Reuse::default());
+        };
+        match value.as_integer() {
+            Some(n) if n >= 1 && n <= i64::from(super::reuse::MAX_REUSE) => Ok(Reuse(n as u32)),
+            Some(n) => Err(format!(
+                "reuse = {n} is out of range: it takes 1 to {}",
+                super::reuse::MAX_REUSE
+            )),
+            None => Err("reuse must be a whole number".into()),
+        }
     }
 
     /// The sandbox's `[limits]`.

@@ -240,11 +240,7 @@ impl Loader {
             description.metadata,
             serves,
             request,
-            Prepared {
-                pre,
-                exports,
-                caller,
-            },
+            Prepared::new(pre, exports, caller),
             unoptimized,
             Arc::clone(&self.sandbox),
         ))
@@ -291,11 +287,7 @@ impl Loader {
             Arc::clone(&self.services),
             None,
         )?);
-        let describing = Arc::new(Prepared {
-            pre: pre.clone(),
-            exports: exports.clone(),
-            caller: nothing,
-        });
+        let describing = Arc::new(Prepared::new(pre.clone(), exports.clone(), nothing));
         self.sandbox
             .call(&describing, Describe, DESCRIBE_LIMIT, Wait::Yes)
             .await

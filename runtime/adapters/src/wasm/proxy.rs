@@ -7,6 +7,7 @@
 use std::pin::pin;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use futures_util::future::{Either, select};
 use http_body_util::{BodyExt, Full};
 use service_contract::{HttpRequest, HttpResponse};
@@ -44,6 +45,7 @@ pub(super) async fn handle(
     let guest = indices.load(&mut *store, instance)?;
 
     let mut answer = pin!(read_answer(receiver));
+    let mut cut = false;
     let answered = {
         let call = pin!(guest.call_handle(&mut *store, request, out));
         match select(call, answer.as_mut()).await {
@@ -59,15 +61,26 @@ pub(super) async fn handle(
                     call.await?;
                     Some(Ok(response))
                 }
-                other => Some(other),
+                other => {
+                    cut = true;
+                    Some(other)
+                }
             },
         }
     };
+    if cut {
+        // The call was dropped where it stood: the instance is not used again.
+        store.data_mut().unfit = true;
+    }
     match answered {
         Some(answered) => answered,
         None => {
-            // The guest has returned: what it left in its table (a body it never finished)
-            // goes, so the answer ends.
+            // The guest has returned. An answer it finished is all there already; for one it
+            // left unfinished (a body never ended), what it left in its table goes, so the
+            // answer ends where it stopped.
+            if let Some(answered) = answer.as_mut().now_or_never() {
+                return answered;
+            }
             store.data_mut().drop_resources();
             answer.await
         }

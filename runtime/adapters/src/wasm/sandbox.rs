@@ -17,6 +17,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use super::exports::{Call, Exports};
 use super::guest_lane::{GuestLane, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
+use super::reuse::{self, Idle, Kept};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use super::wasmtime_config::{self, Compiler, MemoryInit};
 use crate::adapters::CallError;
@@ -27,6 +28,19 @@ pub struct Prepared {
     pub pre: InstancePre<HostState>,
     pub exports: Exports,
     pub caller: Arc<Caller>,
+    /// Its instances kept between requests (`reuse`), none otherwise.
+    pub(crate) idle: Arc<Idle>,
+}
+
+impl Prepared {
+    pub fn new(pre: InstancePre<HostState>, exports: Exports, caller: Arc<Caller>) -> Self {
+        Self {
+            pre,
+            exports,
+            caller,
+            idle: Arc::default(),
+        }
+    }
 }
 
 /// Whether a call may wait for a free instance.
@@ -142,6 +156,8 @@ pub struct Sandbox {
     instances: Arc<Pool>,
     /// The part of them background calls may hold.
     background: Arc<Semaphore>,
+    /// Room for idle instances kept for reuse, all adapters together.
+    kept: Arc<Semaphore>,
 }
 
 impl Sandbox {
@@ -159,6 +175,7 @@ impl Sandbox {
             background: Arc::new(Semaphore::new(background_share(
                 wasmtime_config::MAX_INSTANCES,
             ))),
+            kept: Arc::new(Semaphore::new(reuse::MAX_KEPT)),
         })
     }
 
@@ -222,7 +239,8 @@ impl Sandbox {
         })
     }
 
-    /// Runs one export call of `prepared` in a fresh instance, within `limit`.
+    /// Runs one export call of `prepared` in a fresh instance (or, for a request to an adapter
+    /// granted `reuse`, one kept from its earlier requests), within `limit`.
     pub async fn call<C: Call>(
         &self,
         prepared: &Arc<Prepared>,
@@ -234,24 +252,25 @@ impl Sandbox {
         let start = prepared.caller.heavy.start();
         let places = self.places(&prepared.caller, wait).await?;
         let caller = Arc::clone(&prepared.caller);
-        let memory = caller
-            .granted
-            .limits
-            .memory_bytes()
-            .min(wasmtime_config::MAX_MEMORY);
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let reuse = C::REUSES && caller.granted.reuse.0 > 1;
         let slice = Arc::new(Slice::default());
-        let mut state = HostState::new(
-            Arc::clone(&caller),
-            memory,
-            stderr.clone(),
-            Arc::clone(&slice),
-        );
-        call.prepare(&mut state);
+        let (mut store, kept_instance, stderr, served) =
+            match reuse.then(|| prepared.idle.take()).flatten() {
+                Some(kept) => {
+                    let mut store = kept.store;
+                    store.data_mut().next_call(Arc::clone(&slice));
+                    (store, Some(kept.instance), kept.stderr, kept.served)
+                }
+                None => {
+                    let engine = prepared.pre.engine();
+                    let (store, stderr) = fresh_store(engine, &caller, Arc::clone(&slice), &call);
+                    (store, None, stderr, 0)
+                }
+            };
+        // What the guest wrote before this call is not this call's failure.
+        let stderr_before = stderr.contents().len();
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
-        let _cancel_runs_on_drop = state.cancel.clone().drop_guard();
-        let mut store = Store::new(prepared.pre.engine(), state);
-        store.limiter(|state| &mut state.limits);
+        let _cancel_runs_on_drop = store.data().cancel.clone().drop_guard();
         let deadline = Instant::now() + limit;
         let clock = Arc::clone(&slice);
         store.epoch_deadline_callback(move |_| {
@@ -274,14 +293,31 @@ impl Sandbox {
             otel.kind = "internal",
             service_runtime.adapter = %caller.adapter,
             service_runtime.export = call.export(),
+            service_runtime.reused = kept_instance.is_some(),
             "error.type" = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
-        let prepared = Arc::clone(prepared);
-        let run = async move {
-            let _places = places;
-            let instance = prepared.pre.instantiate_async(&mut store).await?;
-            call.call(&mut store, &instance, &prepared.exports).await
+        let run = {
+            let (prepared, stderr) = (Arc::clone(prepared), stderr.clone());
+            let (slots, most) = (
+                Arc::clone(&self.kept),
+                caller.granted.limits.max_instances as usize,
+            );
+            async move {
+                let _places = places;
+                let instance = match kept_instance {
+                    Some(instance) => instance,
+                    None => prepared.pre.instantiate_async(&mut store).await?,
+                };
+                let output = call.call(&mut store, &instance, &prepared.exports).await?;
+                let served = served + 1;
+                if reuse && Kept::fit(&store, &stderr, served) {
+                    prepared
+                        .idle
+                        .keep(&slots, most, store, instance, stderr, served);
+                }
+                Ok(output)
+            }
         }
         .instrument(span.clone());
         let outcome = tokio::time::timeout(
@@ -294,7 +330,7 @@ impl Sandbox {
         }
         let (kind, message) = match outcome {
             Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => classify(&e, &stderr),
+            Ok(Err(e)) => classify(&e, &stderr.contents()[stderr_before..]),
             Err(_) => (FailureKind::Timeout, format!("no answer within {limit:?}")),
         };
         span.record("error.type", kind.as_str());
@@ -303,10 +339,30 @@ impl Sandbox {
     }
 }
 
+/// A store for a new instance of `caller`'s component, with its memory limit and its stderr.
+fn fresh_store<C: Call>(
+    engine: &Engine,
+    caller: &Arc<Caller>,
+    slice: Arc<Slice>,
+    call: &C,
+) -> (Store<HostState>, MemoryOutputPipe) {
+    let memory = caller
+        .granted
+        .limits
+        .memory_bytes()
+        .min(wasmtime_config::MAX_MEMORY);
+    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+    let mut state = HostState::new(Arc::clone(caller), memory, stderr.clone(), slice);
+    call.prepare(&mut state);
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limits);
+    (store, stderr)
+}
+
 /// Names a failed call: the trap, with what the guest last wrote to stderr (a panic message
 /// or an allocation failure) when it wrote anything.
-fn classify(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> (FailureKind, String) {
-    let guest = String::from_utf8_lossy(&stderr.contents()).into_owned();
+fn classify(error: &wasmtime::Error, stderr: &[u8]) -> (FailureKind, String) {
+    let guest = String::from_utf8_lossy(stderr).into_owned();
     let text = trap_text(error, &guest);
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => (FailureKind::Timeout, text),

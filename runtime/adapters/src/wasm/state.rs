@@ -10,7 +10,7 @@ use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -114,7 +114,7 @@ pub struct HostState {
     http: WasiHttpCtx,
     outgoing: WasiHttpHooks,
     table: ResourceTable,
-    pub limits: StoreLimits,
+    pub limits: Limits,
     pub caller: Arc<Caller>,
     /// Cancels agent runs started by this call when the call is abandoned.
     pub cancel: CancellationToken,
@@ -123,6 +123,51 @@ pub struct HostState {
     pub run: Option<RunContext>,
     /// The call's clock, which host work on a guest's large inputs asks for the lane.
     pub slice: Arc<Slice>,
+    /// Set when the call left the instance unfit for another (see `reuse`).
+    pub(crate) unfit: bool,
+}
+
+/// The store's limits, noting a growth they refused: an instance that hit them is not kept for
+/// another request, even when the guest carried on.
+pub struct Limits {
+    store: StoreLimits,
+    pub(crate) hit: bool,
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.store.memory_growing(current, desired, maximum)?;
+        self.hit |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.store.table_growing(current, desired, maximum)?;
+        self.hit |= !allowed;
+        Ok(allowed)
+    }
+
+    fn instances(&self) -> usize {
+        self.store.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.store.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.store.memories()
+    }
 }
 
 /// Guest stderr is kept (64 KiB) so a panic or allocation failure can be named.
@@ -147,24 +192,36 @@ impl HostState {
             http: WasiHttpCtx::new(),
             outgoing: WasiHttpHooks::new(Arc::clone(&caller)),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .memories(wasmtime_config::MAX_MEMORIES)
-                .tables(wasmtime_config::MAX_TABLES)
-                .instances(32)
-                .build(),
+            limits: Limits {
+                store: StoreLimitsBuilder::new()
+                    .memory_size(memory_bytes)
+                    .memories(wasmtime_config::MAX_MEMORIES)
+                    .tables(wasmtime_config::MAX_TABLES)
+                    .instances(32)
+                    .build(),
+                hit: false,
+            },
             caller,
             cancel: CancellationToken::new(),
             job: None,
             run: None,
             slice,
+            unfit: false,
         }
+    }
+
+    /// Readies a kept store for its next call (the call's own clock and cancellation).
+    pub(crate) fn next_call(&mut self, slice: Arc<Slice>) {
+        self.slice = slice;
+        self.cancel = CancellationToken::new();
     }
 
     /// Drops every resource the guest left behind (its call has returned): a `wasi:http`
     /// body it never finished ends where it stopped.
     pub(crate) fn drop_resources(&mut self) {
         self.table = ResourceTable::new();
+        // The guest's own handles (a stream it keeps) went with them.
+        self.unfit = true;
     }
 
     /// Host work on `bytes` of the guest's (hashing them, storing them) is the guest's time:

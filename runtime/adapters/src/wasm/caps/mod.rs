@@ -26,7 +26,7 @@ pub(super) use filesystem::shadow_preopens;
 pub(super) use outbound_http::WasiHttpHooks;
 
 use super::bindings::{latest, v0_1};
-use super::grants::{GrantTable, LimitKey, Limits, Request};
+use super::grants::{GrantTable, LimitKey, Limits, Request, Reuse};
 use super::state::HostState;
 
 /// One host import.
@@ -100,6 +100,7 @@ macro_rules! capabilities {
         #[derive(Debug, Clone, Default, PartialEq)]
         pub struct Grant {
             pub limits: Limits,
+            pub reuse: Reuse,
             $(pub $field: <$cap as Capability>::Grant,)*
         }
 
@@ -109,6 +110,7 @@ macro_rules! capabilities {
                 let mut table = GrantTable::new(table)?;
                 let grant = Self {
                     limits: table.take_limits()?,
+                    reuse: table.take_reuse()?,
                     $($field: table.take(<$cap>::KEYS, <$cap>::LIMIT_KEYS)?,)*
                 };
                 table.finish()?;
@@ -120,6 +122,7 @@ macro_rules! capabilities {
         #[derive(Debug, Clone, Default, PartialEq)]
         pub struct Granted {
             pub limits: Limits,
+            pub reuse: Reuse,
             $(pub $field: <$cap as Capability>::Granted,)*
         }
 
@@ -132,6 +135,7 @@ macro_rules! capabilities {
             ) -> Result<Self, String> {
                 let mut granted = Self {
                     limits: grant.limits,
+                    reuse: grant.reuse,
                     $($field: <$cap>::grant(request, &grant.$field, &env)?,)*
                 };
                 $(<$cap>::settle(&mut granted, grant, &env)?;)*
@@ -142,6 +146,13 @@ macro_rules! capabilities {
             pub fn summary(&self) -> Vec<String> {
                 let mut out = Vec::new();
                 $(out.extend(<$cap>::summary(&self.$field));)*
+                if self.reuse.0 > 1 {
+                    out.push(format!(
+                        "reuse: up to {} requests per instance (a request can read what an \
+                         earlier one left in memory)",
+                        self.reuse.0
+                    ));
+                }
                 out
             }
 
