@@ -828,7 +828,37 @@ async fn tasks_come_in_pages() {
 /// here): a request never finds what the one before wrote, in its image or beside it.
 #[tokio::test]
 async fn a_request_never_finds_what_the_one_before_left_in_memory() {
-    let server = Server::start();
+    // With the defaults, and with every way `[sandbox]` can change the reset: the large slot
+    // reset whole (as where swap is on), nothing kept resident, batched unmappings, no dense
+    // image.
+    for config in [
+        "",
+        "[sandbox]\nwritten_pages_only = false\nmemory_keep_resident_kib = 0\n\
+         table_keep_resident_kib = 1024\ndense_image_mib = 0\ndecommit_batch = 32\n",
+    ] {
+        finds_nothing_left(Server::start_with_config(config, &[])).await;
+    }
+    // A setting out of its range stops the start, naming it.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("config.toml"),
+        "[sandbox]\ndecommit_batch = 0\n",
+    )
+    .unwrap();
+    let out = crate::support::command(tmp.path())
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("decommit_batch between 1 and 1024"),
+        "{stderr}"
+    );
+}
+
+async fn finds_nothing_left(server: Server) {
     drop_in(&server, "probe", &guest("memory_probe"), "");
     // A `wasi:http` component has no version to wait for.
     eventually(60, async || {

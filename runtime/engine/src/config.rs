@@ -60,10 +60,69 @@ pub struct FileConfig {
     /// `[retention]`: how long traces, tasks, conversations and approvals are kept.
     #[serde(default)]
     pub retention: RetentionSection,
+    /// `[sandbox]`: how the WebAssembly engines reset a freed instance's memory.
+    #[serde(default)]
+    pub sandbox: SandboxSection,
     /// `[adapters.<name>]`: capability grants of WebAssembly adapters, read by their loader
     /// (a `<name>.toml` beside the component wins).
     #[serde(default)]
     pub adapters: BTreeMap<String, toml::Table>,
+}
+
+/// `[sandbox]`: how a freed instance's memory slot is made ready for the next instance (the
+/// figures behind each default are in the README's Execution section).
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// KiB of a linear memory reset in place and kept mapped, the rest unmapped (0 to 262144):
+    /// default 2048.
+    pub memory_keep_resident_kib: Option<u64>,
+    /// KiB of a table reset in place and kept mapped (0 to 1024): default 512.
+    pub table_keep_resident_kib: Option<u64>,
+    /// Whether a large component's memory is reset from the pages the kernel reports written
+    /// (`PAGEMAP_SCAN`, never where swap is on): default true.
+    pub written_pages_only: Option<bool>,
+    /// MiB of a memory image mapped densely whatever its holes (0 to 256): default 16.
+    pub dense_image_mib: Option<u64>,
+    /// Unmappings made together in one system call (1 to 1024): default 1.
+    pub decommit_batch: Option<u32>,
+}
+
+impl SandboxSection {
+    pub fn memory_keep_resident(&self) -> usize {
+        (self.memory_keep_resident_kib.unwrap_or(2048) << 10) as usize
+    }
+
+    pub fn table_keep_resident(&self) -> usize {
+        (self.table_keep_resident_kib.unwrap_or(512) << 10) as usize
+    }
+
+    pub fn written_pages_only(&self) -> bool {
+        self.written_pages_only.unwrap_or(true)
+    }
+
+    pub fn dense_image(&self) -> u64 {
+        self.dense_image_mib.unwrap_or(16) << 20
+    }
+
+    pub fn decommit_batch(&self) -> usize {
+        self.decommit_batch.unwrap_or(1) as usize
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(0..=262_144).contains(&self.memory_keep_resident_kib.unwrap_or(0))
+            || !(0..=1024).contains(&self.table_keep_resident_kib.unwrap_or(0))
+            || !(0..=256).contains(&self.dense_image_mib.unwrap_or(0))
+            || !(1..=1024).contains(&self.decommit_batch.unwrap_or(1))
+        {
+            bail!(
+                "[sandbox] memory_keep_resident_kib must be between 0 and 262144, \
+                 table_keep_resident_kib between 0 and 1024, dense_image_mib between 0 and 256, \
+                 decommit_batch between 1 and 1024"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// `[database]`: how this replica uses PostgreSQL when `SERVICE_DATABASE_URL` names one.
@@ -548,7 +607,8 @@ impl FileConfig {
             .and_then(|()| config.runs.check())
             .and_then(|()| config.webhooks.check())
             .and_then(|()| config.auth.check())
-            .and_then(|()| config.retention.check())?;
+            .and_then(|()| config.retention.check())
+            .and_then(|()| config.sandbox.check())?;
         Ok(config)
     }
 }

@@ -14,20 +14,17 @@
 #[path = "../../../tests/shared/stats.rs"]
 mod stats;
 use stats::ms;
-use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use service_contract::HttpRequest;
-use service_runtime::adapters::Managed;
 use service_runtime::app::{App, Role};
-use service_runtime::wasm::grants::Grant;
-use service_runtime::wasm::{Generation, Named};
 
 #[path = "shared/bare_host.rs"]
 mod bare_host;
 use bare_host::BareHost;
+#[path = "shared/trivial_route.rs"]
+mod trivial_route;
+use trivial_route::{CALLS, Guest, load, measure, median, through_project};
 
 // The tests' guest builders.
 #[allow(dead_code)]
@@ -44,67 +41,15 @@ mod wait;
 
 const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 
-const CALLS: usize = 2_000;
 const ROUNDS: usize = 3;
 
 /// What the kept rows grant: one instance for every request of a round.
 const REUSE: &str = "reuse = 1000";
 
-/// Loads a component with nothing granted but what its route needs (nothing), and `grant`.
-async fn load(app: &App, wasm: &Path, file: &str, grant: &str) -> Generation {
-    let bytes = std::fs::read(wasm).unwrap();
-    let grant = Grant::parse(grant).unwrap();
-    let loader = app.components.loader();
-    let guest = loader
-        .load(Named::Own { file }, bytes, Some(grant))
-        .await
-        .unwrap();
-    // What is measured is the optimizing compiler's code, as it serves once optimized.
-    loader.optimize(&guest).await.unwrap();
-    guest
-}
-
-/// Median and 99th percentile of `CALLS` sequential requests after a warm-up; `call` answers
-/// one request's status.
-async fn measure<F: Future<Output = u16>>(call: impl Fn() -> F) -> (Duration, Duration) {
-    for _ in 0..50 {
-        call().await;
-    }
-    let mut samples = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        let status = call().await;
-        samples.push(started.elapsed());
-        assert_eq!(status, 200);
-    }
-    samples.sort();
-    (samples[CALLS / 2], samples[CALLS * 99 / 100])
-}
-
-/// One `GET path` through the project's host (the sandbox, as a request to the adapter is).
-async fn through_project(guest: &Generation, path: &str) -> u16 {
-    let request = HttpRequest {
-        method: "GET".into(),
-        path: path.into(),
-        query: String::new(),
-        headers: vec![],
-        body: vec![],
-    };
-    guest.handle_http(request).await.unwrap().status
-}
-
-/// A guest: its label, component and trivial route.
-type Guest = (&'static str, PathBuf, &'static str);
-
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let guests: [Guest; 4] = [
-            ("Rust (echo, baseline)", guests::guest("echo"), "/hello"),
-            ("Rust wasi:http (proxy)", guests::guest("proxy"), "/"),
-            ("Python (python-echo)", guests::python_echo(), "/hello"),
-            ("JavaScript (js-echo)", guests::js_echo(), "/hello"),
-        ];
+        let guests = trivial_route::guests();
         in_process(&guests).await;
         through_http(&guests).await;
         std::process::exit(0);
@@ -252,10 +197,4 @@ async fn get(client: &reqwest::Client, url: &str) -> u16 {
     let status = response.status().as_u16();
     response.bytes().await.unwrap();
     status
-}
-
-/// The round with the median p50.
-fn median(mut rounds: Vec<(Duration, Duration)>) -> (Duration, Duration) {
-    rounds.sort();
-    rounds[rounds.len() / 2]
 }

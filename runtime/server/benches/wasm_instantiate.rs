@@ -20,7 +20,7 @@ const CALLS: usize = 2_000;
 
 /// The echo component loaded on a sandbox of its own, pooled or not.
 async fn echo(app: &App, pooling: bool) -> Generation {
-    let sandbox = Arc::new(Sandbox::new(pooling).unwrap());
+    let sandbox = Arc::new(Sandbox::new(pooling, &Default::default()).unwrap());
     assert_eq!(
         sandbox.pooled(),
         pooling,

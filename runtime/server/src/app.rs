@@ -266,7 +266,7 @@ impl App {
                 .context("the app is opened inside a tokio runtime")?,
         });
         let pooling = env.get("SERVICE_WASM_POOLING").as_deref() != Some("false");
-        let sandbox = Arc::new(Sandbox::new(pooling)?);
+        let sandbox = Arc::new(Sandbox::new(pooling, &config.sandbox)?);
         let loader = Loader::new(
             sandbox,
             services,

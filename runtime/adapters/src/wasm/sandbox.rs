@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use service_contract::{AdapterError, FailureKind};
+use service_engine::config::SandboxSection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 use wasmtime::component::{InstancePre, Linker};
@@ -118,8 +119,13 @@ pub struct Flavor {
 }
 
 impl Flavor {
-    fn new(pooling: bool, init: MemoryInit, compiler: Compiler) -> anyhow::Result<Self> {
-        let (engine, pooled) = wasmtime_config::build(pooling, init, compiler)?;
+    fn new(
+        pooling: bool,
+        init: MemoryInit,
+        compiler: Compiler,
+        reset: &SandboxSection,
+    ) -> anyhow::Result<Self> {
+        let (engine, pooled) = wasmtime_config::build(pooling, init, compiler, reset)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
@@ -161,10 +167,17 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    pub fn new(pooling: bool) -> anyhow::Result<Self> {
-        let small = Flavor::new(pooling, MemoryInit::Copy, Compiler::Optimizing)?;
-        let large = Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Optimizing)?;
-        let baseline = Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Baseline)?;
+    /// The engines, pooled when `pooling` (and the pool can be reserved), their freed slots
+    /// reset as `reset` says.
+    pub fn new(pooling: bool, reset: &SandboxSection) -> anyhow::Result<Self> {
+        let small = Flavor::new(pooling, MemoryInit::Copy, Compiler::Optimizing, reset)?;
+        let large = Flavor::new(
+            pooling,
+            MemoryInit::CopyOnWrite,
+            Compiler::Optimizing,
+            reset,
+        )?;
+        let baseline = Flavor::new(pooling, MemoryInit::CopyOnWrite, Compiler::Baseline, reset)?;
         wasmtime_config::start_ticker(&[&small.engine, &large.engine, &baseline.engine])?;
         Ok(Self {
             small,

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use service_engine::config::SandboxSection;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy};
 
 /// One epoch tick: how often a running guest's clock is looked at (its deadline, and whether
@@ -50,7 +51,7 @@ pub(crate) enum Compiler {
     Baseline,
 }
 
-fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
+fn config(pooling: bool, init: MemoryInit, compiler: Compiler, reset: &SandboxSection) -> Config {
     let mut config = Config::new();
     match compiler {
         Compiler::Baseline => drop(config.strategy(Strategy::Winch)),
@@ -61,6 +62,7 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
     config.epoch_interruption(true);
     // Trap text without a frame list: the registry shows the reason, not addresses.
     config.wasm_backtrace_max_frames(None);
+    config.memory_guaranteed_dense_image_size(reset.dense_image());
     if pooling {
         // Sized from a Rust wasip2 component (3 core instances, 1 memory, 2 tables each).
         let mut pool = PoolingAllocationConfig::default();
@@ -74,16 +76,20 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler) -> Config {
             .max_tables_per_component(MAX_TABLES as u32)
             .max_memory_size(MAX_MEMORY)
             .max_unused_warm_slots(MAX_INSTANCES as u32 * 2)
-            .table_keep_resident(16 << 10);
+            .table_keep_resident(reset.table_keep_resident())
+            .decommit_batch_size(reset.decommit_batch());
         match init {
             // Only the pages a call dirtied are put back from the image (found with Linux's
             // PAGEMAP_SCAN where the kernel has it), and they stay mapped for the next call.
-            MemoryInit::CopyOnWrite if written_pages_are_reported() => pool
-                .linear_memory_keep_resident(MAX_MEMORY)
-                .pagemap_scan(wasmtime::Enabled::Auto),
-            // A freed slot's memory (up to 2 MiB) is zeroed in place, or put back from the
-            // image, and the rest unmapped.
-            _ => pool.linear_memory_keep_resident(2 << 20),
+            MemoryInit::CopyOnWrite
+                if reset.written_pages_only() && written_pages_are_reported() =>
+            {
+                pool.linear_memory_keep_resident(MAX_MEMORY)
+                    .pagemap_scan(wasmtime::Enabled::Auto)
+            }
+            // A freed slot's memory (its first `memory_keep_resident`) is zeroed in place, or
+            // put back from the image, and the rest unmapped.
+            _ => pool.linear_memory_keep_resident(reset.memory_keep_resident()),
         };
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
@@ -112,12 +118,13 @@ pub(super) fn build(
     pooling: bool,
     init: MemoryInit,
     compiler: Compiler,
+    reset: &SandboxSection,
 ) -> anyhow::Result<(Engine, bool)> {
-    match Engine::new(&config(pooling, init, compiler)) {
+    match Engine::new(&config(pooling, init, compiler, reset)) {
         Ok(engine) => Ok((engine, pooling)),
         Err(e) if pooling => {
             tracing::warn!("cannot reserve the instance pool ({e:#}); allocating on demand");
-            Ok((Engine::new(&config(false, init, compiler))?, false))
+            Ok((Engine::new(&config(false, init, compiler, reset))?, false))
         }
         Err(e) => Err(e.into()),
     }
