@@ -108,3 +108,15 @@ async fn reuse_out_of_range_is_refused_with_its_bounds() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn an_idle_instance_is_let_go_after_its_ten_seconds() {
+    let server = Server::start();
+    drop_in(&server, "kept", &guest("memory_probe"), GRANT);
+    running_with(&server, "kept", "reuse: up to 3 requests").await;
+    assert_eq!(leftover(&server, "kept").await, FRESH);
+    assert_eq!(leftover(&server, "kept").await, KEPT, "kept while in use");
+    // Idle for 10 s, it goes at the next look (every 5 s).
+    tokio::time::sleep(std::time::Duration::from_secs(16)).await;
+    assert_eq!(leftover(&server, "kept").await, FRESH);
+}
