@@ -399,19 +399,11 @@ async fn max_iterations_stops_a_model_that_never_answers() {
 
 #[test]
 fn max_iterations_below_one_is_refused_at_start() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("config.toml"),
-        "[engine]\nmax_iterations = 0\n",
-    )
-    .unwrap();
-    let out = command(tmp.path())
-        .args(["serve", "--port", "0", "--data-dir"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("max_iterations must be at least 1"));
+    let stderr = crate::support::refused_start("[engine]\nmax_iterations = 0\n").stderr;
+    assert!(
+        stderr.contains("max_iterations must be at least 1"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

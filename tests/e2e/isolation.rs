@@ -839,19 +839,7 @@ async fn a_request_never_finds_what_the_one_before_left_in_memory() {
         finds_nothing_left(Server::start_with_config(config, &[])).await;
     }
     // A setting out of its range stops the start, naming it.
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("config.toml"),
-        "[sandbox]\ndecommit_batch = 0\n",
-    )
-    .unwrap();
-    let out = crate::support::command(tmp.path())
-        .args(["serve", "--data-dir"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = crate::support::refused_start("[sandbox]\ndecommit_batch = 0\n").stderr;
     assert!(
         stderr.contains("decommit_batch between 1 and 1024"),
         "{stderr}"

@@ -487,9 +487,6 @@ async fn what_a_server_may_make_the_runtime_hold_is_bounded() {
 
 #[tokio::test]
 async fn bad_entries_stop_the_start_and_a_silent_server_is_an_error_not_a_hang() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
     for (config, needle) in [
         (
             "[mcp.servers.both]\ncommand = [\"x\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
@@ -508,10 +505,8 @@ async fn bad_entries_stop_the_start_and_a_silent_server_is_an_error_not_a_hang()
             "gated tools are never served over MCP",
         ),
     ] {
-        std::fs::write(data.join("config.toml"), config).unwrap();
-        let out = cli(&data, &["serve", "--port", "0"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && stderr.contains(needle), "{stderr}");
+        let stderr = crate::support::refused_start(config).stderr;
+        assert!(stderr.contains(needle), "{stderr}");
     }
 
     let server = Server::start_with_config(

@@ -420,15 +420,7 @@ async fn a_stream_past_its_bounds_is_cut_in_words_and_the_answer_kept_whole() {
     assert_eq!(run["answer"], words, "the answer is whole");
 
     // A bound out of its range stops the start, naming it.
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("config.toml"), "[runs]\nmax_events = 5\n").unwrap();
-    let out = crate::support::command(tmp.path())
-        .args(["serve", "--data-dir"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = crate::support::refused_start("[runs]\nmax_events = 5\n").stderr;
     assert!(
         stderr.contains("[runs] max_events must be between 100"),
         "{stderr}"

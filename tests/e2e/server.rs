@@ -6,7 +6,7 @@ use serde_json::json;
 
 use service_runtime::db::SCHEMA_VERSION;
 
-use crate::support::{Server, command};
+use crate::support::{Server, command, refused_start};
 
 #[tokio::test]
 async fn health_reports_version_schema_and_counts() {
@@ -98,22 +98,10 @@ fn refuses_a_database_from_a_newer_version_and_leaves_it_alone() {
 
 #[test]
 fn invalid_config_file_is_a_clear_startup_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("config.toml"),
-        "[server]\nport = \"eighty\"\n",
-    )
-    .unwrap();
-    let out = command(tmp.path())
-        .args(["serve", "--data-dir"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("config.toml"), "{stderr}");
+    let refused = refused_start("[server]\nport = \"eighty\"\n");
+    assert!(refused.stderr.contains("config.toml"), "{}", refused.stderr);
     assert!(
-        !tmp.path().join("service.sqlite").exists(),
+        !refused.created_database,
         "nothing is created on a bad config"
     );
 }

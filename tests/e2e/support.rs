@@ -42,6 +42,31 @@ pub fn command(home: &Path) -> Command {
     serve::clean_command(BIN, home, "info")
 }
 
+/// What `serve` said on a data directory whose `config.toml` it refused.
+pub struct Refused {
+    pub stderr: String,
+    /// Whether the database was created before the refusal.
+    pub created_database: bool,
+}
+
+/// Runs `serve` on a fresh data directory whose `config.toml` is `config`, which must stop the
+/// start.
+pub fn refused_start(config: &str) -> Refused {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("config.toml"), config).unwrap();
+    let out = command(tmp.path())
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{config:?} was accepted: {stderr}");
+    Refused {
+        stderr,
+        created_database: tmp.path().join(db::FILE_NAME).exists(),
+    }
+}
+
 impl Server {
     pub fn start() -> Self {
         Self::start_with(&[])

@@ -50,14 +50,34 @@ fn log_of(path: &Path) -> PathBuf {
     ))
 }
 
+/// How long a unit of work waits, at most, for a log past [`WAL_LIMIT`] to be truncated.
+const LOG_WAIT: Duration = Duration::from_secs(2);
+
 /// Before a unit of work on a side connection `conn`: a log past [`WAL_LIMIT`] is truncated
 /// first, by whoever is about to add to it, so writers that never pause cannot outrun the
-/// background checkpoints (a look at the file's size, otherwise).
+/// background checkpoints (a look at the file's size, otherwise). A truncation that could not
+/// finish (the background checkpoint holding the checkpoint lock, readers still on the log)
+/// is tried again until it does, within [`LOG_WAIT`]: the writer waits rather than grow it.
 pub(crate) fn keep_log_bounded(conn: &Connection, path: &Path) {
-    if log_oversized(path)
-        && let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-    {
-        tracing::warn!("cannot checkpoint the database log: {e}");
+    let give_up = std::time::Instant::now() + LOG_WAIT;
+    while log_oversized(path) {
+        // Its first column is 1 when the checkpoint could not complete.
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            Ok(0) => return,
+            Ok(_) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(_) => {
+                tracing::warn!("the database log stays past its limit: readers hold it");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot checkpoint the database log: {e}");
+                return;
+            }
+        }
     }
 }
 
