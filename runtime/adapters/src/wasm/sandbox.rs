@@ -272,6 +272,7 @@ impl Sandbox {
                 Some(kept) => {
                     let mut store = kept.store;
                     store.data_mut().next_call(Arc::clone(&slice));
+                    call.prepare(store.data_mut());
                     (store, Some(kept.instance), kept.stderr, kept.served)
                 }
                 None => {

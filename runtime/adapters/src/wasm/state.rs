@@ -134,6 +134,14 @@ pub struct Limits {
     pub(crate) hit: bool,
 }
 
+impl Limits {
+    /// `allowed`, noted when it is a refusal.
+    fn note(&mut self, allowed: wasmtime::Result<bool>) -> wasmtime::Result<bool> {
+        self.hit |= matches!(allowed, Ok(false));
+        allowed
+    }
+}
+
 impl ResourceLimiter for Limits {
     fn memory_growing(
         &mut self,
@@ -141,9 +149,8 @@ impl ResourceLimiter for Limits {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = self.store.memory_growing(current, desired, maximum)?;
-        self.hit |= !allowed;
-        Ok(allowed)
+        let allowed = self.store.memory_growing(current, desired, maximum);
+        self.note(allowed)
     }
 
     fn table_growing(
@@ -152,9 +159,8 @@ impl ResourceLimiter for Limits {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = self.store.table_growing(current, desired, maximum)?;
-        self.hit |= !allowed;
-        Ok(allowed)
+        let allowed = self.store.table_growing(current, desired, maximum);
+        self.note(allowed)
     }
 
     fn instances(&self) -> usize {
