@@ -371,3 +371,27 @@ pub async fn heavy() -> tokio::sync::MutexGuard<'static, ()> {
     static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     HEAVY.lock().await
 }
+
+/// A page of the book (`docs/src/<page>`).
+pub fn book_page(page: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/src")
+        .join(page);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The whole book, its pages in the order of its table of contents.
+pub fn book() -> String {
+    let summary = book_page("SUMMARY.md");
+    let mut pages: Vec<&str> = summary
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(page, _)| page))
+        .collect();
+    pages.dedup();
+    pages
+        .into_iter()
+        .map(book_page)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

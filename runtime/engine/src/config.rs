@@ -70,7 +70,7 @@ pub struct FileConfig {
 }
 
 /// `[sandbox]`: how a freed instance's memory slot is made ready for the next instance (the
-/// figures behind each default are in the README's Execution section).
+/// figures behind each default are in the book's Component performance chapter).
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {

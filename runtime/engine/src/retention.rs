@@ -294,7 +294,7 @@ fn prune_conversations(conn: &mut Conn, cutoff: &str) -> Result<u64> {
 }
 
 /// One step of SQLite's incremental vacuum; whether free pages are left. A database created
-/// before incremental vacuum was turned on keeps its free pages for reuse (see the README).
+/// before incremental vacuum was turned on keeps its free pages for reuse (see the book's Data chapter).
 fn give_back_pages(conn: &mut Conn) -> Result<bool> {
     let incremental: i64 = conn.query_one("PRAGMA auto_vacuum", params![], |r| r.get(0))?;
     if incremental != 2 {

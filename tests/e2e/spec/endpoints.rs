@@ -276,9 +276,9 @@ async fn spec_4_1_export_is_a_bundle_that_imports_back_to_an_equal_profile() {
     );
 }
 
-/// The README, with its lines joined (a sentence may wrap anywhere).
-fn readme() -> String {
-    include_str!("../../../README.md")
+/// The book, with its lines joined (a sentence may wrap anywhere).
+fn book() -> String {
+    crate::support::book()
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -298,22 +298,22 @@ fn numbers_after(text: &str, marker: &str) -> Vec<u64> {
 }
 
 /// Spec 9 states schema version 13 with every change additive; the schema has grown additively
-/// since, and every place the README states the version says the one the binary reports, which
+/// since, and every place the book states the version says the one the binary reports, which
 /// is also the last step of its migration table.
 #[tokio::test]
-async fn spec_9_the_schema_version_the_readme_states_is_the_one_the_binary_reports() {
+async fn spec_9_the_schema_version_the_book_states_is_the_one_the_binary_reports() {
     let server = Server::start();
     let (_, health) = server.get("/api/health").await;
     let version = health["schema_version"].as_u64().unwrap();
     assert!(version >= 13, "{health}");
-    let readme = readme();
+    let book = book();
     let stated: Vec<u64> = [
         "schema version ",
         "\"schema_version\":",
         "The schema is version ",
     ]
     .iter()
-    .flat_map(|marker| numbers_after(&readme, marker))
+    .flat_map(|marker| numbers_after(&book, marker))
     .collect();
     assert_eq!(stated.len(), 3, "{stated:?}");
     assert!(
@@ -321,7 +321,7 @@ async fn spec_9_the_schema_version_the_readme_states_is_the_one_the_binary_repor
         "{stated:?} against {version}"
     );
     // The table runs from its header to the paragraph after it.
-    let table = readme
+    let table = book
         .split("| Step | Release | Adds |")
         .nth(1)
         .and_then(|rest| rest.split("Transactions that read").next())
@@ -330,16 +330,16 @@ async fn spec_9_the_schema_version_the_readme_states_is_the_one_the_binary_repor
     assert_eq!(last_step, Some(version), "{table}");
 }
 
-/// Spec 2.5: the README names the specified statuses and no other.
+/// Spec 2.5: the book names the specified statuses and no other.
 #[tokio::test]
-async fn spec_2_5_the_readme_states_the_three_statuses_the_binary_answers() {
-    let readme = readme();
+async fn spec_2_5_the_book_states_the_three_statuses_the_binary_answers() {
+    let book = book();
     assert!(
-        readme.contains("is one of the specification's three, `running`, `stopped`, `error`"),
+        book.contains("is one of the specification's three, `running`, `stopped`, `error`"),
         "the Adapters section states the statuses"
     );
     for retired in ["`unconfigured`", "`loading` while"] {
-        assert!(!readme.contains(retired), "{retired} is no status");
+        assert!(!book.contains(retired), "{retired} is no status");
     }
     let server = Server::start();
     let (_, adapters) = server.get("/api/adapters").await;

@@ -100,7 +100,7 @@ fn config(pooling: bool, init: MemoryInit, compiler: Compiler, reset: &SandboxSe
 /// Whether the kernel's record of the pages a call wrote tells every one of them: only without
 /// swap. A written page that was swapped out is not reported, so it would be neither put back
 /// nor unmapped, and the next instance in the slot could read it. Read when the engines are
-/// built; swap turned on later is not seen (the README says so).
+/// built; swap turned on later is not seen (the book says so).
 fn written_pages_are_reported() -> bool {
     let swapless = std::fs::read_to_string("/proc/swaps")
         .is_ok_and(|swaps| swaps.lines().skip(1).all(|line| line.trim().is_empty()));

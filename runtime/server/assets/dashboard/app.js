@@ -212,7 +212,7 @@ async function refreshHealth() {
     } else if (offline) {
       banner.textContent = `Offline provider: answers are canned, not from a real model. ${providerHelp()}`;
     } else if (!configured) {
-      banner.textContent = `The ${name} provider is not configured, so agent runs will fail. Set its API key or base URL (see README, LLM providers).`;
+      banner.textContent = `The ${name} provider is not configured, so agent runs will fail. Set its API key or base URL (see the documentation, LLM providers).`;
     }
     banner.hidden = !(offline || !configured);
     document.getElementById('version').textContent =

@@ -16,6 +16,9 @@ mod through;
 mod tokens;
 mod users;
 
+#[cfg(test)]
+mod reference;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
