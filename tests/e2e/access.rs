@@ -64,7 +64,7 @@ pub(crate) async fn get_as(server: &Server, path: &str, token: &str) -> (StatusC
 }
 
 /// Every route the server has, with its permission, as the router declares them.
-async fn declared() -> Vec<http::routes::Declared> {
+pub(crate) async fn declared() -> Vec<http::routes::Declared> {
     let tmp = tempfile::tempdir().unwrap();
     let app = App::open(tmp.path(), app::Role::Command).await.unwrap();
     let state = AppState::new(&app, Binding { loopback: true }).unwrap();

@@ -30,6 +30,7 @@ mod mail_servers;
 mod mcp;
 mod netns;
 mod observability;
+mod openapi;
 mod people;
 mod python;
 mod radicale;

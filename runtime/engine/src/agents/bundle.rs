@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profiles::{Profile, ProfileInput, ToolsInput};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Bundle {
     /// Addresses the bundle in the API (`/api/store/{slug}`).

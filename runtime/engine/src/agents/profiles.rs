@@ -21,7 +21,7 @@ const MAX_DESCRIPTION: usize = 500;
 const MAX_MODEL: usize = 200;
 const MAX_TOOL_NAME: usize = 64;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Profile {
     pub name: String,
     pub system_prompt: String,
@@ -38,7 +38,7 @@ pub struct Profile {
 }
 
 /// The create payload as it arrives; [`ProfileInput::validate`] turns it into a [`NewProfile`].
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct ProfileInput {
     pub name: Option<String>,
     pub system_prompt: Option<String>,
@@ -55,6 +55,19 @@ pub enum ToolsInput {
     List(Vec<String>),
     Csv(String),
 }
+
+impl utoipa::PartialSchema for ToolsInput {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+        let name = || ObjectBuilder::new().schema_type(Type::String);
+        OneOfBuilder::new()
+            .item(ArrayBuilder::new().items(name()))
+            .item(name().description(Some("tool names separated by commas")))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ToolsInput {}
 
 impl<'de> Deserialize<'de> for ToolsInput {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
@@ -89,7 +102,7 @@ impl<'de> Deserialize<'de> for ToolsInput {
 
 /// An update as it arrives: absent fields stay as they are, `null` clears one (`tools: null`
 /// unsets the tool list). The name cannot change.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct ProfilePatch {
     pub name: Option<String>,
     #[serde(default, deserialize_with = "present")]

@@ -13,14 +13,14 @@ use crate::settings_store::SettingsStore;
 const VARIABLE_PREFIX: &str = "SERVICE_";
 const VARIABLE_SUFFIX: &str = "_AGENT_PROFILE";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct References {
     /// Names of the schedules that run the profile.
     pub schedules: Vec<String>,
     pub adapters: Vec<AdapterReference>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AdapterReference {
     /// `teamchat` for `SERVICE_TEAMCHAT_AGENT_PROFILE`.
     pub adapter: String,

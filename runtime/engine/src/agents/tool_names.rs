@@ -31,7 +31,7 @@ const PROVIDED_ELSEWHERE: &[(&str, &str)] = &[
 const NOT_LOADED: &str = "it is not registered: the adapter that provides it is not loaded";
 
 /// A listed tool an agent cannot use at the moment, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Unavailable {
     pub name: String,
     pub reason: String,

@@ -5,22 +5,50 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
+use super::api_error::ErrorBody;
 use super::identity::Known;
 use crate::agents::bundle::Bundle;
 use crate::agents::profiles::{self, NewProfile, Profile, ProfileInput, ProfilePatch};
+use crate::agents::references::References;
 use crate::agents::{references, store, tool_names};
 use crate::error::Error;
 
 /// A profile as the API answers it.
-pub(super) fn view(app: &AppState, profile: &Profile) -> Value {
-    let mut value = json!(profile);
-    value["unavailable_tools"] = json!(unavailable_tools(app, profile.tools.as_deref()));
-    value
+#[derive(Serialize, ToSchema)]
+pub(super) struct AgentView {
+    #[serde(flatten)]
+    profile: Profile,
+    /// The listed tools it cannot use now, and why.
+    unavailable_tools: Vec<tool_names::Unavailable>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(super) struct AgentList {
+    agents: Vec<AgentView>,
+}
+
+/// What deleting a profile left naming it.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Removed {
+    name: String,
+    /// Always `deleted`.
+    result: &'static str,
+    referenced_by: References,
+    /// Says what happens to what still names it, when something does.
+    note: Option<&'static str>,
+}
+
+pub(super) fn view(app: &AppState, profile: Profile) -> AgentView {
+    AgentView {
+        unavailable_tools: unavailable_tools(app, profile.tools.as_deref()),
+        profile,
+    }
 }
 
 /// The listed tools an agent cannot use now (not loaded, or switched off), with the reason.
@@ -51,23 +79,44 @@ pub(super) fn check_tools(
     tool_names::check_known(&added, app.engine.tools())
 }
 
-pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+/// Every agent profile, oldest first (`default` leads).
+#[utoipa::path(
+    get,
+    path = "/api/agents",
+    operation_id = "list_agents",
+    tag = "agents",
+    responses((status = 200, body = AgentList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<AgentList>> {
     let agents = app.db.call(|conn| profiles::list(conn)).await?;
-    let agents: Vec<Value> = agents.iter().map(|p| view(&app, p)).collect();
-    Ok(Json(json!({ "agents": agents })))
+    let agents = agents.into_iter().map(|p| view(&app, p)).collect();
+    Ok(Json(AgentList { agents }))
 }
 
+/// Creates an agent profile. Unknown keys are ignored.
+#[utoipa::path(
+    post,
+    path = "/api/agents",
+    operation_id = "create_agent",
+    tag = "agents",
+    request_body = ProfileInput,
+    responses(
+        (status = 201, body = AgentView),
+        (status = 400, description = "invalid; `field` names the input", body = ErrorBody),
+        (status = 409, description = "a profile of that name exists", body = ErrorBody),
+    )
+)]
 pub(super) async fn create(
     State(app): State<AppState>,
     JsonBody(input): JsonBody<ProfileInput>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
     let profile = input.validate()?;
     check_tools(&app, &profile, &[])?;
     let created = app
         .db
         .call(move |conn| profiles::insert(conn, &profile))
         .await?;
-    Ok((StatusCode::CREATED, Json(view(&app, &created))))
+    Ok((StatusCode::CREATED, Json(view(&app, created))))
 }
 
 async fn find(app: &AppState, name: String) -> Result<Profile, Error> {
@@ -76,20 +125,53 @@ async fn find(app: &AppState, name: String) -> Result<Profile, Error> {
         .await
 }
 
+/// One agent profile.
+#[utoipa::path(
+    get,
+    path = "/api/agents/{name}",
+    operation_id = "show_agent",
+    tag = "agents",
+    params(Name),
+    responses(
+        (status = 200, body = AgentView),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn show(
     State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> ApiResult<Json<Value>> {
-    Ok(Json(view(&app, &find(&app, name).await?)))
+    PathParam(Name { name }): PathParam<Name>,
+) -> ApiResult<Json<AgentView>> {
+    Ok(Json(view(&app, find(&app, name).await?)))
 }
 
-/// Changes the fields the body names, validated as on create; the name cannot change.
+/// An agent's name in a path: exact and case-sensitive.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(super) struct Name {
+    name: String,
+}
+
+/// Changes the fields the body names, validated as on create (absent fields stay, `null`
+/// clears one); the name cannot change.
+#[utoipa::path(
+    patch,
+    path = "/api/agents/{name}",
+    operation_id = "update_agent",
+    tag = "agents",
+    params(Name),
+    request_body = ProfilePatch,
+    responses(
+        (status = 200, body = AgentView),
+        (status = 400, description = "invalid; `field` names the input", body = ErrorBody),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
+    PathParam(Name { name }): PathParam<Name>,
     JsonBody(patch): JsonBody<ProfilePatch>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AgentView>> {
     let current = find(&app, name).await?;
     // An agent closed to the caller is not theirs to open or change.
     caller.check_agent(&current.name, current.access.as_ref())?;
@@ -100,13 +182,24 @@ pub(super) async fn update(
         .db
         .call(move |conn| profiles::update(conn, &profile))
         .await?;
-    Ok(Json(view(&app, &updated)))
+    Ok(Json(view(&app, updated)))
 }
 
 /// Who refers to the profile: schedules and adapters that would run without it.
+#[utoipa::path(
+    get,
+    path = "/api/agents/{name}/references",
+    operation_id = "agent_references",
+    tag = "agents",
+    params(Name),
+    responses(
+        (status = 200, body = References),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn references(
     State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
+    PathParam(Name { name }): PathParam<Name>,
 ) -> ApiResult<Json<references::References>> {
     let env = app.env.clone();
     let found = app
@@ -122,11 +215,23 @@ pub(super) async fn references(
 /// Deletes a profile (not `default`). Schedules and adapters that name it
 /// are left as they are and listed in the answer: they now follow the rule for a missing
 /// profile.
+#[utoipa::path(
+    delete,
+    path = "/api/agents/{name}",
+    operation_id = "remove_agent",
+    tag = "agents",
+    params(Name),
+    responses(
+        (status = 200, body = Removed),
+        (status = 400, description = "`default` cannot be deleted", body = ErrorBody),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn remove(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+    PathParam(Name { name }): PathParam<Name>,
+) -> ApiResult<Json<Removed>> {
     let current = find(&app, name.clone()).await?;
     caller.check_agent(&name, current.access.as_ref())?;
     let env = app.env.clone();
@@ -146,18 +251,31 @@ pub(super) async fn remove(
         "these still name the deleted agent: a schedule's runs now fail with an error trace, \
          an adapter answers with the server's default model and no system prompt",
     );
-    Ok(Json(json!({
-        "name": name,
-        "result": "deleted",
-        "referenced_by": referenced_by,
-        "note": note,
-    })))
+    Ok(Json(Removed {
+        name,
+        result: "deleted",
+        referenced_by,
+        note,
+    }))
 }
 
-/// The profile as a shareable bundle, offered as a file download.
+/// The profile as a shareable bundle, offered as a file download (`<slug>.agent.json`).
+#[utoipa::path(
+    get,
+    path = "/api/agents/{name}/export",
+    operation_id = "export_agent",
+    tag = "agents",
+    params(Name),
+    responses(
+        (status = 200, body = Bundle, headers(
+            ("content-disposition" = String, description = "attachment; filename=\"<slug>.agent.json\"")
+        )),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn export(
     State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
+    PathParam(Name { name }): PathParam<Name>,
 ) -> ApiResult<impl IntoResponse> {
     let profile = find(&app, name).await?;
     let bundle = Bundle::from_profile(&profile, store::named(&profile.name));

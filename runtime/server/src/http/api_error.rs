@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::error::Error;
 
@@ -167,18 +166,32 @@ fn clip_quoted(message: &str) -> Cow<'_, str> {
     out.into()
 }
 
+/// The body of every error answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody<'a> {
+    /// What went wrong, in words for a person.
+    #[schema(value_type = String)]
+    error: Cow<'a, str>,
+    /// The input field to blame, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    field: Option<Cow<'static, str>>,
+    /// The trace of the failed run, when a run failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<String>,
+    /// The conversation the failed turn was kept in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation_id: Option<String>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": clip_quoted(&self.message) });
-        if let Some(field) = self.field {
-            body["field"] = json!(field.as_ref());
-        }
-        if let Some(trace_id) = self.trace_id {
-            body["trace_id"] = json!(trace_id);
-        }
-        if let Some(conversation_id) = self.conversation_id {
-            body["conversation_id"] = json!(conversation_id);
-        }
+        let body = ErrorBody {
+            error: clip_quoted(&self.message),
+            field: self.field,
+            trace_id: self.trace_id,
+            conversation_id: self.conversation_id,
+        };
         (self.status, axum::Json(body)).into_response()
     }
 }

@@ -23,6 +23,7 @@ pub mod mcp;
 mod mcp_servers;
 mod me;
 pub mod metrics;
+mod openapi;
 mod remote_agents;
 mod request_spans;
 pub mod routes;
@@ -178,6 +179,7 @@ pub fn routes(state: &AppState) -> Routes {
     use Permission::*;
     let api = Routes::default()
         .get("/health", Open, health::show)
+        .get("/openapi.json", Open, openapi::show)
         .get("/me", Open, me::show)
         .post("/session", Open, session::create)
         .delete("/session", Open, session::remove)
@@ -284,9 +286,11 @@ pub fn routes(state: &AppState) -> Routes {
 
 pub fn router(state: AppState, limits: limits::Limits) -> Router {
     let binding = state.binding;
-    let (routes, _) = routes(&state).into_parts();
+    let (routes, declared) = routes(&state).into_parts();
+    let document = openapi::document(&declared, state.access.sign_in_required());
     routes
         .route_layer(middleware::from_fn_with_state(state.clone(), audit::record))
+        .layer(axum::Extension(document))
         .fallback(api::not_found)
         .layer(middleware::from_fn_with_state(limits, limits::read_body))
         .layer(middleware::from_fn_with_state(

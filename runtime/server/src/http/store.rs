@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::agents::{check_tools, unavailable_tools, view};
+use super::agents::{AgentView, check_tools, unavailable_tools, view};
 use super::api::{JsonBody, PathParam};
 use super::api_error::ApiResult;
 use crate::agents::bundle::Bundle;
@@ -60,20 +60,23 @@ pub(super) async fn show(
 
 /// Installs a bundle as a profile; never overwrites one of the same name. Its tools are
 /// checked as on create.
-async fn install_bundle(app: &AppState, bundle: &Bundle) -> ApiResult<(StatusCode, Json<Value>)> {
+async fn install_bundle(
+    app: &AppState,
+    bundle: &Bundle,
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
     let profile = bundle.profile_input().validate()?;
     check_tools(app, &profile, &[])?;
     let created = app
         .db
         .call(move |conn| profiles::insert(conn, &profile))
         .await?;
-    Ok((StatusCode::CREATED, Json(view(app, &created))))
+    Ok((StatusCode::CREATED, Json(view(app, created))))
 }
 
 pub(super) async fn install(
     State(app): State<AppState>,
     PathParam(slug): PathParam<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
     install_bundle(&app, find(&slug)?).await
 }
 
@@ -81,6 +84,6 @@ pub(super) async fn install(
 pub(super) async fn import(
     State(app): State<AppState>,
     JsonBody(bundle): JsonBody<Bundle>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
     install_bundle(&app, &bundle).await
 }
