@@ -77,7 +77,7 @@ impl fmt::Display for Role {
 /// Who may use an agent besides admins (`access` on its profile): principals holding one of
 /// `roles`, or people in one of the identity provider's `groups`. An agent without it is open
 /// to everyone who may chat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentAccess {
     #[serde(default)]

@@ -4,6 +4,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use service_contract::tools::WILDCARD_SUFFIX;
 
+use super::schemas;
 use crate::access::AgentAccess;
 use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
@@ -15,11 +16,11 @@ pub const DEFAULT_PROFILE: &str = "default";
 const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful, concise assistant. Use the tools you are \
     given when they help, and say plainly when you do not know something.";
 
-const MAX_NAME: usize = 64;
-const MAX_PROMPT: usize = 32 * 1024;
+pub(super) const MAX_NAME: usize = 64;
+pub(super) const MAX_PROMPT: usize = 32 * 1024;
 const MAX_DESCRIPTION: usize = 500;
 const MAX_MODEL: usize = 200;
-const MAX_TOOL_NAME: usize = 64;
+pub(super) const MAX_TOOL_NAME: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Profile {
@@ -38,14 +39,23 @@ pub struct Profile {
 }
 
 /// The create payload as it arrives; [`ProfileInput::validate`] turns it into a [`NewProfile`].
+/// Keys it does not know are ignored.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct ProfileInput {
+    #[schema(required, schema_with = schemas::name)]
     pub name: Option<String>,
+    /// The persona: at most 32,768 characters, not blank.
+    #[schema(required, schema_with = schemas::prompt)]
     pub system_prompt: Option<String>,
+    /// One line about the agent: at most 500 characters once trimmed.
     pub description: Option<String>,
+    #[schema(schema_with = schemas::color)]
     pub color: Option<String>,
+    /// Blank (or `null`) inherits the configured model; at most 200 characters once trimmed.
     pub default_model: Option<String>,
+    #[schema(schema_with = schemas::tools)]
     pub tools: Option<ToolsInput>,
+    /// `null` (or absent): everyone who may chat.
     pub access: Option<AgentAccess>,
 }
 
@@ -55,19 +65,6 @@ pub enum ToolsInput {
     List(Vec<String>),
     Csv(String),
 }
-
-impl utoipa::PartialSchema for ToolsInput {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-        let name = || ObjectBuilder::new().schema_type(Type::String);
-        OneOfBuilder::new()
-            .item(ArrayBuilder::new().items(name()))
-            .item(name().description(Some("tool names separated by commas")))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for ToolsInput {}
 
 impl<'de> Deserialize<'de> for ToolsInput {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
@@ -104,18 +101,25 @@ impl<'de> Deserialize<'de> for ToolsInput {
 /// unsets the tool list). The name cannot change.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct ProfilePatch {
+    /// The current name, if given: a profile cannot be renamed.
     pub name: Option<String>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(schema_with = schemas::prompt)]
     pub system_prompt: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(schema_with = schemas::color)]
     pub color: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub default_model: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(schema_with = schemas::tools)]
     pub tools: Option<Option<ToolsInput>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<AgentAccess>)]
     pub access: Option<Option<AgentAccess>>,
 }
 

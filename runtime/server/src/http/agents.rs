@@ -223,8 +223,8 @@ pub(super) async fn references(
     params(Name),
     responses(
         (status = 200, body = Removed),
-        (status = 400, description = "`default` cannot be deleted", body = ErrorBody),
         (status = 404, description = "no such agent", body = ErrorBody),
+        (status = 409, description = "`default` cannot be deleted", body = ErrorBody),
     )
 )]
 pub(super) async fn remove(

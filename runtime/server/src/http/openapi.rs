@@ -78,6 +78,9 @@ pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Documen
         };
         if let Some(operation) = operation_mut(item, route.method) {
             secure(operation, route.permission, sign_in_required);
+            if operation.request_body.is_some() {
+                refusals_of_a_body(operation);
+            }
         }
     }
     Document(
@@ -130,8 +133,27 @@ fn secure(operation: &mut Operation, permission: Permission, sign_in_required: b
         ("401", "no credential, or one that names no one"),
         ("403", "the caller's role lacks the permission"),
     ] {
-        operation.responses.responses.insert(
-            status.into(),
+        answer(operation, status, said);
+    }
+}
+
+/// Adds the answers every route that reads a JSON body may give before its handler runs.
+fn refusals_of_a_body(operation: &mut Operation) {
+    for (status, said) in [
+        ("400", "the body is not JSON of the documented shape"),
+        ("413", "the body is larger than the API's limit"),
+        ("415", "the body is not sent as `application/json`"),
+    ] {
+        answer(operation, status, said);
+    }
+}
+
+fn answer(operation: &mut Operation, status: &str, said: &str) {
+    operation
+        .responses
+        .responses
+        .entry(status.into())
+        .or_insert_with(|| {
             ResponseBuilder::new()
                 .description(said)
                 .content(
@@ -139,9 +161,8 @@ fn secure(operation: &mut Operation, permission: Permission, sign_in_required: b
                     Content::new(Some(Ref::from_schema_name("ErrorBody"))),
                 )
                 .build()
-                .into(),
-        );
-    }
+                .into()
+        });
 }
 
 /// The OpenAPI 3.1 document of this API.
