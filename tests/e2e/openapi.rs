@@ -11,7 +11,7 @@ use std::process::Command;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::access::declared;
+use crate::access::{REQUIRED, declared, token};
 use crate::support::{Server, tool_available};
 
 /// Routes the document does not describe yet (the book's API reference does). A route added
@@ -39,7 +39,6 @@ const NOT_YET_DESCRIBED: &[&str] = &[
     "POST /api/store/import",
     "GET /api/store/{slug}",
     "POST /api/store/{slug}/install",
-    "POST /api/chat",
     "POST /api/chat/stream",
     "POST /api/runs",
     "GET /api/runs",
@@ -95,6 +94,18 @@ fn schemathesis_available() -> bool {
         present,
         "SCHEMATHESIS TESTS SKIPPED: schemathesis is not installed (pip install \
          schemathesis==4.32.5)",
+    )
+}
+
+fn generator_available() -> bool {
+    let present = Command::new("openapi-python-client")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    tool_available(
+        present,
+        "GENERATED CLIENT TEST SKIPPED: openapi-python-client is not installed (pip install \
+         openapi-python-client==0.29.1)",
     )
 }
 
@@ -305,4 +316,73 @@ async fn schemathesis_finds_no_answer_the_document_does_not_allow() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(said.contains("No issues found"), "{said}");
+}
+
+/// A client generated from the document by a generator nobody here wrote
+/// (`openapi-python-client`) works against a server that asks for credentials: with an API
+/// token it creates an agent, reads the error of a missing one, and chats with the agent.
+#[tokio::test]
+async fn a_python_client_generated_from_the_document_creates_an_agent_and_chats() {
+    if !generator_available() {
+        return;
+    }
+    let server = Server::start_with_config(REQUIRED, &[]);
+    let secret = token(&server, "generated", "operator");
+    let (status, document) = server.get("/api/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, document.to_string()).unwrap();
+    let generated = Command::new("openapi-python-client")
+        .args(["generate", "--meta", "none", "--path"])
+        .arg(&file)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&generated.stdout),
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/openapi/client_chat.py");
+    let ran = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(dir.path())
+        .arg(server.url(""))
+        .arg(&secret)
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let answer: Value = serde_json::from_str(said.lines().last().unwrap()).unwrap();
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from python"),
+        "{answer}"
+    );
+    // The run it reports is the server's: its trace, under the agent the client made.
+    let (status, trace, _) = crate::access::call(
+        &server,
+        reqwest::Method::GET,
+        &format!("/api/traces/{}", answer["trace_id"].as_str().unwrap()),
+        Some(&secret),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{trace}");
+    assert_eq!(trace["agent_profile_name"], "Generated", "{trace}");
+    assert!(
+        answer["conversation_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
 }

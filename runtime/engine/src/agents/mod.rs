@@ -3,6 +3,6 @@
 pub mod bundle;
 pub mod profiles;
 pub mod references;
-mod schemas;
+pub mod schemas;
 pub mod store;
 pub mod tool_names;

@@ -39,8 +39,8 @@ pub struct Profile {
 }
 
 /// The create payload as it arrives; [`ProfileInput::validate`] turns it into a [`NewProfile`].
-/// Keys it does not know are ignored.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[schema(description = "A new agent profile. Keys it does not know are ignored.")]
 pub struct ProfileInput {
     #[schema(required, schema_with = schemas::name)]
     pub name: Option<String>,
@@ -100,6 +100,7 @@ impl<'de> Deserialize<'de> for ToolsInput {
 /// An update as it arrives: absent fields stay as they are, `null` clears one (`tools: null`
 /// unsets the tool list). The name cannot change.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[schema(description = "Changes to a profile: absent keys stay as they are, `null` clears one.")]
 pub struct ProfilePatch {
     /// The current name, if given: a profile cannot be renamed.
     pub name: Option<String>,

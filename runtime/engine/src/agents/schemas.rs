@@ -34,6 +34,11 @@ pub(super) fn name() -> Object {
         .build()
 }
 
+/// Text with something besides space in it (what `trim` leaves non-empty).
+pub fn not_blank() -> Object {
+    text().pattern(Some(format!("[^{SPACE}]"))).build()
+}
+
 /// A system prompt: something besides space, at most 32,768 characters.
 pub(super) fn prompt() -> Object {
     text()

@@ -69,16 +69,18 @@ pub enum Event {
 
 pub type Events = mpsc::UnboundedSender<Event>;
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+/// A tool call of a run: what the model asked for, and what the tool answered or why it failed.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ToolCallRecord {
     pub id: String,
     pub name: String,
+    /// The model's arguments (a string when it wrote something that is not JSON).
     pub input: Value,
     pub output: Option<String>,
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RunOutput {
     pub trace_id: String,
     pub text: String,

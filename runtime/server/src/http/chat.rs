@@ -8,15 +8,16 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::JsonBody;
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use super::chat_turns;
 use super::identity::Known;
 use crate::engine::pause::Paused;
@@ -27,13 +28,38 @@ pub(super) const TRACE_HEADER: &str = "x-trace-id";
 /// ... and the one that names its conversation, so a client can send the next message at once.
 pub(super) const CONVERSATION_HEADER: &str = "x-conversation-id";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub(super) struct ChatBody {
+    /// What to ask; not blank.
+    #[schema(schema_with = crate::agents::schemas::not_blank)]
     pub prompt: String,
+    /// The agent to ask (`default` when absent), or the conversation's own.
     pub agent: Option<String>,
+    /// A model instead of the agent's (blank: the agent's).
     pub model: Option<String>,
     /// Continues this conversation; a new one starts without it.
     pub conversation_id: Option<String>,
+}
+
+/// A finished run's answer, and the conversation it was kept in.
+#[derive(Serialize, ToSchema)]
+pub(super) struct ChatAnswer {
+    #[serde(flatten)]
+    output: RunOutput,
+    conversation_id: String,
+}
+
+/// A run that paused before a tool call a person must approve: which call waits, and where
+/// the answer lands once they decide.
+#[derive(Serialize, ToSchema)]
+pub(super) struct WaitingForApproval<'a> {
+    /// Always `waiting_for_approval`.
+    status: &'static str,
+    approval_id: &'a str,
+    tool: &'a str,
+    input: &'a Value,
+    trace_id: &'a str,
+    conversation_id: &'a str,
 }
 
 /// A chat stream's body: a chat body, and what a disconnect does.
@@ -72,12 +98,30 @@ pub(super) fn run_error(e: RunError) -> ApiError {
     ApiError::new(status, e.to_string()).with_trace(trace_id.as_deref())
 }
 
-/// Runs to the end and answers with the whole result and its conversation.
+/// Runs an agent to the end and answers with the whole result and its conversation.
+#[utoipa::path(
+    post,
+    path = "/api/chat",
+    operation_id = "chat",
+    tag = "chat",
+    request_body = ChatBody,
+    responses(
+        (status = 200, body = ChatAnswer),
+        (status = 202, description = "the run paused before a tool call a person must approve",
+            body = WaitingForApproval),
+        (status = 400, description = "a blank prompt, or an agent other than the conversation's",
+            body = ErrorBody),
+        (status = 404, description = "no such agent or conversation", body = ErrorBody),
+        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+        (status = 502, description = "the provider failed", body = ErrorBody),
+        (status = 503, description = "no provider configured", body = ErrorBody),
+    )
+)]
 pub(super) async fn complete(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<Response> {
     let begun = chat_turns::begin(&app, &caller, body).await?;
     let conversation_id = begun.conversation_id.clone();
     let cancel = app.shutdown.child_token();
@@ -93,35 +137,39 @@ pub(super) async fn complete(
         Ok(output) => output,
         // The answer comes later, into the conversation, once a person decides.
         Err(RunError::Paused { paused, trace_id }) => {
-            return Ok((
-                StatusCode::ACCEPTED,
-                Json(paused_body(&paused, &trace_id, &conversation_id)),
-            ));
+            let waiting = paused_body(&paused, &trace_id, &conversation_id);
+            return Ok((StatusCode::ACCEPTED, Json(waiting)).into_response());
         }
         Err(e) => return Err(run_error(e).with_conversation(&conversation_id)),
     };
-    let mut answer = json!(output);
-    answer["conversation_id"] = json!(conversation_id);
-    Ok((StatusCode::OK, Json(answer)))
+    let answer = ChatAnswer {
+        output,
+        conversation_id,
+    };
+    Ok(Json(answer).into_response())
 }
 
 /// What a run that paused for approval answers: which call waits, and where the answer lands.
-fn paused_body(paused: &Paused, trace_id: &str, conversation_id: &str) -> Value {
-    json!({
-        "status": "waiting_for_approval",
-        "approval_id": paused.approval_id,
-        "tool": paused.tool,
-        "input": paused.input,
-        "trace_id": trace_id,
-        "conversation_id": conversation_id,
-    })
+fn paused_body<'a>(
+    paused: &'a Paused,
+    trace_id: &'a str,
+    conversation_id: &'a str,
+) -> WaitingForApproval<'a> {
+    WaitingForApproval {
+        status: "waiting_for_approval",
+        approval_id: &paused.approval_id,
+        tool: &paused.tool,
+        input: &paused.input,
+        trace_id,
+        conversation_id,
+    }
 }
 
 /// A stream's last frame: `done`, `approval_required` or `error`.
 pub(super) fn last_frame(result: &Result<RunOutput, RunError>, conversation: &str) -> Value {
     match result {
         Err(RunError::Paused { paused, trace_id }) => {
-            let mut last = paused_body(paused, trace_id, conversation);
+            let mut last = json!(paused_body(paused, trace_id, conversation));
             last["type"] = json!("approval_required");
             last
         }

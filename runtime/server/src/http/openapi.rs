@@ -17,7 +17,7 @@ use utoipa::openapi::{Content, Ref};
 
 use super::api_error::ErrorBody;
 use super::routes::Declared;
-use super::{agents, openapi};
+use super::{agents, chat, openapi};
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
 
@@ -38,6 +38,7 @@ use crate::access::sessions::COOKIE;
         agents::remove,
         agents::references,
         agents::export,
+        chat::complete,
     ),
     components(schemas(ErrorBody))
 )]
