@@ -17,7 +17,7 @@ use utoipa::openapi::{Content, Ref};
 
 use super::api_error::ErrorBody;
 use super::routes::Declared;
-use super::{agents, chat, openapi};
+use super::{agents, chat, health, openapi};
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
 
@@ -31,6 +31,7 @@ use crate::access::sessions::COOKIE;
     ),
     paths(
         openapi::show,
+        health::show,
         agents::list,
         agents::create,
         agents::show,
