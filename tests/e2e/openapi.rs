@@ -34,10 +34,6 @@ const NOT_YET_DESCRIBED: &[&str] = &[
     "PATCH /api/schedules/{name}",
     "DELETE /api/schedules/{name}",
     "POST /api/schedules/{name}/run",
-    "GET /api/store",
-    "POST /api/store/import",
-    "GET /api/store/{slug}",
-    "POST /api/store/{slug}/install",
     "POST /api/chat/stream",
     "POST /api/runs",
     "GET /api/runs",
@@ -240,8 +236,9 @@ fn check(document: &Value, path: &str, method: &str, status: &str, answer: &Valu
 }
 
 /// What the described operations answer is what the document says, field for field: an
-/// agent created, read, changed, exported and deleted, and the health answer in full and as
-/// a stranger gets it, checked against their schemas.
+/// agent created, read, changed, exported and deleted, the store's bundles listed, shown,
+/// installed and imported, and the health answer in full and as a stranger gets it, checked
+/// against their schemas.
 #[tokio::test]
 async fn answers_of_described_routes_match_their_schemas() {
     let server = Server::start();
@@ -289,6 +286,30 @@ async fn answers_of_described_routes_match_their_schemas() {
     check("/api/agents/{name}/export", "get", "200", &exported);
     let (_, removed) = server.delete("/api/agents/Checked").await;
     check("/api/agents/{name}", "delete", "200", &removed);
+
+    let (_, bundles) = server.get("/api/store").await;
+    check("/api/store", "get", "200", &bundles);
+    let slug = bundles["bundles"][0]["slug"].as_str().unwrap().to_owned();
+    let (_, bundle) = server.get(&format!("/api/store/{slug}")).await;
+    check("/api/store/{slug}", "get", "200", &bundle);
+    let (status, installed) = server
+        .post(&format!("/api/store/{slug}/install"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{installed}");
+    check("/api/store/{slug}/install", "post", "201", &installed);
+    let (status, again) = server
+        .post(&format!("/api/store/{slug}/install"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+    check("/api/store/{slug}/install", "post", "409", &again);
+    let (status, imported) = server
+        .post(
+            "/api/store/import",
+            serde_json::json!({"name": "Imported", "system_prompt": "Hi."}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{imported}");
+    check("/api/store/import", "post", "201", &imported);
 }
 
 /// Schemathesis, from the document alone: examples from every schema, valid and invalid,

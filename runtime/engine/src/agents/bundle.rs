@@ -5,23 +5,28 @@
 use serde::{Deserialize, Serialize};
 
 use super::profiles::{Profile, ProfileInput, ToolsInput};
+use super::schemas;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Bundle {
     /// Addresses the bundle in the API (`/api/store/{slug}`).
     pub slug: String,
-    /// Display name; the installed profile takes this name.
+    /// Display name; the installed profile takes this name (a profile's name rules).
+    #[schema(required, schema_with = schemas::name)]
     pub name: String,
     pub role: String,
     pub description: String,
     /// The persona.
+    #[schema(required, schema_with = schemas::prompt)]
     pub system_prompt: String,
     pub recommended_model: Option<String>,
-    /// `None` installs a profile with no tool list set (it inherits every ungated tool).
+    /// `null` installs a profile with no tool list set (it inherits every ungated tool).
+    #[schema(schema_with = schemas::tool_list)]
     pub recommended_tools: Option<Vec<String>>,
     /// Advisory: the adapters this agent is meant to be reached through.
     pub paired_adapters: Vec<String>,
+    #[schema(schema_with = schemas::color)]
     pub color: Option<String>,
 }
 

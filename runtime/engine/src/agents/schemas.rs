@@ -85,6 +85,14 @@ pub(super) fn tools() -> RefOr<Schema> {
         .into()
 }
 
+/// A list of tool names (each as in [`tools`]), or `null` for every tool not gated.
+pub(super) fn tool_list() -> RefOr<Schema> {
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .item(ArrayBuilder::new().items(text().pattern(Some(format!("^{}$", tool_name())))))
+        .into()
+}
+
 impl utoipa::PartialSchema for AgentAccess {
     fn schema() -> RefOr<Schema> {
         let edge = format!("[^{SPACE}]");

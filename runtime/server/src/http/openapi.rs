@@ -17,7 +17,7 @@ use utoipa::openapi::{Content, Ref};
 
 use super::api_error::ErrorBody;
 use super::routes::Declared;
-use super::{agents, chat, health, openapi};
+use super::{agents, chat, health, openapi, store};
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
 
@@ -40,6 +40,10 @@ use crate::access::sessions::COOKIE;
         agents::references,
         agents::export,
         chat::complete,
+        store::list,
+        store::show,
+        store::install,
+        store::import,
     ),
     components(schemas(ErrorBody))
 )]
