@@ -9,7 +9,7 @@ use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Trace {
     pub id: String,
     pub parent_trace_id: Option<String>,
@@ -36,7 +36,7 @@ pub struct Trace {
 }
 
 /// One step of a run, in the order it happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Step {
     LlmCall {

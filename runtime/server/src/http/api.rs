@@ -41,9 +41,14 @@ pub struct PathParam<T>(pub T);
 
 /// `?limit=&offset=` of a list endpoint, as text: the numbers are checked by [`Page::resolve`],
 /// which says what is wrong with them.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Page {
+    /// How many records at most: 1 to 500 (each list has its own default).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     pub limit: Option<String>,
+    /// How many to skip, newest first.
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 4_294_967_295_u64)]
     pub offset: Option<String>,
 }
 

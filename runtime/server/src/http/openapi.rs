@@ -17,7 +17,7 @@ use utoipa::openapi::{Content, Ref};
 
 use super::api_error::ErrorBody;
 use super::routes::Declared;
-use super::{agents, chat, health, openapi, store};
+use super::{agents, chat, health, openapi, store, traces};
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
 
@@ -44,6 +44,8 @@ use crate::access::sessions::COOKIE;
         store::show,
         store::install,
         store::import,
+        traces::list,
+        traces::show,
     ),
     components(schemas(ErrorBody))
 )]

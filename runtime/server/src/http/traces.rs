@@ -4,21 +4,86 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::api::{Page, PathParam, QueryParams, content_hidden};
-use super::api_error::ApiResult;
+use super::api::{Page, PathParam, QueryParams};
+use super::api_error::{ApiResult, ErrorBody};
 use super::identity::Known;
+use crate::access::Principal;
 use crate::db;
 use crate::error::Error;
-use crate::traces;
+use crate::traces::{self, Step, Trace};
 
+/// A run's record as this caller may see it.
+#[derive(Serialize, ToSchema)]
+pub(super) struct TraceView {
+    #[serde(flatten)]
+    trace: Trace,
+    /// Present, and `true`, when what people and models wrote is withheld from this caller
+    /// (the prompt is empty, the response `null`): they may not enter the run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
+    content_hidden: bool,
+}
+
+impl TraceView {
+    fn for_caller(caller: &Principal, trace: Trace) -> Self {
+        match caller.may_enter(trace.started_by.as_deref()) {
+            true => Self {
+                trace,
+                content_hidden: false,
+            },
+            false => Self {
+                trace: trace.without_content(),
+                content_hidden: true,
+            },
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub(super) struct TraceList {
+    traces: Vec<TraceView>,
+    limit: u32,
+    offset: u32,
+    total: i64,
+}
+
+/// A run's record with its model calls and tool invocations, in order.
+#[derive(Serialize, ToSchema)]
+pub(super) struct TraceDetail {
+    #[serde(flatten)]
+    view: TraceView,
+    steps: Vec<Step>,
+}
+
+/// A trace's id in a path.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(super) struct Id {
+    id: String,
+}
+
+/// Recorded agent runs, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/traces",
+    operation_id = "list_traces",
+    tag = "traces",
+    params(Page),
+    responses(
+        (status = 200, body = TraceList),
+        (status = 400, description = "a limit or offset out of range; `field` names it",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(page): QueryParams<Page>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TraceList>> {
     let (limit, offset) = page.resolve(50)?;
     let (traces, total) = app
         .db
@@ -29,26 +94,35 @@ pub(super) async fn list(
             ))
         })
         .await?;
-    let traces: Vec<Value> = traces
+    let traces = traces
         .into_iter()
-        .map(
-            |trace| match caller.may_enter(trace.started_by.as_deref()) {
-                true => json!(trace),
-                false => content_hidden(json!(trace.without_content())),
-            },
-        )
+        .map(|trace| TraceView::for_caller(&caller, trace))
         .collect();
-    Ok(Json(
-        json!({ "traces": traces, "limit": limit, "offset": offset, "total": total }),
-    ))
+    Ok(Json(TraceList {
+        traces,
+        limit,
+        offset,
+        total,
+    }))
 }
 
 /// One trace with its LLM calls and tool invocations in order.
+#[utoipa::path(
+    get,
+    path = "/api/traces/{id}",
+    operation_id = "show_trace",
+    tag = "traces",
+    params(Id),
+    responses(
+        (status = 200, body = TraceDetail),
+        (status = 404, description = "no such trace", body = ErrorBody),
+    )
+)]
 pub(super) async fn show(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(id): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+    PathParam(Id { id }): PathParam<Id>,
+) -> ApiResult<Json<TraceDetail>> {
     let (trace, steps) = app
         .db
         .call(move |conn| {
@@ -57,16 +131,10 @@ pub(super) async fn show(
             Ok((trace, traces::steps(conn, &id)?))
         })
         .await?;
-    let (mut body, steps) = match caller.may_enter(trace.started_by.as_deref()) {
-        true => (json!(trace), steps),
-        false => (
-            content_hidden(json!(trace.without_content())),
-            steps
-                .into_iter()
-                .map(traces::Step::without_content)
-                .collect(),
-        ),
+    let view = TraceView::for_caller(&caller, trace);
+    let steps = match view.content_hidden {
+        false => steps,
+        true => steps.into_iter().map(Step::without_content).collect(),
     };
-    body["steps"] = json!(steps);
-    Ok(Json(body))
+    Ok(Json(TraceDetail { view, steps }))
 }
