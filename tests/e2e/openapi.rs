@@ -402,7 +402,17 @@ async fn a_python_client_generated_from_the_document_creates_an_agent_and_chats(
     }
     let server = Server::start_with_config(REQUIRED, &[]);
     let secret = token(&server, "generated", "operator");
-    let (status, document) = server.get("/api/openapi.json").await;
+    // A stranger does not get it: it names the version.
+    let (status, _) = server.get("/api/openapi.json").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, document, _) = call(
+        &server,
+        reqwest::Method::GET,
+        "/api/openapi.json",
+        Some(&secret),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("openapi.json");

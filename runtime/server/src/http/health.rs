@@ -26,7 +26,7 @@ pub(super) struct Health {
 }
 
 /// `ok`, or `degraded` (with 503) while the database cannot be reached.
-#[derive(Serialize, ToSchema, Clone, Copy)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum Status {
     Ok,

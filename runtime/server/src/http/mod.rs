@@ -179,7 +179,8 @@ pub fn routes(state: &AppState) -> Routes {
     use Permission::*;
     let api = Routes::default()
         .get("/health", Open, health::show)
-        .get("/openapi.json", Open, openapi::show)
+        // It names the version, which a stranger does not learn (as from `/api/health`).
+        .get("/openapi.json", ReadStatus, openapi::show)
         .get("/me", Open, me::show)
         .post("/session", Open, session::create)
         .delete("/session", Open, session::remove)

@@ -16,6 +16,7 @@ use utoipa::openapi::security::{
 use utoipa::openapi::{Content, Ref};
 
 use super::api_error::ErrorBody;
+use super::identity::CSRF_HEADER;
 use super::routes::Declared;
 use super::{agents, chat, health, openapi, store, traces};
 use crate::access::Permission;
@@ -76,8 +77,10 @@ pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Documen
     components.add_security_scheme(
         "session",
         SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
-            COOKIE,
-            "A person's session (POST /api/session); writes also need the x-csrf-token header",
+            COOKIE.to_owned(),
+            format!(
+                "A person's session (POST /api/session); writes also need the {CSRF_HEADER} header"
+            ),
         ))),
     );
     for route in declared {
