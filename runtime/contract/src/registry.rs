@@ -13,7 +13,7 @@ pub const ADAPTER_STATUS_RUNNING: &str = "running";
 pub const ADAPTER_STATUS_STOPPED: &str = "stopped";
 pub const ADAPTER_STATUS_ERROR: &str = "error";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AdapterStatus {
     Running,
@@ -33,21 +33,21 @@ impl AdapterStatus {
 
 /// Where an adapter is on its way to serving, beside its status (which stays one of the
 /// specification's three).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AdapterPhase {
     /// A component being compiled: status `stopped`, its routes answer 503 until it serves.
     Loading,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AdapterKind {
     Native,
     Wasm,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AdapterEntry {
     pub name: String,
     pub kind: AdapterKind,

@@ -20,6 +20,7 @@ use crate::agent::{AgentRunner, Parent};
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
+    /// Its input's JSON Schema.
     pub parameters: Value,
 }
 
@@ -125,7 +126,7 @@ pub enum RegistryError {
 }
 
 /// A tool as listings show it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ToolInfo {
     pub name: String,
     pub description: String,

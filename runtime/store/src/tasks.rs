@@ -15,7 +15,7 @@ use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskStatus {
     Pending,
@@ -73,7 +73,7 @@ impl FromStr for TaskStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Task {
     pub task_id: String,
     pub title: String,
@@ -87,6 +87,7 @@ pub struct Task {
     pub attempt: Option<u32>,
     /// What a `pending` task's run waits for: `approval` (a person's, of a tool call).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub waiting_for: Option<String>,
     /// Who asked for its run: `owner`, `user:<name>`, `token:<name>`; null for an adapter's
     /// or a schedule's.
@@ -108,7 +109,7 @@ pub struct NewTask<'a> {
 }
 
 /// What [`cancel_or_delete`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Removal {
     Cancelled,

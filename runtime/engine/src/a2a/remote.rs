@@ -31,7 +31,8 @@ const REFRESH: Duration = Duration::from_secs(300);
 /// A remote agent as `GET /api/a2a/agents` shows it (never its headers).
 pub use crate::kept::State;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = RemoteAgentStatus)]
 pub struct Status {
     pub name: String,
     /// Where its card is.

@@ -8,7 +8,8 @@ use crate::db::{self, Conn, Row};
 use crate::error::Result;
 use crate::params;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = AuditEntry)]
 pub struct Entry {
     pub id: String,
     pub at: String,

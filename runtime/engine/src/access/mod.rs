@@ -39,7 +39,7 @@ const CACHE_FOR: Duration = Duration::from_millis(500);
 const TOUCH_EVERY: chrono::Duration = chrono::Duration::seconds(60);
 
 /// Who a request comes from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Principal {
     pub kind: PrincipalKind,
     /// Unique within its kind: a token's name, `owner`, the variable of a shared token.
@@ -58,7 +58,7 @@ pub enum Caller {
     Known(Principal),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PrincipalKind {
     /// This machine's user: a loopback request in local mode, or a command run on the data

@@ -16,7 +16,7 @@ pub const PREFIX: &str = "srt_";
 /// The longest life a token may be given.
 pub(crate) const MAX_DAYS: i64 = 3650;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Token {
     pub name: String,
     pub role: Role,
@@ -80,18 +80,22 @@ fn life(text: &str) -> Result<Duration> {
         ),
     };
     let text = text.trim();
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
-    let number: i64 = number.parse().map_err(|_| invalid())?;
+    // The unit is the last character, whatever its width; a number too large for a
+    // duration is refused like any other past the limit.
+    let unit = text.chars().next_back().ok_or_else(invalid)?;
+    let number: i64 = text[..text.len() - unit.len_utf8()]
+        .parse()
+        .map_err(|_| invalid())?;
     let life = match unit {
-        "d" => Duration::days(number),
-        "h" => Duration::hours(number),
-        "m" => Duration::minutes(number),
-        _ => return Err(invalid()),
+        'd' => Duration::try_days(number),
+        'h' => Duration::try_hours(number),
+        'm' => Duration::try_minutes(number),
+        _ => None,
     };
-    if number < 1 || life > Duration::days(MAX_DAYS) {
-        return Err(invalid());
+    match life {
+        Some(life) if number >= 1 && life <= Duration::days(MAX_DAYS) => Ok(life),
+        _ => Err(invalid()),
     }
-    Ok(life)
 }
 
 const COLUMNS: &str = "name, role, hint, created_at, created_by, expires_at, last_used_at";
@@ -205,7 +209,18 @@ mod tests {
                 "{bad:?}"
             );
         }
-        for bad in ["0d", "30", "30s", "3651d", "-1d", "d"] {
+        // Found by Schemathesis: a multi-byte unit and a number past chrono's range panicked.
+        for bad in [
+            "0d",
+            "30",
+            "30s",
+            "3651d",
+            "-1d",
+            "d",
+            "",
+            "1é",
+            "9223372036854775807d",
+        ] {
             let err = NewToken::new("t", Role::Admin, Some(bad), "o")
                 .err()
                 .unwrap()

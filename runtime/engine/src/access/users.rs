@@ -8,7 +8,7 @@ use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     Local,
@@ -24,7 +24,7 @@ impl Source {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct User {
     pub name: String,
     pub role: Role,

@@ -33,7 +33,8 @@ const LAST_PAUSE: Duration = Duration::from_secs(60);
 /// A server as `GET /api/mcp/servers` shows it.
 pub use crate::kept::State;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = McpServerStatus)]
 pub struct Status {
     pub name: String,
     /// `stdio` or `http`.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::cron::CronExpr;
 
 /// What to do with slots missed while the service was down or busy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CatchUp {
     /// Fire once for the whole backlog, then carry on from now.

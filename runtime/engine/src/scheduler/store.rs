@@ -12,7 +12,7 @@ use crate::db::{self, Conn, Row};
 use crate::error::{Error, Result};
 use crate::params;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Schedule {
     pub name: String,
     pub cron_expression: String,

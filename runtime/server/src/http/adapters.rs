@@ -3,18 +3,36 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde::Serialize;
 use service_contract::AdapterEntry;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::PathParam;
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use crate::adapters::ToggleError;
 use crate::bus::Event;
 
-/// Every adapter as this replica sees it (statuses and errors are each replica's own).
-pub(super) async fn list(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({ "adapters": app.adapters.registry().entries(), "replica": app.replica }))
+#[derive(Serialize, ToSchema)]
+pub(super) struct AdapterList {
+    adapters: Vec<AdapterEntry>,
+    /// The replica that answered: statuses and errors are each replica's own.
+    replica: String,
+}
+
+/// Every adapter as this replica sees it.
+#[utoipa::path(
+    get,
+    path = "/api/adapters",
+    operation_id = "list_adapters",
+    tag = "adapters",
+    responses((status = 200, body = AdapterList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> Json<AdapterList> {
+    Json(AdapterList {
+        adapters: app.adapters.registry().entries(),
+        replica: app.replica.clone(),
+    })
 }
 
 async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<AdapterEntry>> {
@@ -41,7 +59,21 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
     })
 }
 
-/// Runs the adapter's `start`; the choice persists across restarts.
+/// Runs the adapter's `start`; the choice persists across restarts and every replica follows.
+#[utoipa::path(
+    post,
+    path = "/api/adapters/{name}/enable",
+    operation_id = "enable_adapter",
+    tag = "adapters",
+    params(("name" = String, Path, description = "The adapter's name")),
+    responses(
+        (status = 200, body = AdapterEntry),
+        (status = 404, description = "no such adapter", body = ErrorBody),
+        (status = 409, description = "it cannot be switched: not installed, held back, not \
+            configured, or without `start` and `stop`", body = ErrorBody),
+        (status = 500, description = "its `start` failed", body = ErrorBody),
+    )
+)]
 pub(super) async fn enable(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
@@ -49,7 +81,21 @@ pub(super) async fn enable(
     toggle(&app, &name, true).await
 }
 
-/// Runs the adapter's `stop`; the choice persists across restarts.
+/// Runs the adapter's `stop`; the choice persists across restarts and every replica follows.
+#[utoipa::path(
+    post,
+    path = "/api/adapters/{name}/disable",
+    operation_id = "disable_adapter",
+    tag = "adapters",
+    params(("name" = String, Path, description = "The adapter's name")),
+    responses(
+        (status = 200, body = AdapterEntry),
+        (status = 404, description = "no such adapter", body = ErrorBody),
+        (status = 409, description = "it cannot be switched: not installed, held back, not \
+            configured, or without `start` and `stop`", body = ErrorBody),
+        (status = 500, description = "its `stop` failed", body = ErrorBody),
+    )
+)]
 pub(super) async fn disable(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,

@@ -5,7 +5,6 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
 
 use super::api_error::{ApiError, ApiResult};
 use super::decode;
@@ -95,10 +94,4 @@ pub async fn method_not_allowed() -> ApiError {
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed on this endpoint",
     )
-}
-
-/// A record shown without what someone wrote (its `without_content` form), marked so.
-pub fn content_hidden(mut record: Value) -> Value {
-    record["content_hidden"] = json!(true);
-    record
 }

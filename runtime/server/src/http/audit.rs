@@ -9,16 +9,16 @@ use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::api::{Page, QueryParams};
-use super::api_error::ApiResult;
+use super::api_error::{ApiResult, ErrorBody};
 use super::guards::is_component_route;
 use super::identity::Caller;
 use crate::access::Principal;
-use crate::access::audit::{self, Event, Filter};
+use crate::access::audit::{self, Entry, Event, Filter};
 
 /// Put on an answer by a handler that learns who its caller is while answering (a sign-in):
 /// the audit entry names them and `target` instead of the anonymous request.
@@ -39,18 +39,43 @@ impl AnsweredFor {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct AuditQuery {
+    /// Only entries of this principal (`owner`, `token:<name>`, `user:<name>`, ...).
     principal: Option<String>,
+    /// Only entries of this action (`PATCH /api/agents/{name}`, `credential refused`).
     action: Option<String>,
     #[serde(flatten)]
+    #[param(ignore)]
     page: Page,
 }
 
+#[derive(Serialize, ToSchema)]
+pub(super) struct AuditList {
+    entries: Vec<Entry>,
+    limit: u32,
+    offset: u32,
+    total: i64,
+}
+
+/// The audit log, newest first (100 entries by default).
+#[utoipa::path(
+    get,
+    path = "/api/audit",
+    operation_id = "list_audit",
+    tag = "access",
+    params(AuditQuery, Page),
+    responses(
+        (status = 200, body = AuditList),
+        (status = 400, description = "a limit or offset out of range; `field` names it",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn list(
     State(app): State<AppState>,
     QueryParams(query): QueryParams<AuditQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AuditList>> {
     let (limit, offset) = query.page.resolve(100)?;
     let filter = Filter {
         principal: query.principal.filter(|p| !p.is_empty()),
@@ -60,9 +85,12 @@ pub(super) async fn list(
         .db
         .call(move |conn| audit::list(conn, &filter, limit, offset))
         .await?;
-    Ok(Json(
-        json!({ "entries": entries, "limit": limit, "offset": offset, "total": total }),
-    ))
+    Ok(Json(AuditList {
+        entries,
+        limit,
+        offset,
+        total,
+    }))
 }
 
 /// Records the request once it is answered.

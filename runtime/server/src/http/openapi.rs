@@ -18,7 +18,10 @@ use utoipa::openapi::{Content, Ref};
 use super::api_error::ErrorBody;
 use super::identity::CSRF_HEADER;
 use super::routes::Declared;
-use super::{agents, chat, health, openapi, store, traces};
+use super::{
+    adapters, agents, audit, chat, health, mcp_servers, me, openapi, remote_agents, schedules,
+    session, single_sign_on, store, tasks, tokens, tools, traces, users,
+};
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
 
@@ -47,6 +50,35 @@ use crate::access::sessions::COOKIE;
         store::import,
         traces::list,
         traces::show,
+        me::show,
+        session::create,
+        session::remove,
+        session::with_link,
+        single_sign_on::start,
+        single_sign_on::callback,
+        users::list,
+        users::create,
+        users::update,
+        users::remove,
+        users::link,
+        tokens::list,
+        tokens::create,
+        tokens::revoke,
+        audit::list,
+        schedules::list,
+        schedules::create,
+        schedules::show,
+        schedules::update,
+        schedules::remove,
+        schedules::run,
+        tasks::list,
+        tasks::remove,
+        tools::list,
+        mcp_servers::list,
+        remote_agents::list,
+        adapters::list,
+        adapters::enable,
+        adapters::disable,
     ),
     components(schemas(ErrorBody))
 )]

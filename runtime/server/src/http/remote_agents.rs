@@ -3,10 +3,27 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
+use crate::a2a::remote::Status;
 
-pub(super) async fn list(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({ "agents": app.a2a.statuses() }))
+#[derive(Serialize, ToSchema)]
+pub(super) struct RemoteAgentList {
+    agents: Vec<Status>,
+}
+
+/// The remote agents of `[[a2a.agents]]`, as this replica reads their cards.
+#[utoipa::path(
+    get,
+    path = "/api/a2a/agents",
+    operation_id = "list_remote_agents",
+    tag = "tools",
+    responses((status = 200, body = RemoteAgentList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> Json<RemoteAgentList> {
+    Json(RemoteAgentList {
+        agents: app.a2a.statuses(),
+    })
 }

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use chrono_tz::Tz;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use service_contract::RunFailureKind;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::api::{JsonBody, PathParam, QueryParams};
-use super::api_error::ApiResult;
-use service_contract::RunFailureKind;
+use super::api_error::{ApiResult, ErrorBody};
 
 use super::identity::Known;
 use crate::access::Principal;
@@ -26,18 +27,33 @@ use crate::scheduler::manage::{self, Changes, Draft};
 use crate::scheduler::store::{self, Schedule};
 use crate::scheduler::tick::Due;
 use crate::scheduler::{self, cron, plan};
+use crate::tasks::TaskStatus;
 
 /// A schedule as the API answers it: its fields and when it runs next, in words.
-fn view(schedule: &Schedule) -> Value {
-    let human = schedule
+#[derive(Serialize, ToSchema)]
+pub(super) struct ScheduleView {
+    #[serde(flatten)]
+    schedule: Schedule,
+    /// When it runs next, in words (`in 5 minutes`); `null` while disabled.
+    next_run_human: Option<String>,
+    /// Present when its agent does not exist (yet): its runs fail until it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    warning: Option<String>,
+}
+
+fn view(schedule: Schedule) -> ScheduleView {
+    let next_run_human = schedule
         .next_run_at
         .as_deref()
         .and_then(store::parse_timestamp)
         .filter(|_| schedule.enabled)
         .map(|next| plan::describe_next(next, Utc::now()));
-    let mut value = json!(schedule);
-    value["next_run_human"] = json!(human);
-    value
+    ScheduleView {
+        schedule,
+        next_run_human,
+        warning: None,
+    }
 }
 
 /// The server's zone, in which cron expressions are read.
@@ -54,52 +70,81 @@ fn may_run(conn: &Conn, caller: &Principal, agent: &str) -> Result<(), Error> {
 }
 
 /// `schedule` with a warning when its agent does not exist.
-async fn answer(app: &AppState, schedule: Schedule) -> ApiResult<Json<Value>> {
+async fn answer(app: &AppState, schedule: Schedule) -> ApiResult<Json<ScheduleView>> {
     let agent = schedule.agent_profile_name.clone();
     let known = app
         .db
         .call(move |conn| profiles::get(conn, &agent))
         .await?
         .is_some();
-    let mut value = view(&schedule);
+    let mut view = view(schedule);
     if !known {
-        value["warning"] = json!(format!(
+        view.warning = Some(format!(
             "there is no agent named {:?} yet; runs fail until it exists",
-            schedule.agent_profile_name
+            view.schedule.agent_profile_name
         ));
     }
-    Ok(Json(value))
+    Ok(Json(view))
 }
 
-pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+#[derive(Serialize, ToSchema)]
+pub(super) struct ScheduleList {
+    schedules: Vec<ScheduleView>,
+}
+
+/// Every schedule, by name.
+#[utoipa::path(
+    get,
+    path = "/api/schedules",
+    operation_id = "list_schedules",
+    tag = "schedules",
+    responses((status = 200, body = ScheduleList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<ScheduleList>> {
     let schedules = app.db.call(|conn| store::list(conn)).await?;
-    let schedules: Vec<Value> = schedules.iter().map(view).collect();
-    Ok(Json(json!({ "schedules": schedules })))
+    let schedules = schedules.into_iter().map(view).collect();
+    Ok(Json(ScheduleList { schedules }))
+}
+
+/// One schedule, as the list shows it.
+#[utoipa::path(
+    get,
+    path = "/api/schedules/{name}",
+    operation_id = "show_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, body = ScheduleView),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+    )
+)]
+pub(super) async fn show(
+    State(app): State<AppState>,
+    PathParam(name): PathParam<String>,
+) -> ApiResult<Json<ScheduleView>> {
+    let schedule = app.db.call(move |conn| store::require(conn, &name)).await?;
+    Ok(Json(view(schedule)))
 }
 
 /// The specification's field names (2.4), as `GET` answers them; the short ones (`cron`,
 /// `agent`, `catch_up`) are kept as aliases.
-/// One schedule, as the list shows it.
-pub(super) async fn show(
-    State(app): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> ApiResult<Json<Value>> {
-    let schedule = app.db.call(move |conn| store::require(conn, &name)).await?;
-    Ok(Json(view(&schedule)))
-}
-
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewBody {
+    /// 1 to 64 characters, no control characters, no space at either end.
     name: String,
+    /// Five fields (minute hour day month weekday), read in `SERVICE_TZ`.
     #[serde(rename = "cron_expression", alias = "cron")]
     cron: String,
     #[serde(rename = "agent_profile_name", alias = "agent")]
     agent: String,
     prompt: String,
     #[serde(rename = "catch_up_policy", alias = "catch_up")]
+    /// Default `coalesce`.
+    #[schema(value_type = Option<plan::CatchUp>)]
     catch_up: Option<String>,
     #[serde(default = "enabled_by_default")]
+    #[schema(default = true)]
     enabled: bool,
 }
 
@@ -107,11 +152,25 @@ fn enabled_by_default() -> bool {
     true
 }
 
+/// Creates a schedule (its agent may not exist yet: the answer then carries a warning).
+#[utoipa::path(
+    post,
+    path = "/api/schedules",
+    operation_id = "create_schedule",
+    tag = "schedules",
+    request_body = NewBody,
+    responses(
+        (status = 201, body = ScheduleView),
+        (status = 400, description = "invalid; `field` names the input when one is to blame",
+            body = ErrorBody),
+        (status = 409, description = "a schedule of that name exists", body = ErrorBody),
+    )
+)]
 pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<NewBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<ScheduleView>)> {
     let tz = zone(&app)?;
     let created = app
         .db
@@ -132,7 +191,7 @@ pub(super) async fn create(
 }
 
 /// Changes: any of the fields, and `enabled` (enabling starts from the next slot).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ChangesBody {
     #[serde(rename = "cron_expression", alias = "cron")]
@@ -141,16 +200,31 @@ pub(super) struct ChangesBody {
     agent: Option<String>,
     prompt: Option<String>,
     #[serde(rename = "catch_up_policy", alias = "catch_up")]
+    #[schema(value_type = Option<plan::CatchUp>)]
     catch_up: Option<String>,
     enabled: Option<bool>,
 }
 
+/// Changes a schedule; a change refused halfway leaves it as it was.
+#[utoipa::path(
+    patch,
+    path = "/api/schedules/{name}",
+    operation_id = "update_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    request_body = ChangesBody,
+    responses(
+        (status = 200, body = ScheduleView),
+        (status = 400, description = "invalid, or nothing to change", body = ErrorBody),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+    )
+)]
 pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<ChangesBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ScheduleView>> {
     let tz = zone(&app)?;
     let changed = app
         .db
@@ -187,34 +261,92 @@ pub(super) async fn update(
     answer(&app, changed).await
 }
 
-/// Its runs so far stay, as tasks and traces.
+#[derive(Serialize, ToSchema)]
+pub(super) struct DeletedSchedule {
+    deleted: String,
+}
+
+/// Deletes a schedule; its runs so far stay, as tasks and traces.
+#[utoipa::path(
+    delete,
+    path = "/api/schedules/{name}",
+    operation_id = "delete_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name")),
+    responses(
+        (status = 200, body = DeletedSchedule),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+    )
+)]
 pub(super) async fn remove(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DeletedSchedule>> {
     let deleted = name.clone();
     app.db
         .call(move |conn| store::delete(conn, &deleted))
         .await?;
-    Ok(Json(json!({ "deleted": name })))
+    Ok(Json(DeletedSchedule { deleted: name }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct RunQuery {
     /// Answer once the run ended, with its outcome (the CLI's `schedule run`).
     #[serde(default)]
     wait: bool,
 }
 
-/// Runs the schedule once now, outside its cron (its next run is unchanged), as a task; 409
-/// while a run of it is in progress (a schedule never overlaps itself). 202 at once, or with
-/// `?wait=true` 200 once it ended: its task status, trace and answer or error.
+/// A run started, not waited for.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Started {
+    #[schema(value_type = String, pattern = "^started$")]
+    status: &'static str,
+}
+
+/// How a run waited for ended.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Ended {
+    /// Its task's status.
+    status: TaskStatus,
+    trace_id: Option<String>,
+    /// The agent's answer, when it completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    text: Option<String>,
+    /// Why it failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    error: Option<String>,
+    /// When it failed: whether because its agent does not exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    unknown_agent: Option<bool>,
+}
+
+/// Runs the schedule once now, outside its cron (its next run is unchanged), as a task. 202
+/// at once, or with `?wait=true` 200 once it ended: its task status, trace and answer or error.
+#[utoipa::path(
+    post,
+    path = "/api/schedules/{name}/run",
+    operation_id = "run_schedule",
+    tag = "schedules",
+    params(("name" = String, Path, description = "The schedule's name"), RunQuery),
+    responses(
+        (status = 200, description = "ended (`?wait=true`)", body = Ended),
+        (status = 202, description = "started", body = Started),
+        (status = 400, description = "`wait` is not a boolean", body = ErrorBody),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+        (status = 409, description = "a run of it is in progress (a schedule never overlaps \
+            itself)", body = ErrorBody),
+    )
+)]
 pub(super) async fn run(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
     QueryParams(query): QueryParams<RunQuery>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<Response> {
     let wanted = name.clone();
     let (schedule, running) = app
         .db
@@ -247,19 +379,26 @@ pub(super) async fn run(
         ran
     });
     if !query.wait {
-        return Ok((StatusCode::ACCEPTED, Json(json!({ "status": "started" }))));
+        let started = Started { status: "started" };
+        return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
     }
     let ran = run
         .await
         .map_err(|e| Error::Internal(e.into()))?
         .map_err(|e| Error::Internal(anyhow::anyhow!("{e}")))?;
-    let mut answer = json!({ "status": ran.status, "trace_id": ran.trace_id() });
-    match &ran.outcome {
-        Ok(reply) => answer["text"] = json!(reply.text),
+    let mut ended = Ended {
+        status: ran.status,
+        trace_id: ran.trace_id().map(str::to_owned),
+        text: None,
+        error: None,
+        unknown_agent: None,
+    };
+    match ran.outcome {
+        Ok(reply) => ended.text = Some(reply.text),
         Err(failure) => {
-            answer["error"] = json!(failure.to_string());
-            answer["unknown_agent"] = json!(failure.kind == RunFailureKind::UnknownAgent);
+            ended.error = Some(failure.to_string());
+            ended.unknown_agent = Some(failure.kind == RunFailureKind::UnknownAgent);
         }
     }
-    Ok((StatusCode::OK, Json(answer)))
+    Ok(Json(ended).into_response())
 }

@@ -8,12 +8,12 @@ use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::JsonBody;
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use super::audit::AnsweredFor;
 use super::identity::{SessionCookie, cookie};
 use crate::access::links::{self, Link};
@@ -21,15 +21,36 @@ use crate::access::sessions::{self, COOKIE};
 use crate::access::{Principal, Role, passwords, users};
 use crate::error::Error;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SignIn {
     name: String,
     password: String,
 }
 
-/// `POST /api/session`: a local account's name and password; answers the user and the
-/// session's anti-forgery token, and sets the session cookie.
+/// A session begun: its user, and the anti-forgery token its writes send in `x-csrf-token`.
+/// The session itself is the cookie set with it.
+#[derive(Serialize, ToSchema)]
+pub(super) struct SignedIn {
+    user: users::User,
+    csrf_token: String,
+}
+
+/// Signs in with a local account's name and password, and sets the session cookie.
+#[utoipa::path(
+    post,
+    path = "/api/session",
+    operation_id = "sign_in",
+    tag = "access",
+    request_body = SignIn,
+    responses(
+        (status = 200, body = SignedIn, headers(("set-cookie" = String,
+            description = "The session's cookie: HttpOnly, SameSite=Lax"))),
+        (status = 401, description = "wrong name or password", body = ErrorBody),
+        (status = 429, description = "too many attempts for this account or from this \
+            address; `retry-after` says when to try again", body = ErrorBody),
+    )
+)]
 pub(super) async fn create(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -79,7 +100,7 @@ pub(super) fn too_many_sign_ins(wait: u64) -> Response {
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WithLink {
     /// The secret after `#link=` in the link.
@@ -89,8 +110,23 @@ pub(super) struct WithLink {
     password: String,
 }
 
-/// `POST /api/session/link`: sets a password with a one-time link (creating the first admin
-/// with a first-admin link), then signs in as its user.
+/// Sets a password with a one-time link (creating the first admin with a first-admin link),
+/// then signs in as its user.
+#[utoipa::path(
+    post,
+    path = "/api/session/link",
+    operation_id = "sign_in_with_link",
+    tag = "access",
+    request_body = WithLink,
+    responses(
+        (status = 200, body = SignedIn, headers(("set-cookie" = String,
+            description = "The session's cookie: HttpOnly, SameSite=Lax"))),
+        (status = 400, description = "a password too short or too long, or a name \
+            refused; `field` names it", body = ErrorBody),
+        (status = 401, description = "the link is unknown, used or expired", body = ErrorBody),
+        (status = 409, description = "the first admin's name is taken", body = ErrorBody),
+    )
+)]
 pub(super) async fn with_link(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -147,10 +183,10 @@ pub(super) async fn with_link(
 async fn signed_in(app: &AppState, headers: &HeaderMap, name: String) -> ApiResult<Response> {
     let (secret, user, set_cookie) = start(app, headers, name).await?;
     let principal = Principal::user(user.clone());
-    let mut response = Json(json!({
-        "user": user,
-        "csrf_token": sessions::csrf_token(&secret),
-    }))
+    let mut response = Json(SignedIn {
+        user,
+        csrf_token: sessions::csrf_token(&secret),
+    })
     .into_response();
     response
         .headers_mut()
@@ -194,7 +230,21 @@ pub(super) async fn start(
     Ok((secret, user, set_cookie))
 }
 
-/// `DELETE /api/session`: signs out; the session is refused on every replica within a second.
+#[derive(Serialize, ToSchema)]
+pub(super) struct SignedOut {
+    /// Whether the request came with a live session, now ended.
+    signed_out: bool,
+}
+
+/// Signs out: the session is refused on every replica within a second, and its cookie is
+/// cleared.
+#[utoipa::path(
+    delete,
+    path = "/api/session",
+    operation_id = "sign_out",
+    tag = "access",
+    responses((status = 200, body = SignedOut))
+)]
 pub(super) async fn remove(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -211,7 +261,7 @@ pub(super) async fn remove(
         }
         None => false,
     };
-    let mut response = Json(json!({ "signed_out": signed_out })).into_response();
+    let mut response = Json(SignedOut { signed_out }).into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
         cookie_header(&app, &headers, &format!("{COOKIE}=; Path=/"), 0)?,

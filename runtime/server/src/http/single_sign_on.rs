@@ -10,10 +10,11 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::AppState;
 use super::api::QueryParams;
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use super::audit;
 use super::identity::cookie;
 use super::session;
@@ -23,7 +24,8 @@ use crate::access::single_sign_on::{
 use crate::access::{self, Principal, users};
 use crate::error::Error;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Start {
     /// A path on this server to land on once signed in: default `/`.
@@ -54,8 +56,23 @@ fn see_other(location: &str) -> ApiResult<Response> {
     Ok((StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response())
 }
 
-/// `GET /api/session/oidc?next=/#/agents`: 303 to the provider; 429 past the address's
-/// sign-in attempts.
+/// Starts a sign-in at the identity provider: sends the browser there.
+#[utoipa::path(
+    get,
+    path = "/api/session/oidc",
+    operation_id = "single_sign_on",
+    tag = "access",
+    params(Start),
+    responses(
+        (status = 303, description = "to the identity provider", headers(("location" = String))),
+        (status = 400, description = "`next` is not a path on this server", body = ErrorBody),
+        (status = 404, description = "single sign-on is not configured", body = ErrorBody),
+        (status = 429, description = "too many sign-in attempts from this address",
+            body = ErrorBody),
+        (status = 503, description = "the identity provider cannot be reached",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn start(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -87,7 +104,9 @@ pub(super) async fn start(
     Ok(response)
 }
 
-#[derive(Deserialize)]
+/// What the identity provider sends the browser back with.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct Callback {
     code: Option<String>,
     state: Option<String>,
@@ -95,7 +114,26 @@ pub(super) struct Callback {
     error_description: Option<String>,
 }
 
-/// `GET /api/session/oidc/callback`: where the provider sends the browser back.
+/// Where the identity provider sends the browser back: signs in and sends it on to `next`.
+#[utoipa::path(
+    get,
+    path = "/api/session/oidc/callback",
+    operation_id = "single_sign_on_callback",
+    tag = "access",
+    params(Callback),
+    responses(
+        (status = 303, description = "signed in, on to `next`", headers(("location" = String),
+            ("set-cookie" = String, description = "The session's cookie"))),
+        (status = 400, description = "no code or state", body = ErrorBody),
+        (status = 401, description = "the provider refused, or the sign-in is not this \
+            browser's, unknown, used or expired", body = ErrorBody),
+        (status = 403, description = "none of the person's groups has a role here",
+            body = ErrorBody),
+        (status = 404, description = "single sign-on is not configured", body = ErrorBody),
+        (status = 503, description = "the identity provider cannot be reached",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn callback(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

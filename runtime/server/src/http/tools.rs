@@ -2,10 +2,27 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
+use service_contract::tools::ToolInfo;
+use utoipa::ToSchema;
 
 use super::AppState;
 
-pub(super) async fn list(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({ "tools": app.engine.tools().list() }))
+#[derive(Serialize, ToSchema)]
+pub(super) struct ToolList {
+    tools: Vec<ToolInfo>,
+}
+
+/// Every tool agents may be given: built in, from adapters, MCP servers and remote agents.
+#[utoipa::path(
+    get,
+    path = "/api/tools",
+    operation_id = "list_tools",
+    tag = "tools",
+    responses((status = 200, body = ToolList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> Json<ToolList> {
+    Json(ToolList {
+        tools: app.engine.tools().list(),
+    })
 }

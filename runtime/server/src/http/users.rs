@@ -4,35 +4,74 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::{JsonBody, PathParam};
-use super::api_error::ApiResult;
+use super::api_error::{ApiResult, ErrorBody};
 use super::identity::Known;
 use super::identity::role_to_give;
 use crate::access::links;
+use crate::access::users::User;
 use crate::access::{Role, users};
 use crate::error::Error;
 
-pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
-    let users = app.db.call(|conn| users::list(conn)).await?;
-    Ok(Json(json!({ "users": users })))
+#[derive(Serialize, ToSchema)]
+pub(super) struct UserList {
+    users: Vec<User>,
 }
 
-#[derive(Deserialize)]
+/// Every person with an account.
+#[utoipa::path(
+    get,
+    path = "/api/users",
+    operation_id = "list_users",
+    tag = "access",
+    responses((status = 200, body = UserList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<UserList>> {
+    let users = app.db.call(|conn| users::list(conn)).await?;
+    Ok(Json(UserList { users }))
+}
+
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CreateBody {
+pub(super) struct NewUser {
+    /// 1 to 64 letters, digits, `-`, `_`, `.` or `@`.
     name: String,
+    /// At most the caller's own role.
+    #[schema(value_type = Role)]
     role: String,
 }
 
+/// A user and the one-time link that sets their password.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Invited {
+    user: User,
+    /// Where they set a password; it works once, for a limited time.
+    link: String,
+}
+
+/// Adds a local user.
+#[utoipa::path(
+    post,
+    path = "/api/users",
+    operation_id = "create_user",
+    tag = "access",
+    request_body = NewUser,
+    responses(
+        (status = 201, body = Invited),
+        (status = 400, description = "invalid; `field` names the input", body = ErrorBody),
+        (status = 403, description = "the role is above the caller's", body = ErrorBody),
+        (status = 409, description = "a user of that name exists", body = ErrorBody),
+    )
+)]
 pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
-    JsonBody(body): JsonBody<CreateBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    JsonBody(body): JsonBody<NewUser>,
+) -> ApiResult<(StatusCode, Json<Invited>)> {
     let role = role_to_give(&caller, &body.role)?;
     let created_by = caller.label();
     let (user, secret) = app
@@ -40,24 +79,44 @@ pub(super) async fn create(
         .call(move |conn| links::invite(conn, &body.name, role, &created_by))
         .await?;
     let link = app.link(&secret);
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "user": user, "link": link })),
-    ))
+    Ok((StatusCode::CREATED, Json(Invited { user, link })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct UpdateBody {
+pub(super) struct RoleChange {
+    /// At most the caller's own role.
+    #[schema(value_type = Role)]
     role: String,
 }
 
+#[derive(Serialize, ToSchema)]
+pub(super) struct ChangedUser {
+    user: User,
+}
+
+/// Changes a user's role.
+#[utoipa::path(
+    patch,
+    path = "/api/users/{name}",
+    operation_id = "update_user",
+    tag = "access",
+    params(("name" = String, Path, description = "The user's name")),
+    request_body = RoleChange,
+    responses(
+        (status = 200, body = ChangedUser),
+        (status = 400, description = "invalid; `field` names the input", body = ErrorBody),
+        (status = 403, description = "the role is above the caller's", body = ErrorBody),
+        (status = 404, description = "no such user", body = ErrorBody),
+        (status = 409, description = "the last admin cannot lose the role", body = ErrorBody),
+    )
+)]
 pub(super) async fn update(
     Known(caller): Known,
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
-    JsonBody(body): JsonBody<UpdateBody>,
-) -> ApiResult<Json<Value>> {
+    JsonBody(body): JsonBody<RoleChange>,
+) -> ApiResult<Json<ChangedUser>> {
     let role = role_to_give(&caller, &body.role)?;
     let user = app
         .db
@@ -72,13 +131,31 @@ pub(super) async fn update(
         })
         .await?;
     app.access.forget();
-    Ok(Json(json!({ "user": user })))
+    Ok(Json(ChangedUser { user }))
 }
 
+#[derive(Serialize, ToSchema)]
+pub(super) struct RemovedUser {
+    removed: String,
+}
+
+/// Removes a user and ends their sessions.
+#[utoipa::path(
+    delete,
+    path = "/api/users/{name}",
+    operation_id = "remove_user",
+    tag = "access",
+    params(("name" = String, Path, description = "The user's name")),
+    responses(
+        (status = 200, body = RemovedUser),
+        (status = 404, description = "no such user", body = ErrorBody),
+        (status = 409, description = "the last admin cannot be removed", body = ErrorBody),
+    )
+)]
 pub(super) async fn remove(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RemovedUser>> {
     let removed = name.clone();
     app.db
         .call(move |conn| {
@@ -91,21 +168,38 @@ pub(super) async fn remove(
         })
         .await?;
     app.access.forget();
-    Ok(Json(json!({ "removed": name })))
+    Ok(Json(RemovedUser { removed: name }))
 }
 
-/// `POST /api/users/{name}/link`: a new one-time link to set a local user's password (their
-/// sessions end once it is used).
+#[derive(Serialize, ToSchema)]
+pub(super) struct PasswordLink {
+    /// The user's name.
+    user: String,
+    link: String,
+}
+
+/// A new one-time link to set a local user's password (their sessions end once it is used).
+#[utoipa::path(
+    post,
+    path = "/api/users/{name}/link",
+    operation_id = "reset_user_password",
+    tag = "access",
+    params(("name" = String, Path, description = "The user's name")),
+    responses(
+        (status = 201, body = PasswordLink),
+        (status = 404, description = "no such user", body = ErrorBody),
+        (status = 409, description = "the user signs in through single sign-on",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn link(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<PasswordLink>)> {
     let user = name.clone();
     let secret = app.db.call(move |conn| links::reset(conn, &user)).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "user": name, "link": app.link(&secret) })),
-    ))
+    let link = app.link(&secret);
+    Ok((StatusCode::CREATED, Json(PasswordLink { user: name, link })))
 }
 
 /// Refuses to take the admin role from the last user holding it: with sign-in required,
