@@ -304,15 +304,19 @@ pub fn find(id: &str) -> Option<&'static Integration> {
 }
 
 /// What the listing shows of one integration: never a value, only whether it is set.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = IntegrationStatus)]
 pub struct Status {
     pub id: &'static str,
     pub name: &'static str,
+    #[schema(value_type = Vec<String>)]
     pub env_vars: &'static [&'static str],
     pub configured: bool,
     /// Which of its variables are set (never their values).
+    #[schema(value_type = BTreeMap<String, bool>)]
     pub set: BTreeMap<&'static str, bool>,
     /// The values those of its variables that take one of a few may take.
+    #[schema(value_type = BTreeMap<String, Vec<String>>)]
     pub choices: BTreeMap<&'static str, &'static [&'static str]>,
     /// Whether it has a live probe (`verify`).
     pub verifiable: bool,

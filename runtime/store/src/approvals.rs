@@ -9,10 +9,11 @@ use crate::db::{self, Conn, Row};
 use crate::error::Result;
 use crate::params;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Approval {
     pub id: String,
     pub tool: String,
+    /// The tool call's input, as the model gave it.
     pub input: Value,
     pub agent: String,
     pub conversation_id: Option<String>,
@@ -22,8 +23,10 @@ pub struct Approval {
     /// approvals recorded before this was kept).
     pub source: Option<String>,
     /// `pending`, `approved`, `denied`, or `expired` (no decision in time: a denial).
+    #[schema(pattern = "^(pending|approved|denied|expired)$")]
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub note: Option<String>,
     pub requested_at: String,
     pub decided_at: Option<String>,
@@ -33,7 +36,7 @@ pub struct Approval {
 }
 
 /// A person's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Approve,

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::params;
 
 /// A run's webhook as the runs API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Webhook {
     pub url: String,
     /// `pending`, `delivered` or `failed` (its attempts ran out).
@@ -21,7 +21,8 @@ pub struct Webhook {
 }
 
 /// One attempt of the delivery log.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = WebhookAttempt)]
 pub struct Attempt {
     pub attempt: u32,
     pub at: String,

@@ -22,13 +22,19 @@ pub const STATUSES: [&str; 6] = [
     "cancelled",
 ];
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Run {
     pub run_id: String,
     pub conversation_id: String,
     pub trace_id: String,
+    /// One of [`STATUSES`].
+    #[schema(
+        value_type = String,
+        pattern = "^(pending|running|waiting_for_approval|completed|error|cancelled)$"
+    )]
     pub status: &'static str,
     pub agent: Option<String>,
+    /// The caller's own JSON object, as given.
     pub metadata: Option<Value>,
     pub started_by: Option<String>,
     pub created_at: String,

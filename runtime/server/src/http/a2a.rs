@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::AppState;
 use super::api::PathParam;
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use super::approvals as approvals_api;
 use super::chat::ChatBody;
 use super::identity::Known;
@@ -90,6 +90,19 @@ impl From<Error> for RpcError {
 }
 
 /// The agent's card: who it is, where and how it is called, and how callers authenticate.
+#[utoipa::path(
+    get,
+    path = "/a2a/{agent}/.well-known/agent-card.json",
+    operation_id = "a2a_agent_card",
+    tag = "a2a",
+    params(("agent" = String, Path, description = "The agent's name")),
+    responses(
+        (status = 200, description = "the agent's A2A `AgentCard`, as the A2A specification \
+            defines it", body = Object),
+        (status = 403, description = "an agent closed to the caller", body = ErrorBody),
+        (status = 404, description = "no such agent", body = ErrorBody),
+    )
+)]
 pub(super) async fn card(
     Known(caller): Known,
     State(app): State<AppState>,
@@ -134,7 +147,29 @@ async fn usable(app: &AppState, caller: &Principal, name: &str) -> ApiResult<pro
     Ok(profile)
 }
 
-/// One JSON-RPC call. Its errors are JSON-RPC errors (HTTP 200); an unknown agent is a 404.
+/// One call of A2A's JSON-RPC binding: `SendMessage`, `SendStreamingMessage`, `GetTask`,
+/// `ListTasks`, `CancelTask` or `SubscribeToTask`. Its errors are JSON-RPC errors (HTTP 200);
+/// an unknown agent is a 404.
+#[utoipa::path(
+    post,
+    path = "/a2a/{agent}",
+    operation_id = "a2a_call",
+    tag = "a2a",
+    params(("agent" = String, Path, description = "The agent's name")),
+    request_body(description = "A JSON-RPC 2.0 request of the A2A protocol", content = Value,
+        content_type = "application/json"),
+    responses(
+        (status = 200, description = "a JSON-RPC 2.0 response (a result or an error), or for \
+            the streaming methods the task's events as server-sent events, each a JSON-RPC \
+            response", content(
+                (Object = "application/json"),
+                ("text/event-stream"),
+            )),
+        (status = 403, description = "an agent closed to the caller", body = ErrorBody),
+        (status = 404, description = "no such agent", body = ErrorBody),
+        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+    )
+)]
 pub(super) async fn rpc(
     Known(caller): Known,
     State(app): State<AppState>,

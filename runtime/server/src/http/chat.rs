@@ -63,7 +63,7 @@ pub(super) struct WaitingForApproval<'a> {
 }
 
 /// A chat stream's body: a chat body, and what a disconnect does.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub(super) struct StreamBody {
     #[serde(flatten)]
     chat: ChatBody,
@@ -72,7 +72,7 @@ pub(super) struct StreamBody {
 }
 
 /// What becomes of a streamed run whose client goes away.
-#[derive(Deserialize, Default, PartialEq, Eq)]
+#[derive(Deserialize, Default, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum OnDisconnect {
     /// The run stops (the stream's own contract, and how a client stops an answer).
@@ -111,7 +111,11 @@ pub(super) fn run_error(e: RunError) -> ApiError {
             body = WaitingForApproval),
         (status = 400, description = "a blank prompt, or an agent other than the conversation's",
             body = ErrorBody),
+        (status = 403, description = "an agent closed to the caller, or someone else's \
+            conversation", body = ErrorBody),
         (status = 404, description = "no such agent or conversation", body = ErrorBody),
+        (status = 409, description = "the conversation's previous message is still being \
+            answered and double texting is `reject`", body = ErrorBody),
         (status = 429, description = "past the caller's run budget", body = ErrorBody),
         (status = 502, description = "the provider failed", body = ErrorBody),
         (status = 503, description = "no provider configured", body = ErrorBody),
@@ -200,6 +204,26 @@ fn frame(seq: i64, value: &Value) -> Result<SseEvent, Infallible> {
 /// header, so a client that stops the run early can still link to it. Problems found before
 /// the run starts are plain HTTP errors. With `on_disconnect: "continue"` the run is one of
 /// `/api/runs` (`X-Run-Id`) and goes on without its client, which re-joins it there.
+#[utoipa::path(
+    post,
+    path = "/api/chat/stream",
+    operation_id = "chat_stream",
+    tag = "chat",
+    request_body = StreamBody,
+    responses(
+        (status = 200, description = "the run's frames, as server-sent events: each frame's \
+            data is a JSON object whose `type` is `token`, `tool_call` or `tool_result`, then \
+            one `done`, `approval_required` or `error`", content_type = "text/event-stream"),
+        (status = 400, description = "a blank prompt, or an agent other than the conversation's",
+            body = ErrorBody),
+        (status = 403, description = "an agent closed to the caller, or someone else's \
+            conversation", body = ErrorBody),
+        (status = 404, description = "no such agent or conversation", body = ErrorBody),
+        (status = 409, description = "the conversation's previous message is still being \
+            answered and double texting is `reject`", body = ErrorBody),
+        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+    )
+)]
 pub(super) async fn stream(
     Known(caller): Known,
     State(app): State<AppState>,

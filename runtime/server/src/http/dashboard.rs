@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::api::PathParam;
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorBody};
 
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
@@ -67,10 +67,30 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+/// The dashboard's page.
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "dashboard",
+    tag = "dashboard",
+    responses((status = 200, description = "the dashboard", content_type = "text/html")),
+)]
 pub(super) async fn index() -> Response {
     serve(HTML, include_str!("../../assets/dashboard/index.html"))
 }
 
+/// One of the dashboard's files: its scripts, style sheet and icon.
+#[utoipa::path(
+    get,
+    path = "/assets/{file}",
+    operation_id = "dashboard_asset",
+    tag = "dashboard",
+    params(("file" = String, Path, description = "The file's name, such as `app.js`")),
+    responses(
+        (status = 200, description = "the file (JavaScript, CSS or SVG)"),
+        (status = 404, description = "no such file", body = ErrorBody),
+    ),
+)]
 pub(super) async fn asset(PathParam(file): PathParam<String>) -> Response {
     match ASSETS.iter().find(|(name, ..)| *name == file) {
         Some((_, content_type, body)) => serve(content_type, body),

@@ -5,45 +5,92 @@ use std::collections::BTreeSet;
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::api::{JsonBody, PathParam};
-use super::api_error::ApiResult;
+use super::api_error::{ApiResult, ErrorBody};
 use super::guards::LoopbackPeer;
 use crate::bus::Event;
 use crate::error::Error;
-use crate::integrations::{self, Integration, Verification};
+use crate::integrations::{self, Integration, Status, Verification};
 use crate::settings_store::{MAX_VALUE_BYTES, SettingsStore};
 
 fn find(id: &str) -> Result<&'static Integration, Error> {
     integrations::find(id).ok_or_else(|| Error::not_found(format!("no integration {id:?}")))
 }
 
-pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<Value>> {
+#[derive(Serialize, ToSchema)]
+pub(super) struct IntegrationList {
+    integrations: Vec<Status>,
+}
+
+/// Every integration: whether it is configured and which of its variables are set (never
+/// their values), and its last probe's outcome.
+#[utoipa::path(
+    get,
+    path = "/api/integrations",
+    operation_id = "list_integrations",
+    tag = "integrations",
+    responses((status = 200, body = IntegrationList))
+)]
+pub(super) async fn list(State(app): State<AppState>) -> ApiResult<Json<IntegrationList>> {
     let env = app.env.clone();
     let statuses = app
         .db
         .call(move |conn| integrations::statuses(conn, &env))
         .await?;
-    Ok(Json(json!({ "integrations": statuses })))
+    Ok(Json(IntegrationList {
+        integrations: statuses,
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub(super) struct KeyWrite {
+    /// One of the integration's variables.
     env_var: String,
+    /// One line, not blank, at most 4096 bytes; for a variable with choices, one of them.
     value: String,
+}
+
+/// Where a key went, and what it changed.
+#[derive(Serialize, ToSchema)]
+pub(super) struct KeyWritten {
+    id: &'static str,
+    configured: bool,
+    /// `.env`, or `database` (sealed) when replicas share PostgreSQL.
+    stored_in: &'static str,
+    /// Whether the process environment sets the variable too, and so wins over the key.
+    overridden_by_environment: bool,
+    /// The adapters started anew to read it (every key applies without a restart).
+    applied_to: Vec<String>,
 }
 
 /// Stores one variable of an integration: in `<data_dir>/.env`, or sealed in the shared
 /// database when replicas share PostgreSQL. Loopback peers only.
+#[utoipa::path(
+    post,
+    path = "/api/integrations/{id}/keys",
+    operation_id = "write_integration_key",
+    tag = "integrations",
+    params(("id" = String, Path, description = "The integration's id")),
+    request_body = KeyWrite,
+    responses(
+        (status = 200, body = KeyWritten),
+        (status = 400, description = "not a variable of the integration, or a value refused; \
+            `field` names it", body = ErrorBody),
+        (status = 403, description = "the request does not come from this machine",
+            body = ErrorBody),
+        (status = 404, description = "no such integration", body = ErrorBody),
+    )
+)]
 pub(super) async fn write_key(
     _: LoopbackPeer,
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
     JsonBody(key): JsonBody<KeyWrite>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<KeyWritten>> {
     let integration = find(&id)?;
     if !integration.env_vars.contains(&key.env_var.as_str()) {
         return Err(Error::field(
@@ -110,21 +157,41 @@ pub(super) async fn write_key(
     } else {
         Vec::new()
     };
-    Ok(Json(json!({
-        "id": id,
-        "configured": integration.is_configured(&app.env),
-        "stored_in": stored,
-        "overridden_by_environment": overridden,
-        // Every key applies without a restart: these adapters started anew to read it.
-        "applied_to": applied_to,
-    })))
+    Ok(Json(KeyWritten {
+        id,
+        configured: integration.is_configured(&app.env),
+        stored_in: stored,
+        overridden_by_environment: overridden,
+        applied_to,
+    }))
 }
 
-/// Runs the integration's live probe and remembers the outcome.
+/// A probe's outcome.
+#[derive(Serialize, ToSchema)]
+pub(super) struct Verified {
+    id: &'static str,
+    ok: bool,
+    /// Why it failed.
+    error: Option<String>,
+}
+
+/// Runs the integration's live probe (a request that succeeds only with working settings)
+/// and remembers the outcome.
+#[utoipa::path(
+    post,
+    path = "/api/integrations/{id}/verify",
+    operation_id = "verify_integration",
+    tag = "integrations",
+    params(("id" = String, Path, description = "The integration's id")),
+    responses(
+        (status = 200, body = Verified),
+        (status = 404, description = "no such integration", body = ErrorBody),
+    )
+)]
 pub(super) async fn verify(
     State(app): State<AppState>,
     PathParam(id): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Verified>> {
     let integration = find(&id)?;
     let mut outcome = integration.probe(&app.env, &app.http).await;
     // What answered the probe must be what the adapter reaches: its grant decides that.
@@ -142,7 +209,9 @@ pub(super) async fn verify(
             .call(move |conn| integrations::record_verification(conn, id, &recorded))
             .await?;
     }
-    Ok(Json(
-        json!({ "id": integration.id, "ok": outcome.ok, "error": outcome.error }),
-    ))
+    Ok(Json(Verified {
+        id: integration.id,
+        ok: outcome.ok,
+        error: outcome.error,
+    }))
 }

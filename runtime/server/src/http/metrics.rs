@@ -16,6 +16,19 @@ use crate::telemetry::metrics::{self, AdapterName, JobLabels, PoolLabels};
 /// The bearer token scrapers must send, when set.
 pub const TOKEN_VARIABLE: &str = "SERVICE_METRICS_TOKEN";
 
+/// The Prometheus text exposition: every series the book's metrics reference lists. With
+/// `SERVICE_METRICS_TOKEN` set, a scraper may send that token instead, and every scraper must
+/// send a token.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "meta",
+    responses(
+        (status = 200, description = "the metrics, as Prometheus text",
+            content_type = "text/plain; version=0.0.4; charset=utf-8"),
+    )
+)]
 pub async fn show(State(app): State<AppState>) -> Response {
     let open = match app.db.call(|conn| job_queue::open(conn)).await {
         Ok(open) => open,

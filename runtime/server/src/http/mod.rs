@@ -269,6 +269,7 @@ pub fn routes(state: &AppState) -> Routes {
         });
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(request_spans::trace))
+        .layer(middleware::from_fn(mcp::json_errors))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             run_budget::spend,

@@ -8,19 +8,24 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
-use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::openapi::path::{
+    HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+};
+use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{Content, Ref};
+use utoipa::openapi::{self as spec, Content, Ref, Required};
 
 use super::api_error::ErrorBody;
 use super::identity::CSRF_HEADER;
 use super::routes::Declared;
 use super::{
-    adapters, agents, audit, chat, health, mcp_servers, me, openapi, remote_agents, schedules,
-    session, single_sign_on, store, tasks, tokens, tools, traces, users,
+    a2a, adapters, agents, approvals, audit, chat, conversations, dashboard, health, integrations,
+    mcp_servers, me, metrics, openapi, remote_agents, runs, schedules, session, single_sign_on,
+    store, tasks, tokens, tools, traces, users,
 };
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
@@ -44,6 +49,18 @@ use crate::access::sessions::COOKIE;
         agents::references,
         agents::export,
         chat::complete,
+        chat::stream,
+        runs::create,
+        runs::list,
+        runs::show,
+        runs::cancel,
+        runs::stream,
+        runs::webhook,
+        conversations::list,
+        conversations::show,
+        conversations::remove,
+        approvals::list,
+        approvals::decide,
         store::list,
         store::show,
         store::install,
@@ -79,6 +96,14 @@ use crate::access::sessions::COOKIE;
         adapters::list,
         adapters::enable,
         adapters::disable,
+        integrations::list,
+        integrations::write_key,
+        integrations::verify,
+        a2a::card,
+        a2a::rpc,
+        metrics::show,
+        dashboard::index,
+        dashboard::asset,
     ),
     components(schemas(ErrorBody))
 )]
@@ -94,6 +119,8 @@ pub(super) struct Document(Bytes);
 pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Document {
     let mut doc = Annotated::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").into();
+    platform_routes(&mut doc);
+    mcp_transport(&mut doc);
     let components = doc.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
         "token",
@@ -116,10 +143,11 @@ pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Documen
         ))),
     );
     for route in declared {
-        let Some(item) = doc.paths.paths.get_mut(&route.path) else {
+        // `{*rest}` (the rest of the path, slashes and all) is a plain parameter in OpenAPI.
+        let Some(item) = doc.paths.paths.get_mut(&route.path.replace("{*", "{")) else {
             continue;
         };
-        if let Some(operation) = operation_mut(item, route.method) {
+        for operation in operations_mut(item, route.method) {
             secure(operation, route.permission, sign_in_required);
             if operation.request_body.is_some() {
                 refusals_of_a_body(operation);
@@ -133,15 +161,144 @@ pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Documen
     )
 }
 
-fn operation_mut<'a>(item: &'a mut PathItem, method: &str) -> Option<&'a mut Operation> {
-    match method {
-        "GET" => item.get.as_mut(),
-        "POST" => item.post.as_mut(),
-        "PATCH" => item.patch.as_mut(),
-        "DELETE" => item.delete.as_mut(),
-        "PUT" => item.put.as_mut(),
-        _ => None,
+/// The operations of `item` a route of `method` serves: all of them for `ANY`.
+fn operations_mut<'a>(item: &'a mut PathItem, method: &str) -> Vec<&'a mut Operation> {
+    let PathItem {
+        get,
+        post,
+        patch,
+        delete,
+        put,
+        ..
+    } = item;
+    [
+        ("GET", get),
+        ("POST", post),
+        ("PATCH", patch),
+        ("DELETE", delete),
+        ("PUT", put),
+    ]
+    .into_iter()
+    .filter(|(served, _)| method == "ANY" || method == *served)
+    .filter_map(|(_, operation)| operation.as_mut())
+    .collect()
+}
+
+/// The methods an adapter's platform route takes.
+const PLATFORM_METHODS: [(HttpMethod, &str); 5] = [
+    (HttpMethod::Get, "get"),
+    (HttpMethod::Post, "post"),
+    (HttpMethod::Put, "put"),
+    (HttpMethod::Patch, "patch"),
+    (HttpMethod::Delete, "delete"),
+];
+
+/// Adapters' platform routes: what a platform (or a browser, for a `wasi:http` component)
+/// sends an adapter. The adapter answers, as its platform's contract says: the API describes
+/// only what the host adds.
+fn platform_routes(doc: &mut spec::OpenApi) {
+    for (path, rest) in [
+        ("/api/adapters/{name}/", false),
+        ("/api/adapters/{name}/{rest}", true),
+    ] {
+        for (method, verb) in PLATFORM_METHODS {
+            let suffix = if rest { "" } else { "_root" };
+            let mut operation = OperationBuilder::new()
+                .operation_id(Some(format!("adapter_route_{verb}{suffix}")))
+                .tag("adapters")
+                .summary(Some("An adapter's platform route"))
+                .description(Some(
+                    "Passed to the adapter `name` as it came: its method, the path after the \
+                     adapter's name, the query, the headers and the raw body (platforms sign \
+                     it). The adapter's answer is served with `content-security-policy: \
+                     sandbox` and `nosniff`, without cookies or CORS headers of its own. The \
+                     adapter checks its platform's signature; the host asks for no credential.",
+                ))
+                .parameter(path_parameter("name", "The adapter's name"))
+                .response(
+                    "default",
+                    ResponseBuilder::new()
+                        .description("the adapter's answer: its status, headers and body")
+                        .build(),
+                );
+            if rest {
+                operation = operation.parameter(path_parameter(
+                    "rest",
+                    "The rest of the path, slashes included",
+                ));
+            }
+            let mut operation = operation.build();
+            for (status, said) in [
+                ("404", "no such adapter"),
+                ("413", "the body is larger than the API's limit"),
+                ("502", "the adapter's answer broke the contract"),
+                ("503", "the adapter is loading, off, busy or out of time"),
+            ] {
+                answer(&mut operation, status, said);
+            }
+            doc.paths.add_path_operation(path, vec![method], operation);
+        }
     }
+}
+
+/// `/mcp`: the agents as tools over MCP's Streamable HTTP transport (stateless: each POST is
+/// served on its own). The protocol is MCP's; the document names the transport's answers.
+fn mcp_transport(doc: &mut spec::OpenApi) {
+    let mut operation = OperationBuilder::new()
+        .operation_id(Some("mcp"))
+        .tag("mcp")
+        .summary(Some("MCP (Streamable HTTP)"))
+        .description(Some(
+            "One JSON-RPC 2.0 message of the Model Context Protocol: `initialize`, \
+             `tools/list`, `tools/call` (each agent is a tool `ask_<agent>`), and the \
+             protocol's notifications. The request must accept both `application/json` and \
+             `text/event-stream`. With `SERVICE_MCP_TOKEN` set, a client may send that token \
+             instead, and every client must send a token. GET and DELETE answer 405: no \
+             session is kept.",
+        ))
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .description(Some("A JSON-RPC 2.0 message of MCP"))
+                .content("application/json", Content::new(None::<Ref>))
+                .required(Some(Required::True))
+                .build(),
+        ))
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("the JSON-RPC response, as a server-sent event")
+                .content("text/event-stream", Content::new(None::<Ref>))
+                .build(),
+        )
+        .response(
+            "202",
+            ResponseBuilder::new()
+                .description("a notification or a response, taken")
+                .build(),
+        )
+        .build();
+    for (status, said) in [
+        (
+            "406",
+            "the request does not accept both JSON and server-sent events",
+        ),
+        ("415", "the body is not a JSON-RPC message"),
+        ("429", "past the caller's run budget"),
+    ] {
+        answer(&mut operation, status, said);
+    }
+    doc.paths
+        .add_path_operation("/mcp", vec![HttpMethod::Post], operation);
+}
+
+fn path_parameter(name: &str, said: &str) -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(Some(said))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .build()
 }
 
 /// Says who may call `operation`: anyone for an open route; else a token or a session whose

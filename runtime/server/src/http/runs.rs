@@ -13,14 +13,15 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::api::{JsonBody, Page, PathParam, QueryParams};
-use super::api_error::{ApiError, ApiResult};
+use super::api_error::{ApiError, ApiResult, ErrorBody};
 use super::chat::{CONVERSATION_HEADER, ChatBody, TRACE_HEADER, last_frame};
 use super::chat_turns::{self, Begun};
 use super::identity::Known;
@@ -30,6 +31,7 @@ use crate::bus::Event;
 use crate::engine::{self, RunError};
 use crate::error::Error;
 use crate::run_streams::{FLUSH_EVERY, Recorder};
+use crate::run_webhooks::{Attempt, Webhook};
 use crate::runs::{self, Finish, NewRun, Run};
 use crate::tasks::{self, TaskStatus};
 use crate::{run_webhooks, task_runs, traces};
@@ -41,23 +43,60 @@ const MAX_METADATA_BYTES: usize = 16 << 10;
 /// Task titles are the start of the prompt.
 const TITLE_CHARS: usize = 80;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub(super) struct RunBody {
+    /// What to ask; not blank.
+    #[schema(schema_with = crate::agents::schemas::not_blank)]
     prompt: String,
+    /// The agent to ask (`default` when absent), or the conversation's own.
     agent: Option<String>,
+    /// A model instead of the agent's (blank: the agent's).
     model: Option<String>,
+    /// Continues this conversation; a new one starts without it.
     conversation_id: Option<String>,
-    /// The caller's own JSON object, returned with the run.
+    /// The caller's own JSON object (at most 16 KiB as JSON), returned with the run.
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
+    /// An http(s) URL told when the run ends (a signed POST, retried).
     webhook: Option<String>,
 }
 
-/// Starts a run in the background: 202 with its id, conversation and trace.
+/// A run just started.
+#[derive(Serialize, ToSchema)]
+pub(super) struct RunStarted {
+    run_id: String,
+    conversation_id: String,
+    trace_id: String,
+    #[schema(value_type = String, pattern = "^running$")]
+    status: &'static str,
+}
+
+/// Starts a run in the background, as a task: it outlives the request, and is read, followed
+/// and cancelled through its id.
+#[utoipa::path(
+    post,
+    path = "/api/runs",
+    operation_id = "start_run",
+    tag = "runs",
+    request_body = RunBody,
+    responses(
+        (status = 202, body = RunStarted),
+        (status = 400, description = "a blank prompt, metadata that is not an object or is too \
+            large, a webhook refused, or an agent other than the conversation's; `field` names \
+            it", body = ErrorBody),
+        (status = 403, description = "an agent closed to the caller, or someone else's \
+            conversation", body = ErrorBody),
+        (status = 404, description = "no such agent or conversation", body = ErrorBody),
+        (status = 409, description = "the conversation's previous message is still being \
+            answered and double texting is `reject`", body = ErrorBody),
+        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+    )
+)]
 pub(super) async fn create(
     Known(caller): Known,
     State(app): State<AppState>,
     JsonBody(body): JsonBody<RunBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<RunStarted>)> {
     let metadata = match body.metadata {
         None | Some(Value::Null) => None,
         Some(value @ Value::Object(_)) if value.to_string().len() <= MAX_METADATA_BYTES => {
@@ -84,15 +123,13 @@ pub(super) async fn create(
         conversation_id: body.conversation_id,
     };
     let (started, _) = start(&app, &caller, chat, metadata, body.webhook).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({
-            "run_id": started.run_id,
-            "conversation_id": started.conversation_id,
-            "trace_id": started.trace_id,
-            "status": "running",
-        })),
-    ))
+    let answer = RunStarted {
+        run_id: started.run_id,
+        conversation_id: started.conversation_id,
+        trace_id: started.trace_id,
+        status: "running",
+    };
+    Ok((StatusCode::ACCEPTED, Json(answer)))
 }
 
 /// A run just started.
@@ -243,21 +280,48 @@ fn record(recorder: &mut Recorder, event: &engine::Event) {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct Filter {
+    /// Only runs of this status.
+    #[param(pattern = "^(pending|running|waiting_for_approval|completed|error|cancelled)$")]
     status: Option<String>,
+    /// Only runs of this conversation.
     conversation_id: Option<String>,
+    /// Only the run of this trace.
     trace_id: Option<String>,
     #[serde(flatten)]
+    #[param(ignore)]
     page: Page,
 }
 
-/// A page of runs (50 by default), newest first.
+#[derive(Serialize, ToSchema)]
+pub(super) struct RunList {
+    runs: Vec<Run>,
+    limit: u32,
+    offset: u32,
+    total: i64,
+}
+
+/// A page of runs (50 by default), newest first: the caller's own unless they may manage
+/// every conversation.
+#[utoipa::path(
+    get,
+    path = "/api/runs",
+    operation_id = "list_runs",
+    tag = "runs",
+    params(Filter, Page),
+    responses(
+        (status = 200, body = RunList),
+        (status = 400, description = "an unknown status, or a limit or offset out of range",
+            body = ErrorBody),
+    )
+)]
 pub(super) async fn list(
     Known(caller): Known,
     State(app): State<AppState>,
     QueryParams(filter): QueryParams<Filter>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RunList>> {
     let (limit, offset) = filter.page.resolve(50)?;
     let filter = runs::Filter {
         status: filter.status,
@@ -270,9 +334,12 @@ pub(super) async fn list(
         .db
         .call(move |conn| runs::list(conn, &filter, limit, offset))
         .await?;
-    Ok(Json(
-        json!({ "runs": runs, "limit": limit, "offset": offset, "total": total }),
-    ))
+    Ok(Json(RunList {
+        runs,
+        limit,
+        offset,
+        total,
+    }))
 }
 
 /// The run `id` if the caller may see it; others' are unknown to them (404).
@@ -289,12 +356,53 @@ pub(super) async fn visible(app: &AppState, caller: &Principal, id: String) -> A
     Ok(run)
 }
 
+/// A run's tool call, as its trace recorded it.
+#[derive(Serialize, ToSchema)]
+pub(super) struct RunToolCall {
+    id: Option<String>,
+    name: String,
+    input: Value,
+    output: Option<String>,
+    /// `ok` or `error`.
+    status: String,
+    error: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(super) struct RunDetail {
+    #[serde(flatten)]
+    run: Run,
+    /// The agent's answer, once it completed.
+    answer: Option<String>,
+    tool_calls: Vec<RunToolCall>,
+    /// Its webhook's delivery, when it has one.
+    webhook: Option<Webhook>,
+}
+
+/// A run's id in a path.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(super) struct Id {
+    id: String,
+}
+
 /// One run: its status, and its answer and tool calls so far (from its trace).
+#[utoipa::path(
+    get,
+    path = "/api/runs/{id}",
+    operation_id = "show_run",
+    tag = "runs",
+    params(Id),
+    responses(
+        (status = 200, body = RunDetail),
+        (status = 404, description = "no such run (or someone else's)", body = ErrorBody),
+    )
+)]
 pub(super) async fn show(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(id): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+    PathParam(Id { id }): PathParam<Id>,
+) -> ApiResult<Json<RunDetail>> {
     let run = visible(&app, &caller, id).await?;
     let (trace_id, run_id) = (run.trace_id.clone(), run.run_id.clone());
     let (trace, steps, webhook) = app
@@ -307,7 +415,7 @@ pub(super) async fn show(
             ))
         })
         .await?;
-    let tool_calls: Vec<Value> = steps
+    let tool_calls = steps
         .into_iter()
         .filter_map(|step| match step {
             traces::Step::ToolInvocation {
@@ -318,30 +426,50 @@ pub(super) async fn show(
                 status,
                 error_message,
                 ..
-            } => Some(json!({
-                "id": call_id,
-                "name": tool_name,
-                "input": input,
-                "output": output,
-                "status": status,
-                "error": error_message,
-            })),
+            } => Some(RunToolCall {
+                id: call_id,
+                name: tool_name,
+                input,
+                output,
+                status,
+                error: error_message,
+            }),
             traces::Step::LlmCall { .. } => None,
         })
         .collect();
-    let mut body = json!(run);
-    body["answer"] = json!(trace.and_then(|trace| trace.response));
-    body["tool_calls"] = json!(tool_calls);
-    body["webhook"] = json!(webhook);
-    Ok(Json(body))
+    Ok(Json(RunDetail {
+        run,
+        answer: trace.and_then(|trace| trace.response),
+        tool_calls,
+        webhook,
+    }))
 }
 
-/// The run's webhook and its delivery log, oldest attempt first (404 for a run without one).
+#[derive(Serialize, ToSchema)]
+pub(super) struct WebhookLog {
+    #[serde(flatten)]
+    webhook: Webhook,
+    /// Its attempts, oldest first.
+    log: Vec<Attempt>,
+}
+
+/// The run's webhook and its delivery log, oldest attempt first.
+#[utoipa::path(
+    get,
+    path = "/api/runs/{id}/webhook",
+    operation_id = "run_webhook",
+    tag = "runs",
+    params(Id),
+    responses(
+        (status = 200, body = WebhookLog),
+        (status = 404, description = "no such run, or it has no webhook", body = ErrorBody),
+    )
+)]
 pub(super) async fn webhook(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(id): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+    PathParam(Id { id }): PathParam<Id>,
+) -> ApiResult<Json<WebhookLog>> {
     let run = visible(&app, &caller, id).await?;
     let run_id = run.run_id.clone();
     let (webhook, attempts) = app
@@ -356,20 +484,43 @@ pub(super) async fn webhook(
     let Some(webhook) = webhook else {
         return Err(Error::not_found(format!("run {:?} has no webhook", run.run_id)).into());
     };
-    let mut body = json!(webhook);
-    body["log"] = json!(attempts);
-    Ok(Json(body))
+    Ok(Json(WebhookLog {
+        webhook,
+        log: attempts,
+    }))
 }
 
-/// Cancels a run that has not ended, wherever it runs (409 for one that has).
+#[derive(Serialize, ToSchema)]
+pub(super) struct RunCancelled {
+    run_id: String,
+    #[schema(value_type = String, pattern = "^cancelled$")]
+    status: &'static str,
+}
+
+/// Cancels a run that has not ended, wherever it runs.
+#[utoipa::path(
+    post,
+    path = "/api/runs/{id}/cancel",
+    operation_id = "cancel_run",
+    tag = "runs",
+    params(Id),
+    responses(
+        (status = 200, body = RunCancelled),
+        (status = 404, description = "no such run (or someone else's)", body = ErrorBody),
+        (status = 409, description = "the run has ended", body = ErrorBody),
+    )
+)]
 pub(super) async fn cancel(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(id): PathParam<String>,
-) -> ApiResult<Json<Value>> {
+    PathParam(Id { id }): PathParam<Id>,
+) -> ApiResult<Json<RunCancelled>> {
     let run = visible(&app, &caller, id).await?;
     stop(&app, &run).await?;
-    Ok(Json(json!({ "run_id": run.run_id, "status": "cancelled" })))
+    Ok(Json(RunCancelled {
+        run_id: run.run_id,
+        status: "cancelled",
+    }))
 }
 
 /// Cancels `run` wherever it runs; 409 when it has ended (nothing changes then).
@@ -408,11 +559,32 @@ pub(super) async fn stop(app: &AppState, run: &Run) -> ApiResult<()> {
 }
 
 /// The run's frames as server-sent events, each with its number as `id:`, from the first or
-/// from the one after `Last-Event-ID`, until its last frame.
+/// from the one after `Last-Event-ID`, until its last frame. Each frame's data is a JSON
+/// object whose `type` is `token`, `tool_call` or `tool_result` while the run works, then one
+/// `done`, `approval_required` or `error`. The run, its trace and its conversation are named
+/// in `X-Run-Id`, `X-Trace-Id` and `X-Conversation-Id`.
+#[utoipa::path(
+    get,
+    path = "/api/runs/{id}/stream",
+    operation_id = "follow_run",
+    tag = "runs",
+    params(
+        Id,
+        ("last-event-id" = Option<String>, Header,
+            description = "Re-joins after this frame (its `id:`)"),
+    ),
+    responses(
+        (status = 200, description = "the run's frames, as server-sent events",
+            content_type = "text/event-stream"),
+        (status = 400, description = "`Last-Event-ID` is not a frame of the run",
+            body = ErrorBody),
+        (status = 404, description = "no such run (or someone else's)", body = ErrorBody),
+    )
+)]
 pub(super) async fn stream(
     Known(caller): Known,
     State(app): State<AppState>,
-    PathParam(id): PathParam<String>,
+    PathParam(Id { id }): PathParam<Id>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let run = visible(&app, &caller, id).await?;

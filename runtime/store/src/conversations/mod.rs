@@ -16,7 +16,7 @@ pub mod line;
 /// Title length: the start of the first prompt.
 const TITLE_CHARS: usize = 80;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Conversation {
     pub id: String,
     pub agent: String,
@@ -39,19 +39,21 @@ impl Conversation {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Message {
     /// `user` or `assistant`.
     pub role: String,
     pub text: String,
+    /// The tool calls of an answer, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub tool_calls: Option<Value>,
     pub trace_id: Option<String>,
     pub at: String,
 }
 
 /// What a second message of a conversation does while the first is answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DoubleTexting {
     /// Answered after it, seeing its answer.
