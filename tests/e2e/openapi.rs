@@ -466,6 +466,19 @@ async fn answers_of_access_schedules_tasks_and_registries_match_their_schemas() 
         .iter()
         .find(|a| a["kind"] == "native")
         .map(|a| a["name"].as_str().unwrap().to_owned());
+    // The MCP transport's own refusal is an error body too.
+    let body = json(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let (status, refused) = send(Method::POST, "/mcp", body).await;
+    assert_eq!(status, StatusCode::NOT_ACCEPTABLE, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("text/event-stream"),
+        "{refused}"
+    );
+    check(&document, "/mcp", "post", "406", &refused);
+
     let toggle = "/api/adapters/{name}/disable";
     checked(
         Method::POST,
@@ -483,18 +496,35 @@ async fn answers_of_access_schedules_tasks_and_registries_match_their_schemas() 
     }
 }
 
-/// Schemathesis, from the document alone: examples from every schema, valid and invalid,
-/// then sequences it infers from the answers (an agent created, read, changed, exported,
-/// deleted). Every answer must be no 5xx, a documented status, the documented content type
-/// and body, and every request the schemas forbid must be refused. What is not checked, and
-/// why, is in its settings (`tests/fixtures/openapi/schemathesis.toml`). The report (JUnit) is
-/// kept in `target/schemathesis/`.
+/// Schemathesis, from the document alone, against a server that asks for credentials (with
+/// the owner's key): examples from every schema, valid and invalid, then sequences it infers
+/// from the answers (an agent created, read, changed, exported, deleted). Every answer must be
+/// no 5xx, a documented status, the documented content type and body; every request the
+/// schemas forbid must be refused, and so must every request to a guarded route that leaves
+/// its credential out. What is not checked, and why, is in its settings
+/// (`tests/fixtures/openapi/schemathesis.toml`). The report (JUnit) is kept in
+/// `target/schemathesis/`.
 #[tokio::test]
 async fn schemathesis_finds_no_answer_the_document_does_not_allow() {
     if !schemathesis_available() {
         return;
     }
-    let server = Server::start();
+    let server = Server::start_with_config(REQUIRED, &[]);
+    // The owner's key (what commands send), which the fuzzer cannot revoke as it could a
+    // token it lists.
+    let admin = std::fs::read_to_string(server.data_dir.join("server.key")).unwrap();
+    let admin = admin.trim();
+    let (status, document, _) = call(
+        &server,
+        reqwest::Method::GET,
+        "/api/openapi.json",
+        Some(admin),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{document}");
+    let file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+    std::fs::write(file.path(), document.to_string()).unwrap();
     let reports = report_dir();
     std::fs::create_dir_all(&reports).unwrap();
     let settings = concat!(
@@ -503,7 +533,11 @@ async fn schemathesis_finds_no_answer_the_document_does_not_allow() {
     );
     let run = tokio::process::Command::new("schemathesis")
         .args(["--config-file", settings, "run"])
-        .arg(server.url("/api/openapi.json"))
+        .arg(file.path())
+        .arg("--url")
+        .arg(server.url(""))
+        .arg("--header")
+        .arg(format!("Authorization: Bearer {admin}"))
         // One worker: with two, Python 3.11.7's compiler fails now and then ("AST constructor
         // recursion depth mismatch", a CPython bug of threads compiling at once).
         .args(["--max-examples", "100", "--workers", "1"])

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
-use service_contract::AdapterEntry;
+use service_contract::{AdapterEntry, FailureKind};
 use utoipa::ToSchema;
 
 use super::AppState;
@@ -51,6 +51,10 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
         e => {
             let status = match &e {
                 ToggleError::Unknown(_) => StatusCode::NOT_FOUND,
+                // Settings it refuses are the operator's to fix, as missing ones are.
+                ToggleError::HookFailed(failure) if failure.is(FailureKind::ConfigError) => {
+                    StatusCode::CONFLICT
+                }
                 ToggleError::HookFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::CONFLICT,
             };
@@ -70,7 +74,8 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
         (status = 200, body = AdapterEntry),
         (status = 404, description = "no such adapter", body = ErrorBody),
         (status = 409, description = "it cannot be switched: not installed, held back, not \
-            configured, or without `start` and `stop`", body = ErrorBody),
+            configured (its `start` refused its settings), or without `start` and `stop`",
+            body = ErrorBody),
         (status = 500, description = "its `start` failed", body = ErrorBody),
     )
 )]

@@ -306,6 +306,8 @@ fn path_parameter(name: &str, said: &str) -> utoipa::openapi::path::Parameter {
 fn secure(operation: &mut Operation, permission: Permission, sign_in_required: bool) {
     let Some(role) = permission.least_role() else {
         operation.security = Some(vec![SecurityRequirement::default()]);
+        // A credential is checked wherever it is sent: a bad one is never taken for none.
+        answer(operation, "401", "a credential was sent that names no one");
         return;
     };
     let mut ways = vec![
