@@ -165,6 +165,210 @@ async fn the_document_is_valid_openapi_3_1_and_describes_the_routes_as_they_are_
     }
 }
 
+/// The book's API reference, rendered from the document.
+const REFERENCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../docs/src/reference/api-operations.md"
+);
+
+/// The book's page of operations and schemas is the document rendered: this test fails while
+/// the two differ, and `UPDATE_DOCS=1` rewrites the page.
+#[tokio::test]
+async fn the_books_api_reference_is_rendered_from_the_document() {
+    let server = Server::start();
+    let (_, document) = server.get("/api/openapi.json").await;
+    let page = reference(&document);
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(REFERENCE, &page).unwrap();
+    }
+    let written = std::fs::read_to_string(REFERENCE).unwrap_or_default();
+    assert!(
+        written == page,
+        "docs/src/reference/api-operations.md is out of date: run UPDATE_DOCS=1 cargo test -p \
+         service-runtime --test e2e openapi::the_books_api_reference"
+    );
+}
+
+/// The document as a page: its operations by tag, in its order, then every schema.
+fn reference(document: &Value) -> String {
+    let mut page = String::from(
+        "# API operations and schemas\n\nEvery operation of `GET /api/openapi.json`, rendered from \
+         the document (`UPDATE_DOCS=1 cargo test -p service-runtime --test e2e \
+         openapi::the_books_api_reference` rewrites this page; the test fails while it differs). \
+         The security shown is a server bound to loopback's, where a request without a \
+         credential is the owner's; a server that asks everyone to sign in needs a token or a \
+         session on every operation that names a permission. See [API](api.md) for the errors, \
+         the fuzzing and generated clients.\n",
+    );
+    // Sections in the order of the document's tags, each with its operations in path order.
+    let mut tags: Vec<(String, String)> = document["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tag| (tag["name"].as_str().unwrap().to_owned(), String::new()))
+        .collect();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for method in METHODS {
+            let Some(operation) = item.get(method) else {
+                continue;
+            };
+            let tag = operation["tags"][0].as_str().unwrap_or("other").to_owned();
+            let section = operation_section(method, path, operation);
+            let (_, sections) = tags
+                .iter_mut()
+                .find(|(name, _)| *name == tag)
+                .unwrap_or_else(|| panic!("{method} {path}: the tag {tag:?} is not declared"));
+            sections.push_str(&section);
+        }
+    }
+    for ((_, sections), tag) in tags.iter().zip(document["tags"].as_array().unwrap()) {
+        let title = tag["description"].as_str().unwrap();
+        assert!(!sections.is_empty(), "no operation is tagged {title:?}");
+        page.push_str(&format!("\n## {title}\n{sections}"));
+    }
+    page.push_str("\n## Schemas\n");
+    for (name, schema) in document["components"]["schemas"].as_object().unwrap() {
+        page.push_str(&format!("\n### `{name}`\n\n"));
+        if let Some(said) = schema["description"].as_str() {
+            page.push_str(&format!("{}\n\n", one_line(said)));
+        }
+        let Some(properties) = schema["properties"].as_object() else {
+            page.push_str(&format!("{}\n", type_of(schema)));
+            continue;
+        };
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        page.push_str("| Field | Type | About |\n|---|---|---|\n");
+        for (field, property) in properties {
+            let field = match required.contains(&field.as_str()) {
+                true => format!("`{field}`"),
+                false => format!("`{field}` (optional)"),
+            };
+            let about = property["description"].as_str().unwrap_or_default();
+            page.push_str(&format!(
+                "| {field} | {} | {} |\n",
+                cell(&type_of(property)),
+                cell(about)
+            ));
+        }
+        for way in ["allOf", "oneOf"] {
+            if let Some(parts) = schema[way].as_array() {
+                let parts: Vec<String> = parts.iter().map(type_of).collect();
+                page.push_str(&format!("\nAlso: {}\n", parts.join(" and ")));
+            }
+        }
+    }
+    page
+}
+
+fn operation_section(method: &str, path: &str, operation: &Value) -> String {
+    let mut section = format!("\n### `{} {path}`\n\n", method.to_uppercase());
+    for key in ["summary", "description"] {
+        if let Some(said) = operation[key].as_str().filter(|s| !s.is_empty()) {
+            section.push_str(&format!("{said}\n\n"));
+        }
+    }
+    if let Some(parameters) = operation["parameters"].as_array() {
+        for parameter in parameters {
+            let required = match parameter["required"].as_bool() {
+                Some(true) => "",
+                _ => ", optional",
+            };
+            section.push_str(&format!(
+                "- `{}` ({}{required}): {}{}\n",
+                parameter["name"].as_str().unwrap(),
+                parameter["in"].as_str().unwrap(),
+                type_of(&parameter["schema"]),
+                parameter["description"]
+                    .as_str()
+                    .map(|said| format!(". {}", one_line(said)))
+                    .unwrap_or_default()
+            ));
+        }
+        section.push('\n');
+    }
+    if let Some(content) = operation["requestBody"]["content"].as_object() {
+        for (kind, body) in content {
+            section.push_str(&format!(
+                "Body (`{kind}`): {}\n\n",
+                type_of(&body["schema"])
+            ));
+        }
+    }
+    section.push_str("| Status | Answer |\n|---|---|\n");
+    for (status, answer) in operation["responses"].as_object().unwrap() {
+        let said = one_line(answer["description"].as_str().unwrap_or_default());
+        let shapes: Vec<String> = answer["content"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(kind, content)| match content.get("schema") {
+                Some(schema) if kind == "application/json" => type_of(schema),
+                Some(schema) => format!("{} as `{kind}`", type_of(schema)),
+                None => format!("`{kind}`"),
+            })
+            .collect();
+        let said = match (said.is_empty(), shapes.is_empty()) {
+            (_, true) => said,
+            (true, false) => shapes.join(" or "),
+            (false, false) => format!("{said}: {}", shapes.join(" or ")),
+        };
+        section.push_str(&format!("| {status} | {} |\n", cell(&said)));
+    }
+    section
+}
+
+/// A schema's type in words, with links to the named schemas.
+fn type_of(schema: &Value) -> String {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.rsplit('/').next().unwrap();
+        return format!("[`{name}`](#{})", name.to_lowercase());
+    }
+    if let Some(values) = schema["enum"].as_array() {
+        let values: Vec<String> = values.iter().map(|v| format!("`{v}`")).collect();
+        return format!("one of {}", values.join(", "));
+    }
+    for way in ["oneOf", "anyOf", "allOf"] {
+        if let Some(parts) = schema[way].as_array() {
+            let parts: Vec<String> = parts.iter().map(type_of).collect();
+            return parts.join(" or ");
+        }
+    }
+    let kinds: Vec<String> = match &schema["type"] {
+        Value::String(kind) => vec![kind.clone()],
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect(),
+        _ => return "any JSON".into(),
+    };
+    let kinds: Vec<String> = kinds
+        .into_iter()
+        .map(|kind| match kind.as_str() {
+            "array" => format!("array of {}", type_of(&schema["items"])),
+            "object" if schema["additionalProperties"].is_object() => {
+                format!("map of {}", type_of(&schema["additionalProperties"]))
+            }
+            _ => match schema["format"].as_str() {
+                Some(format) => format!("{kind} ({format})"),
+                None => kind,
+            },
+        })
+        .collect();
+    kinds.join(" or ")
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` fit for a table cell.
+fn cell(text: &str) -> String {
+    one_line(text).replace('|', "\\|")
+}
+
 /// Checks `answer` against the schema `document` gives for it.
 #[track_caller]
 fn check(document: &Value, path: &str, method: &str, status: &str, answer: &Value) {

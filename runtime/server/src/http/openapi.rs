@@ -105,7 +105,26 @@ use crate::access::sessions::COOKIE;
         dashboard::index,
         dashboard::asset,
     ),
-    components(schemas(ErrorBody))
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "agents", description = "Agent profiles"),
+        (name = "store", description = "The store of agent bundles"),
+        (name = "chat", description = "Chat: a run answered at once or streamed"),
+        (name = "runs", description = "Runs that outlive their client"),
+        (name = "conversations", description = "Conversations"),
+        (name = "approvals", description = "Tool calls a person approves"),
+        (name = "traces", description = "Traces of agent runs"),
+        (name = "tasks", description = "Tasks"),
+        (name = "tools", description = "Tools, MCP servers and remote agents"),
+        (name = "schedules", description = "Schedules"),
+        (name = "adapters", description = "Adapters and their platform routes"),
+        (name = "integrations", description = "Integrations: settings and live probes"),
+        (name = "access", description = "Access: who is calling, people, tokens, the audit log"),
+        (name = "mcp", description = "MCP: the agents as tools"),
+        (name = "a2a", description = "A2A: the agents for other agents"),
+        (name = "meta", description = "Health, metrics and this document"),
+        (name = "dashboard", description = "The dashboard"),
+    )
 )]
 struct Annotated;
 
