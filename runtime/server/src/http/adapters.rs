@@ -1,15 +1,18 @@
 //! `/api/adapters`: the adapter registry, and enabling or disabling an adapter.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use service_contract::{AdapterEntry, FailureKind};
-use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::{IntoResponses, ToSchema};
 
-use super::AppState;
 use super::api::PathParam;
 use super::api_error::{ApiError, ApiResult, ErrorBody};
+use super::{AppState, openapi};
 use crate::adapters::ToggleError;
 use crate::bus::Event;
 
@@ -63,6 +66,22 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
     })
 }
 
+/// What refuses switching an adapter on or off.
+pub(super) struct ToggleRefusals;
+
+impl IntoResponses for ToggleRefusals {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        openapi::error_answers(&[
+            ("404", "no such adapter"),
+            (
+                "409",
+                "it cannot be switched: not installed, held back, not configured (its `start` \
+                 refused its settings), or without `start` and `stop`",
+            ),
+        ])
+    }
+}
+
 /// Runs the adapter's `start`; the choice persists across restarts and every replica follows.
 #[utoipa::path(
     post,
@@ -72,10 +91,7 @@ async fn toggle(app: &AppState, name: &str, enable: bool) -> ApiResult<Json<Adap
     params(("name" = String, Path, description = "The adapter's name")),
     responses(
         (status = 200, body = AdapterEntry),
-        (status = 404, description = "no such adapter", body = ErrorBody),
-        (status = 409, description = "it cannot be switched: not installed, held back, not \
-            configured (its `start` refused its settings), or without `start` and `stop`",
-            body = ErrorBody),
+        ToggleRefusals,
         (status = 500, description = "its `start` failed", body = ErrorBody),
     )
 )]
@@ -95,9 +111,7 @@ pub(super) async fn enable(
     params(("name" = String, Path, description = "The adapter's name")),
     responses(
         (status = 200, body = AdapterEntry),
-        (status = 404, description = "no such adapter", body = ErrorBody),
-        (status = 409, description = "it cannot be switched: not installed, held back, not \
-            configured, or without `start` and `stop`", body = ErrorBody),
+        ToggleRefusals,
         (status = 500, description = "its `stop` failed", body = ErrorBody),
     )
 )]

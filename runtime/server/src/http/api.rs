@@ -38,6 +38,13 @@ pub struct QueryParams<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct PathParam<T>(pub T);
 
+/// A record's id in a path (a trace's, a run's).
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct Id {
+    pub id: String,
+}
+
 /// `?limit=&offset=` of a list endpoint, as text: the numbers are checked by [`Page::resolve`],
 /// which says what is wrong with them.
 #[derive(serde::Deserialize, utoipa::IntoParams)]

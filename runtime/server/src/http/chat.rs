@@ -1,5 +1,6 @@
 //! `/api/chat`: run an agent and answer at once, or stream the run as server-sent events.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 
 use axum::Json;
@@ -13,13 +14,14 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::{IntoResponses, ToSchema};
 
 use super::AppState;
 use super::api::JsonBody;
 use super::api_error::{ApiError, ApiResult, ErrorBody};
-use super::chat_turns;
 use super::identity::Known;
+use super::{chat_turns, openapi};
 use crate::engine::pause::Paused;
 use crate::engine::{Event, RunError, RunOutput};
 
@@ -82,6 +84,27 @@ enum OnDisconnect {
     Continue,
 }
 
+/// What refuses a prompt before its run starts, the same for a chat, its stream and a run.
+pub(super) struct PromptRefusals;
+
+impl IntoResponses for PromptRefusals {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        openapi::error_answers(&[
+            (
+                "403",
+                "an agent closed to the caller, or someone else's conversation",
+            ),
+            ("404", "no such agent or conversation"),
+            (
+                "409",
+                "the conversation's previous message is still being answered and double \
+                 texting is `reject`",
+            ),
+            ("429", "past the caller's run budget"),
+        ])
+    }
+}
+
 pub(super) fn run_error(e: RunError) -> ApiError {
     let status = match &e {
         RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
@@ -111,12 +134,7 @@ pub(super) fn run_error(e: RunError) -> ApiError {
             body = WaitingForApproval),
         (status = 400, description = "a blank prompt, or an agent other than the conversation's",
             body = ErrorBody),
-        (status = 403, description = "an agent closed to the caller, or someone else's \
-            conversation", body = ErrorBody),
-        (status = 404, description = "no such agent or conversation", body = ErrorBody),
-        (status = 409, description = "the conversation's previous message is still being \
-            answered and double texting is `reject`", body = ErrorBody),
-        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+        PromptRefusals,
         (status = 502, description = "the provider failed", body = ErrorBody),
         (status = 503, description = "no provider configured", body = ErrorBody),
     )
@@ -216,12 +234,7 @@ fn frame(seq: i64, value: &Value) -> Result<SseEvent, Infallible> {
             one `done`, `approval_required` or `error`", content_type = "text/event-stream"),
         (status = 400, description = "a blank prompt, or an agent other than the conversation's",
             body = ErrorBody),
-        (status = 403, description = "an agent closed to the caller, or someone else's \
-            conversation", body = ErrorBody),
-        (status = 404, description = "no such agent or conversation", body = ErrorBody),
-        (status = 409, description = "the conversation's previous message is still being \
-            answered and double texting is `reject`", body = ErrorBody),
-        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+        PromptRefusals,
     )
 )]
 pub(super) async fn stream(

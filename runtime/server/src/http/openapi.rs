@@ -3,6 +3,8 @@
 //! comes from where it is routed (`routes`): its permission becomes the operation's security and
 //! its 401 and 403 answers, so the document and the router cannot disagree on it.
 
+use std::collections::BTreeMap;
+
 use axum::Extension;
 use axum::body::Bytes;
 use axum::http::header;
@@ -12,12 +14,12 @@ use utoipa::openapi::path::{
     HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
 };
 use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{self as spec, Content, Ref, Required};
+use utoipa::openapi::{self as spec, Content, Ref, RefOr, Required};
 
 use super::api_error::ErrorBody;
 use super::identity::CSRF_HEADER;
@@ -374,16 +376,26 @@ fn answer(operation: &mut Operation, status: &str, said: &str) {
         .responses
         .responses
         .entry(status.into())
-        .or_insert_with(|| {
-            ResponseBuilder::new()
-                .description(said)
-                .content(
-                    "application/json",
-                    Content::new(Some(Ref::from_schema_name("ErrorBody"))),
-                )
-                .build()
-                .into()
-        });
+        .or_insert_with(|| error_answer(said));
+}
+
+fn error_answer(said: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(said)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+        )
+        .build()
+        .into()
+}
+
+/// `(status, what it means)` as error answers, for the refusals several operations share.
+pub(super) fn error_answers(answers: &[(&str, &str)]) -> BTreeMap<String, RefOr<Response>> {
+    answers
+        .iter()
+        .map(|(status, said)| ((*status).to_owned(), error_answer(said)))
+        .collect()
 }
 
 /// The OpenAPI 3.1 document of this API.

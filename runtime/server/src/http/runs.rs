@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::api::{JsonBody, Page, PathParam, QueryParams};
+use super::api::{Id, JsonBody, Page, PathParam, QueryParams};
 use super::api_error::{ApiError, ApiResult, ErrorBody};
-use super::chat::{CONVERSATION_HEADER, ChatBody, TRACE_HEADER, last_frame};
+use super::chat::{CONVERSATION_HEADER, ChatBody, PromptRefusals, TRACE_HEADER, last_frame};
 use super::chat_turns::{self, Begun};
 use super::identity::Known;
 use crate::access::Principal;
@@ -84,12 +84,7 @@ pub(super) struct RunStarted {
         (status = 400, description = "a blank prompt, metadata that is not an object or is too \
             large, a webhook refused, or an agent other than the conversation's; `field` names \
             it", body = ErrorBody),
-        (status = 403, description = "an agent closed to the caller, or someone else's \
-            conversation", body = ErrorBody),
-        (status = 404, description = "no such agent or conversation", body = ErrorBody),
-        (status = 409, description = "the conversation's previous message is still being \
-            answered and double texting is `reject`", body = ErrorBody),
-        (status = 429, description = "past the caller's run budget", body = ErrorBody),
+        PromptRefusals,
     )
 )]
 pub(super) async fn create(
@@ -377,13 +372,6 @@ pub(super) struct RunDetail {
     tool_calls: Vec<RunToolCall>,
     /// Its webhook's delivery, when it has one.
     webhook: Option<Webhook>,
-}
-
-/// A run's id in a path.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Path)]
-pub(super) struct Id {
-    id: String,
 }
 
 /// One run: its status, and its answer and tool calls so far (from its trace).

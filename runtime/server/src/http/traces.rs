@@ -4,11 +4,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
-use super::api::{Page, PathParam, QueryParams};
+use super::api::{Id, Page, PathParam, QueryParams};
 use super::api_error::{ApiResult, ErrorBody};
 use super::identity::Known;
 use crate::access::Principal;
@@ -57,13 +57,6 @@ pub(super) struct TraceDetail {
     #[serde(flatten)]
     view: TraceView,
     steps: Vec<Step>,
-}
-
-/// A trace's id in a path.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Path)]
-pub(super) struct Id {
-    id: String,
 }
 
 /// Recorded agent runs, newest first.
