@@ -300,7 +300,12 @@ async fn scheduled_pause(fake: &FakeLlm) -> (Server, Value) {
     let mut env = openai_env(&fake.url);
     env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
     let server = Server::start_with_config(NEEDS_APPROVAL, &env);
-    scheduler::create(&server, "notes", "@hourly", "coalesce");
+    scheduler::create(
+        &server,
+        "notes",
+        scheduler::DUE_ONLY_WHEN_BACKDATED,
+        "coalesce",
+    );
     scheduler::backdate(&server, "notes", 0);
     let approval = eventually(20, async || {
         let (_, pending) = server.get("/api/approvals?status=pending").await;

@@ -858,7 +858,12 @@ async fn tasks_tab_approves_the_call_a_scheduled_run_waits_for() {
     let mut env = openai_env(&fake.url);
     env.push(("SERVICE_SCHEDULER_TICK_SECS", "1".into()));
     let server = Server::start_with_config("[tools.create_note]\napproval = true\n", &env);
-    crate::scheduler::create(&server, "notes", "@hourly", "coalesce");
+    crate::scheduler::create(
+        &server,
+        "notes",
+        crate::scheduler::DUE_ONLY_WHEN_BACKDATED,
+        "coalesce",
+    );
     crate::scheduler::backdate(&server, "notes", 0);
     eventually(20, async || {
         let (_, pending) = server.get("/api/approvals?status=pending").await;

@@ -274,7 +274,14 @@ async fn a_schedule_fires_once_per_slot_on_three_replicas_and_survives_its_leade
     let out = cli(
         &cluster.data_dir(0),
         &[
-            "schedule", "create", "report", "--cron", "@hourly", "--agent", "default", "--prompt",
+            "schedule",
+            "create",
+            "report",
+            "--cron",
+            crate::scheduler::DUE_ONLY_WHEN_BACKDATED,
+            "--agent",
+            "default",
+            "--prompt",
             "status",
         ],
     );

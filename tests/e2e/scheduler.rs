@@ -48,6 +48,10 @@ pub(crate) fn create(server: &Server, name: &str, cron: &str, policy: &str) {
     ));
 }
 
+/// A cron that comes due only when a test backdates it: once a year (an hourly one came due
+/// again whenever a test crossed the hour, running more than the test expected).
+pub(crate) const DUE_ONLY_WHEN_BACKDATED: &str = "0 0 1 1 *";
+
 /// Simulates downtime: the schedule's next run was `hours` ago.
 pub(crate) fn backdate(server: &Server, name: &str, hours: i64) {
     let at = (chrono::Utc::now() - chrono::Duration::hours(hours))
