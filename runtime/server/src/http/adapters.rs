@@ -75,8 +75,8 @@ impl IntoResponses for ToggleRefusals {
             ("404", "no such adapter"),
             (
                 "409",
-                "it cannot be switched: not installed, held back, not configured (its `start` \
-                 refused its settings), or without `start` and `stop`",
+                "it cannot be switched: not installed, held back, not configured (or its `start` \
+                 or `stop` refused its settings), or without `start` and `stop`",
             ),
         ])
     }

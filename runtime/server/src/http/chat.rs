@@ -101,6 +101,7 @@ impl IntoResponses for PromptRefusals {
                  texting is `reject`",
             ),
             ("429", "past the caller's run budget"),
+            ("503", "no provider configured"),
         ])
     }
 }
@@ -136,7 +137,6 @@ pub(super) fn run_error(e: RunError) -> ApiError {
             body = ErrorBody),
         PromptRefusals,
         (status = 502, description = "the provider failed", body = ErrorBody),
-        (status = 503, description = "no provider configured", body = ErrorBody),
     )
 )]
 pub(super) async fn complete(

@@ -83,6 +83,8 @@ pub(super) struct KeyWritten {
         (status = 403, description = "the request does not come from this machine",
             body = ErrorBody),
         (status = 404, description = "no such integration", body = ErrorBody),
+        (status = 409, description = "replicas share PostgreSQL and `SERVICE_SECRET_KEY` is \
+            not set, so the key cannot be sealed", body = ErrorBody),
     )
 )]
 pub(super) async fn write_key(

@@ -13,7 +13,8 @@ use super::AppState;
 use super::api_error::ApiError;
 use crate::mcp::agents::HttpService;
 
-/// The most of a transport's refusal kept as its message.
+/// The longest refusal of the transport kept as its message (a longer one gives way to its
+/// status's reason).
 const REFUSAL_BYTES: usize = 4096;
 
 /// The bearer token MCP clients must send, when set.
@@ -40,7 +41,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     let mut answer = ApiError::new(parts.status, message).into_response();
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            answer.headers_mut().insert(name, value.clone());
+            answer.headers_mut().append(name, value.clone());
         }
     }
     answer

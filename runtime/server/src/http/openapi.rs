@@ -22,6 +22,7 @@ use utoipa::openapi::security::{
 use utoipa::openapi::{self as spec, Content, Ref, RefOr, Required};
 
 use super::api_error::ErrorBody;
+use super::guards;
 use super::identity::CSRF_HEADER;
 use super::routes::Declared;
 use super::{
@@ -168,8 +169,15 @@ pub(super) fn document(declared: &[Declared], sign_in_required: bool) -> Documen
         let Some(item) = doc.paths.paths.get_mut(&route.path.replace("{*", "{")) else {
             continue;
         };
+        // Platforms call adapters' routes: the host reads no credential there.
+        let credentials_read = !guards::is_component_route(&route.path);
         for operation in operations_mut(item, route.method) {
-            secure(operation, route.permission, sign_in_required);
+            secure(
+                operation,
+                route.permission,
+                sign_in_required,
+                credentials_read,
+            );
             if operation.request_body.is_some() {
                 refusals_of_a_body(operation);
             }
@@ -297,13 +305,30 @@ fn mcp_transport(doc: &mut spec::OpenApi) {
                 .description("a notification or a response, taken")
                 .build(),
         )
+        .response(
+            "400",
+            ResponseBuilder::new()
+                .description("a JSON-RPC error: a header or protocol version the transport refuses")
+                .content("application/json", Content::new(None::<Ref>))
+                .build(),
+        )
+        .response(
+            "404",
+            ResponseBuilder::new()
+                .description("a JSON-RPC error: a method the protocol version does not know")
+                .content("application/json", Content::new(None::<Ref>))
+                .build(),
+        )
         .build();
     for (status, said) in [
         (
             "406",
             "the request does not accept both JSON and server-sent events",
         ),
-        ("415", "the body is not a JSON-RPC message"),
+        (
+            "415",
+            "the body is not a JSON-RPC message, or not sent as `application/json`",
+        ),
         ("429", "past the caller's run budget"),
     ] {
         answer(&mut operation, status, said);
@@ -324,11 +349,18 @@ fn path_parameter(name: &str, said: &str) -> utoipa::openapi::path::Parameter {
 
 /// Says who may call `operation`: anyone for an open route; else a token or a session whose
 /// role holds `permission`, with the 401 and 403 answers.
-fn secure(operation: &mut Operation, permission: Permission, sign_in_required: bool) {
+fn secure(
+    operation: &mut Operation,
+    permission: Permission,
+    sign_in_required: bool,
+    credentials_read: bool,
+) {
     let Some(role) = permission.least_role() else {
         operation.security = Some(vec![SecurityRequirement::default()]);
-        // A credential is checked wherever it is sent: a bad one is never taken for none.
-        answer(operation, "401", "a credential was sent that names no one");
+        // A credential is checked wherever it is read: a bad one is never taken for none.
+        if credentials_read {
+            answer(operation, "401", "a credential was sent that names no one");
+        }
         return;
     };
     let mut ways = vec![
@@ -360,23 +392,36 @@ fn secure(operation: &mut Operation, permission: Permission, sign_in_required: b
     }
 }
 
+/// Operations that take their body as it comes (their protocol answers what is wrong with
+/// it): only its size is refused before the handler.
+const RAW_BODIES: [&str; 2] = ["a2a_call", "mcp"];
+
 /// Adds the answers every route that reads a JSON body may give before its handler runs.
 fn refusals_of_a_body(operation: &mut Operation) {
+    answer(operation, "413", "the body is larger than the API's limit");
+    if RAW_BODIES.contains(&operation.operation_id.as_deref().unwrap_or_default()) {
+        return;
+    }
     for (status, said) in [
         ("400", "the body is not JSON of the documented shape"),
-        ("413", "the body is larger than the API's limit"),
         ("415", "the body is not sent as `application/json`"),
     ] {
         answer(operation, status, said);
     }
 }
 
+/// Adds an error answer of `status`; one the operation states already says this too.
 fn answer(operation: &mut Operation, status: &str, said: &str) {
-    operation
-        .responses
-        .responses
-        .entry(status.into())
-        .or_insert_with(|| error_answer(said));
+    let answers = &mut operation.responses.responses;
+    match answers.get_mut(status) {
+        Some(RefOr::T(stated)) if !stated.description.contains(said) => {
+            stated.description = format!("{}; or {said}", stated.description);
+        }
+        Some(_) => {}
+        None => {
+            answers.insert(status.into(), error_answer(said));
+        }
+    }
 }
 
 fn error_answer(said: &str) -> RefOr<Response> {
