@@ -682,6 +682,13 @@ async fn answers_of_access_schedules_tasks_and_registries_match_their_schemas() 
         "{refused}"
     );
     check(&document, "/mcp", "post", "406", &refused);
+    // GET and DELETE are refused, as the book says (no session is kept), with the same body.
+    for method in [Method::GET, Method::DELETE] {
+        let (status, refused, headers) = call(&server, method, "/mcp", Some(&admin), None).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{refused}");
+        assert!(refused["error"].is_string(), "{refused}");
+        assert!(headers.get("allow").is_some(), "{headers:?}");
+    }
 
     let toggle = "/api/adapters/{name}/disable";
     checked(
