@@ -388,6 +388,14 @@ async fn servers_that_stall_die_or_change_are_handled_and_none_outlives_the_runt
         );
         seen.extend_from_slice(&chunk[..read]);
     }
+    // The tool must be running: a cancel the MCP server reads before its handler starts ends
+    // the call before the tool could note it (the SDK's own race, seen under load).
+    eventually(30, async || {
+        std::fs::read_to_string(&patient_cancels)
+            .ok()
+            .filter(|text| text.contains("slow started"))
+    })
+    .await;
     drop(socket);
     // The server notices at once that the socket closed, and tells the MCP server. Less than
     // the call timeout (60 s), so that only the client's leaving can have ended the call.
