@@ -34,6 +34,7 @@ mod openapi;
 mod people;
 mod python;
 mod radicale;
+mod recordings;
 mod replicas;
 mod retention;
 mod reuse;

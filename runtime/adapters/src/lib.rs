@@ -19,6 +19,6 @@ pub mod wasm;
 // The floors below, under the paths the modules above have always used (`crate::db`, ...).
 use service_engine::{agents, config, engine, placeholders, telemetry};
 use service_store::{
-    allowances, approvals, bus, db, error, job_queue, kv_store, leases, net, params,
+    allowances, approvals, bus, db, error, job_queue, kv_store, leases, net, params, recordings,
     settings_store, task_runs, tasks, traces,
 };

@@ -25,6 +25,7 @@ pub mod leases;
 pub mod liveness;
 pub mod net;
 pub mod notes;
+pub mod recordings;
 pub mod run_webhooks;
 pub mod runs;
 mod sealed_settings;

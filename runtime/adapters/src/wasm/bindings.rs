@@ -21,6 +21,8 @@ pub(super) mod v0_2 {
         path: "../../wit",
         imports: { default: async | trappable },
         exports: { default: async },
+        // Recordings keep what crossed the boundary (`recording`).
+        additional_derives: [serde::Serialize, serde::Deserialize],
     });
 }
 

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 
+use serde_json::{Value, json};
 use service_contract::HttpRequest;
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
@@ -128,6 +129,17 @@ pub trait Call: Send + 'static {
     /// Sets up the store before the instance exists (the job or agent run it serves).
     fn prepare(&self, _state: &mut HostState) {}
 
+    /// Its input as a recording keeps it; `None` for a call never recorded (`describe`, tool
+    /// listings: the host's own questions, no outside event's).
+    fn recorded(&self) -> Option<Value> {
+        None
+    }
+
+    /// Its output as a recording keeps it, and whether the component answered a failure.
+    fn outcome(_output: &Self::Output) -> (Value, bool) {
+        (Value::Null, false)
+    }
+
     fn call<'a>(
         self,
         store: &'a mut Store<HostState>,
@@ -241,6 +253,18 @@ impl Call for HandleHttp {
         "handle-http"
     }
 
+    fn recorded(&self) -> Option<Value> {
+        let r = &self.0;
+        Some(json!({
+            "method": r.method, "path": r.path, "query": r.query, "headers": r.headers, "body": r.body,
+        }))
+    }
+
+    fn outcome(output: &Self::Output) -> (Value, bool) {
+        let answer = json!({"status": output.status, "headers": output.headers, "body": output.body});
+        (answer, output.status >= 500)
+    }
+
     async fn call(
         self,
         store: &mut Store<HostState>,
@@ -320,6 +344,20 @@ impl Call for RunJob {
         state.job = Some(self.job.clone());
     }
 
+    fn recorded(&self) -> Option<Value> {
+        Some(json!({"id": self.job.task_id, "attempt": self.job.attempt, "payload": self.payload}))
+    }
+
+    fn outcome(output: &Self::Output) -> (Value, bool) {
+        match output {
+            Ok(()) => (json!({"ok": null}), false),
+            Err(f) => (
+                json!({"error": {"message": f.message, "retry_after_ms": f.retry_after_ms}}),
+                true,
+            ),
+        }
+    }
+
     async fn call(
         self,
         store: &mut Store<HostState>,
@@ -369,6 +407,14 @@ impl Call for Hook {
         if self.0 { "start" } else { "stop" }
     }
 
+    fn recorded(&self) -> Option<Value> {
+        Some(Value::Null)
+    }
+
+    fn outcome(output: &Self::Output) -> (Value, bool) {
+        either(output.as_ref().map(|()| Value::Null))
+    }
+
     async fn call(
         self,
         store: &mut Store<HostState>,
@@ -399,6 +445,14 @@ impl Call for Hook {
             }
             _ => Ok(Ok(())),
         }
+    }
+}
+
+/// A `result<_, string>` as a recording keeps it, and whether it is a failure.
+fn either(result: Result<Value, &String>) -> (Value, bool) {
+    match result {
+        Ok(value) => (json!({"ok": value}), false),
+        Err(message) => (json!({"error": message}), true),
     }
 }
 
@@ -475,6 +529,14 @@ impl Call for CallTool {
 
     fn prepare(&self, state: &mut HostState) {
         state.run = self.run.clone();
+    }
+
+    fn recorded(&self) -> Option<Value> {
+        Some(json!({"name": self.name, "args_json": self.args_json}))
+    }
+
+    fn outcome(output: &Self::Output) -> (Value, bool) {
+        either(output.as_ref().map(|text| json!(text)))
     }
 
     async fn call(

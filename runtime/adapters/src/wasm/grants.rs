@@ -53,6 +53,12 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Its instances at once (requests, jobs, hooks and tool calls together).
     pub max_instances: u32,
+    /// Recordings kept (`record`), the newest; older ones are dropped as new ones come.
+    pub recordings_kept: u32,
+    /// The most one recording holds: imports past it are counted, not kept.
+    pub recording_kib: u32,
+    /// Recordings older than this are dropped.
+    pub recordings_hours: u32,
 }
 
 impl Default for Limits {
@@ -62,6 +68,9 @@ impl Default for Limits {
             run_job_ms: 120_000,
             memory_mib: 64,
             max_instances: 16,
+            recordings_kept: 100,
+            recording_kib: 256,
+            recordings_hours: 168,
         }
     }
 }
@@ -74,6 +83,27 @@ pub struct Reuse(pub u32);
 impl Default for Reuse {
     fn default() -> Self {
         Self(1)
+    }
+}
+
+/// Which calls are recorded (`record`, see `recording`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Record {
+    Off,
+    /// The calls that failed: what an author needs after the fact, at no write for the calls
+    /// that went well.
+    #[default]
+    Errors,
+    All,
+}
+
+impl Record {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Errors => "errors",
+            Self::All => "all",
+        }
     }
 }
 
@@ -103,6 +133,18 @@ impl Limits {
         LimitKey {
             name: "max_instances",
             max: super::wasmtime_config::MAX_INSTANCES_PER_ADAPTER as u64,
+        },
+        LimitKey {
+            name: "recordings_kept",
+            max: 10_000,
+        },
+        LimitKey {
+            name: "recording_kib",
+            max: 16_384,
+        },
+        LimitKey {
+            name: "recordings_hours",
+            max: 8_760,
         },
     ];
 
@@ -168,6 +210,17 @@ impl GrantTable {
             )),
             None => Err("reuse must be a whole number".into()),
         }
+    }
+
+    /// `record`: which calls are recorded (failures when not written).
+    pub(crate) fn take_record(&mut self) -> Result<Record, String> {
+        let Some(value) = self.top.remove("record") else {
+            return Ok(Record::default());
+        };
+        [Record::Off, Record::Errors, Record::All]
+            .into_iter()
+            .find(|mode| value.as_str() == Some(mode.as_str()))
+            .ok_or_else(|| format!("record = {value} is not one of \"off\", \"errors\", \"all\""))
     }
 
     /// The sandbox's `[limits]`.
@@ -458,6 +511,7 @@ mod tests {
              [secret_origins]\nA = [\"https://x.example\"]\n\
              [outbound_env]\nAPI = \"https://x.example\"\n\
              [limits]\nhandle_http_ms = 1\nrun_job_ms = 1\nmemory_mib = 1\nmax_instances = 1\n\
+             recordings_kept = 1\nrecording_kib = 1\nrecordings_hours = 1\n\
              agent_runs_at_once = 1\nagent_runs_per_minute = 1\nkv_key_bytes = 1\n\
              kv_value_bytes = 1\nkv_total_bytes = 1\njobs_pending = 1\njob_payload_bytes = 1\n\
              log_lines_per_minute = 1\n",

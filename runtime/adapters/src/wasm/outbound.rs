@@ -24,7 +24,7 @@ pub(crate) const MAX_REQUEST: usize = 4 * 1024 * 1024;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Request {
     pub method: String,
     pub url: String,
@@ -36,7 +36,7 @@ pub struct Request {
     pub follow_redirects: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
@@ -45,7 +45,8 @@ pub struct Response {
 
 /// Why a request was not sent or failed. `Denied` is a capability violation the caller records
 /// on the adapter's registry entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Failure {
     #[error("{0}")]
     Denied(String),

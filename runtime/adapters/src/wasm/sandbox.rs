@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use service_contract::{AdapterError, FailureKind};
 use service_engine::config::SandboxSection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -18,6 +19,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use super::exports::{Call, Exports};
 use super::guest_lane::{GuestLane, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
+use super::recording::{Outcome, Recorder};
 use super::reuse::{self, Idle, Kept};
 use super::state::{Caller, HostState, STDERR_CAPACITY};
 use super::wasmtime_config::{self, Compiler, MemoryInit};
@@ -283,6 +285,15 @@ impl Sandbox {
             };
         // What the guest wrote before this call is not this call's failure.
         let stderr_before = stderr.contents().len();
+        let recorder = match (&store.data().tape, call.recorded()) {
+            (Some(tape), Some(input)) => Some(Recorder::start(
+                &caller,
+                tape.clone(),
+                call.export(),
+                input,
+            )),
+            _ => None,
+        };
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
         let _cancel_runs_on_drop = store.data().cancel.clone().drop_guard();
         let deadline = Instant::now() + limit;
@@ -343,10 +354,21 @@ impl Sandbox {
             caller.heavy.mark();
         }
         let (kind, message) = match outcome {
-            Ok(Ok(value)) => return Ok(value),
+            Ok(Ok(value)) => {
+                if let Some(recorder) = recorder {
+                    let (output, failed) = C::outcome(&value);
+                    let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
+                    recorder.done(output, outcome, None);
+                }
+                return Ok(value);
+            }
             Ok(Err(e)) => classify(&e, &stderr.contents()[stderr_before..]),
             Err(_) => (FailureKind::Timeout, format!("no answer within {limit:?}")),
         };
+        if let Some(recorder) = recorder {
+            let error = (kind.as_str().to_owned(), message.clone());
+            recorder.done(Value::Null, Outcome::Error, Some(error));
+        }
         span.record("error.type", kind.as_str());
         span.record("otel.status_code", "error");
         Err(CallError::Failed(AdapterError::new(kind, message)))

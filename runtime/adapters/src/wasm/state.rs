@@ -16,8 +16,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::caps::{Granted, RunContext, States, WasiHttpHooks};
+use super::grants::Record;
 use super::guest_lane::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
+use super::recording::{RecordedClocks, RecordedRandom, Tape};
 use super::sandbox::background_share;
 use super::wasmtime_config;
 use crate::adapters::DbApprovals;
@@ -125,6 +127,8 @@ pub struct HostState {
     pub slice: Arc<Slice>,
     /// Set when the call left the instance unfit for another (see `reuse`).
     pub(crate) unfit: bool,
+    /// The recording of the call, when the adapter's calls are recorded (`record`).
+    pub(crate) tape: Option<Tape>,
 }
 
 /// The store's limits, noting a growth they refused: an instance that hit them is not kept for
@@ -186,17 +190,23 @@ impl HostState {
         stderr: MemoryOutputPipe,
         slice: Arc<Slice>,
     ) -> Self {
-        let wasi = WasiCtxBuilder::new()
-            .stderr(stderr)
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stderr(stderr)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            .build();
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        let tape = (caller.granted.record != Record::Off).then(Tape::default);
+        if let Some(tape) = &tape {
+            wasi.wall_clock(RecordedClocks::wall(tape.clone()))
+                .monotonic_clock(RecordedClocks::monotonic(tape.clone()))
+                .secure_random(RecordedRandom::new(tape.clone(), true))
+                .insecure_random(RecordedRandom::new(tape.clone(), false));
+        }
         Self {
-            wasi,
+            wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            outgoing: WasiHttpHooks::new(Arc::clone(&caller)),
+            outgoing: WasiHttpHooks::new(Arc::clone(&caller), tape.clone()),
             table: ResourceTable::new(),
             limits: Limits {
                 store: StoreLimitsBuilder::new()
@@ -213,6 +223,25 @@ impl HostState {
             run: None,
             slice,
             unfit: false,
+            tape,
+        }
+    }
+
+    /// An import's arguments to note, made only when the call is recorded.
+    pub(crate) fn args(&self, args: impl FnOnce() -> serde_json::Value) -> Option<serde_json::Value> {
+        self.tape.as_ref().map(|_| args())
+    }
+
+    /// Notes an import, with its arguments (from [`Self::args`]) and result, on the call's
+    /// recording.
+    pub(crate) fn taped(
+        &self,
+        import: &str,
+        args: Option<serde_json::Value>,
+        result: &impl serde::Serialize,
+    ) {
+        if let (Some(tape), Some(args)) = (&self.tape, args) {
+            tape.note(import, || args, result);
         }
     }
 

@@ -196,7 +196,10 @@ pub fn is_component_route(path: &str) -> bool {
         return false;
     };
     match rest.split_once('/') {
-        Some((name, route)) => !name.is_empty() && !matches!(route, "enable" | "disable"),
+        Some((name, route)) => {
+            let first = route.split('/').next().unwrap_or_default();
+            !name.is_empty() && !service_contract::routes::HOST_SEGMENTS.contains(&first)
+        }
         None => false,
     }
 }
@@ -225,6 +228,8 @@ mod tests {
         assert!(is_component_route("/api/adapters/hello-http/"));
         assert!(!is_component_route("/api/adapters/teamchat/enable"));
         assert!(!is_component_route("/api/adapters/scheduler/disable"));
+        assert!(!is_component_route("/api/adapters/teamchat/recordings"));
+        assert!(!is_component_route("/api/adapters/teamchat/recordings/r1"));
         assert!(!is_component_route("/api/adapters"));
         assert!(!is_component_route("/api/adapters/teamchat"));
         assert!(!is_component_route("/api/agents/x/y"));

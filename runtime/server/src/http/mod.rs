@@ -23,6 +23,7 @@ pub mod mcp;
 mod mcp_servers;
 mod me;
 pub mod metrics;
+mod recordings;
 mod openapi;
 mod remote_agents;
 mod request_spans;
@@ -193,6 +194,16 @@ pub fn routes(state: &AppState) -> Routes {
             "/adapters/{name}/disable",
             ManageAdapters,
             adapters::disable,
+        )
+        .get(
+            "/adapters/{name}/recordings",
+            ManageAdapters,
+            recordings::list,
+        )
+        .get(
+            "/adapters/{name}/recordings/{id}",
+            ManageAdapters,
+            recordings::show,
         )
         // Adapters' platform routes check their platform's signature.
         .any("/adapters/{name}/", Open, components::dispatch_root)

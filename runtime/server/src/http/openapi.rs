@@ -27,7 +27,7 @@ use super::identity::CSRF_HEADER;
 use super::routes::Declared;
 use super::{
     a2a, adapters, agents, approvals, audit, chat, conversations, dashboard, health, integrations,
-    mcp_servers, me, metrics, openapi, remote_agents, runs, schedules, session, single_sign_on,
+    mcp_servers, me, metrics, openapi, recordings, remote_agents, runs, schedules, session, single_sign_on,
     store, tasks, tokens, tools, traces, users,
 };
 use crate::access::Permission;
@@ -99,6 +99,8 @@ use crate::access::sessions::COOKIE;
         adapters::list,
         adapters::enable,
         adapters::disable,
+        recordings::list,
+        recordings::show,
         integrations::list,
         integrations::write_key,
         integrations::verify,

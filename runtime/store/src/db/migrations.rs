@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 24;
+pub const SCHEMA_VERSION: u32 = 25;
 
 struct Step {
     sqlite: &'static str,
@@ -151,6 +151,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0024_run_webhooks.sql"),
         postgres: Some(sql!("postgres/0024_run_webhooks.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0025_adapter_recordings.sql"),
+        postgres: Some(sql!("postgres/0025_adapter_recordings.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },

@@ -4,6 +4,7 @@
 //! while serving an agent's tool call continues that run's delegation depth and LLM budget.
 
 use serde::Deserialize;
+use serde_json::{Value, json};
 use service_contract::agent::{
     Parent, ProfileChoice, RunFailure, RunFailureKind, RunReply, RunRequest, Turn, TurnRole,
     Waiting,
@@ -400,12 +401,13 @@ fn wit_reply(reply: RunReply) -> WitReply {
     }
 }
 
-impl Host for HostState {
-    async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
+/// The agent imports as they run; the `Host` impl notes each on the call's recording.
+impl HostState {
+    async fn run_now(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
         Ok(answered(self.run_agent(request, None, None).await))
     }
 
-    async fn run_in_conversation(
+    async fn run_in_conversation_now(
         &mut self,
         key: String,
         request: WitRequest,
@@ -413,7 +415,7 @@ impl Host for HostState {
         Ok(answered(self.run_agent(request, Some(key), None).await))
     }
 
-    async fn run_in_conversation_or_wait(
+    async fn run_in_conversation_or_wait_now(
         &mut self,
         key: String,
         request: WitRequest,
@@ -422,7 +424,7 @@ impl Host for HostState {
         Ok(self.run_agent(request, Some(key), Some(then)).await)
     }
 
-    async fn went_on(&mut self) -> wasmtime::Result<Option<Result<RunOutcome, RunError>>> {
+    async fn went_on_now(&mut self) -> wasmtime::Result<Option<Result<RunOutcome, RunError>>> {
         let (Some(job), true) = (&self.job, self.caller.granted.agent.allowed) else {
             return Ok(None);
         };
@@ -448,7 +450,7 @@ impl Host for HostState {
         })
     }
 
-    async fn decide(
+    async fn decide_now(
         &mut self,
         approval_id: String,
         approve: bool,
@@ -473,7 +475,7 @@ impl Host for HostState {
         }))
     }
 
-    async fn annotate(
+    async fn annotate_now(
         &mut self,
         trace_id: String,
         message: String,
@@ -502,6 +504,67 @@ impl Host for HostState {
             }
             other => other.to_string(),
         }))
+    }
+}
+
+impl Host for HostState {
+    async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
+        let args = self.args(|| json!({"request": request}));
+        let answer = self.run_now(request).await?;
+        self.taped("agent.run", args, &answer);
+        Ok(answer)
+    }
+
+    async fn run_in_conversation(
+        &mut self,
+        key: String,
+        request: WitRequest,
+    ) -> wasmtime::Result<Result<WitReply, RunError>> {
+        let args = self.args(|| json!({"key": key, "request": request}));
+        let answer = self.run_in_conversation_now(key, request).await?;
+        self.taped("agent.run-in-conversation", args, &answer);
+        Ok(answer)
+    }
+
+    async fn run_in_conversation_or_wait(
+        &mut self,
+        key: String,
+        request: WitRequest,
+        then: Vec<u8>,
+    ) -> wasmtime::Result<Result<RunOutcome, RunError>> {
+        let args = self.args(|| json!({"key": key, "request": request, "then": then}));
+        let outcome = self.run_in_conversation_or_wait_now(key, request, then).await?;
+        self.taped("agent.run-in-conversation-or-wait", args, &outcome);
+        Ok(outcome)
+    }
+
+    async fn went_on(&mut self) -> wasmtime::Result<Option<Result<RunOutcome, RunError>>> {
+        let outcome = self.went_on_now().await?;
+        self.taped("agent.went-on", self.args(|| Value::Null), &outcome);
+        Ok(outcome)
+    }
+
+    async fn decide(
+        &mut self,
+        approval_id: String,
+        approve: bool,
+        note: Option<String>,
+    ) -> wasmtime::Result<Result<bool, DecideError>> {
+        let args = self.args(|| json!({"approval_id": approval_id, "approve": approve, "note": note}));
+        let decided = self.decide_now(approval_id, approve, note).await?;
+        self.taped("agent.decide", args, &decided);
+        Ok(decided)
+    }
+
+    async fn annotate(
+        &mut self,
+        trace_id: String,
+        message: String,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let args = self.args(|| json!({"trace_id": trace_id, "message": message}));
+        let added = self.annotate_now(trace_id, message).await?;
+        self.taped("agent.annotate", args, &added);
+        Ok(added)
     }
 }
 

@@ -2,6 +2,7 @@
 //! adapter has a bound on its pending jobs and on a payload's size.
 
 use serde::Deserialize;
+use serde_json::json;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{latest, v0_1};
@@ -174,24 +175,10 @@ impl Queued for Option<String> {
 
 impl latest::service::adapter::jobs::Host for HostState {
     async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
-        self.heavy(payload.len()).await;
-        let limits = match self.jobs_limits("jobs.enqueue", payload.len()) {
-            Ok(limits) => limits,
-            Err(e) => return Ok(Err(e)),
-        };
-        // Its run continues the trace of the call that queued it.
-        let traceparent = propagation::traceparent();
-        Ok(self
-            .queue(move |conn, adapter| {
-                job_queue::enqueue(
-                    conn,
-                    adapter,
-                    &payload,
-                    traceparent.as_deref(),
-                    limits.jobs_pending,
-                )
-            })
-            .await)
+        let args = self.args(|| json!({"payload": payload}));
+        let queued = self.enqueue_now(payload).await;
+        self.taped("jobs.enqueue", args, &queued);
+        Ok(queued)
     }
 
     async fn enqueue_once(
@@ -200,18 +187,42 @@ impl latest::service::adapter::jobs::Host for HostState {
         ttl_ms: u64,
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<Option<String>, Error>> {
-        self.heavy(key.len() + payload.len()).await;
-        let limits = match self.jobs_limits("jobs.enqueue-once", payload.len()) {
-            Ok(limits) => limits,
-            Err(e) => return Ok(Err(e)),
-        };
-        let kv_quota = match self.kv_quota("jobs.enqueue-once", &key, 0) {
-            Ok(quota) => quota,
-            Err(e) => return Ok(Err(e)),
-        };
+        let args = self.args(|| json!({"key": key, "ttl_ms": ttl_ms, "payload": payload}));
+        let queued = self.enqueue_once_now(key, ttl_ms, payload).await;
+        self.taped("jobs.enqueue-once", args, &queued);
+        Ok(queued)
+    }
+}
+
+impl HostState {
+    async fn enqueue_now(&mut self, payload: Vec<u8>) -> Result<String, Error> {
+        self.heavy(payload.len()).await;
+        let limits = self.jobs_limits("jobs.enqueue", payload.len())?;
+        // Its run continues the trace of the call that queued it.
         let traceparent = propagation::traceparent();
-        Ok(self
-            .queue(move |conn, adapter| {
+        self.queue(move |conn, adapter| {
+                job_queue::enqueue(
+                    conn,
+                    adapter,
+                    &payload,
+                    traceparent.as_deref(),
+                    limits.jobs_pending,
+                )
+        })
+        .await
+    }
+
+    async fn enqueue_once_now(
+        &mut self,
+        key: String,
+        ttl_ms: u64,
+        payload: Vec<u8>,
+    ) -> Result<Option<String>, Error> {
+        self.heavy(key.len() + payload.len()).await;
+        let limits = self.jobs_limits("jobs.enqueue-once", payload.len())?;
+        let kv_quota = self.kv_quota("jobs.enqueue-once", &key, 0)?;
+        let traceparent = propagation::traceparent();
+        self.queue(move |conn, adapter| {
                 let once = job_queue::Once {
                     key: &key,
                     ttl_ms,
@@ -219,8 +230,8 @@ impl latest::service::adapter::jobs::Host for HostState {
                     traceparent: traceparent.as_deref(),
                 };
                 job_queue::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
-            })
-            .await)
+        })
+        .await
     }
 }
 

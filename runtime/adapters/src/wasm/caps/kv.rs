@@ -2,6 +2,7 @@
 //! and value sizes, and the bytes it stores in all.
 
 use serde::Deserialize;
+use serde_json::json;
 use wasmtime::component::Linker;
 
 use super::super::bindings::{latest, v0_1};
@@ -164,11 +165,14 @@ impl HostState {
 
 impl latest::service::adapter::kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
-        Ok(self
-            .with_kv(&key.clone(), 0, move |conn, adapter, _| {
-                Ok(kv_store::get(conn, adapter, &key)?)
+        let read = key.clone();
+        let got = self
+            .with_kv(&key, 0, move |conn, adapter, _| {
+                Ok(kv_store::get(conn, adapter, &read)?)
             })
-            .await)
+            .await;
+        self.taped("kv.get", self.args(|| json!({"key": key})), &got);
+        Ok(got)
     }
 
     async fn set(
@@ -178,27 +182,38 @@ impl latest::service::adapter::kv::Host for HostState {
         ttl_ms: Option<u64>,
     ) -> wasmtime::Result<Result<(), Error>> {
         self.heavy(key.len() + value.len()).await;
-        Ok(self
-            .with_kv(&key.clone(), value.len(), move |conn, adapter, quota| {
-                kv_store::set(conn, adapter, &key, &value, ttl_ms, quota)
+        let args = self.args(|| json!({"key": key, "value": value, "ttl_ms": ttl_ms}));
+        let written = key.clone();
+        let set = self
+            .with_kv(&key, value.len(), move |conn, adapter, quota| {
+                kv_store::set(conn, adapter, &written, &value, ttl_ms, quota)
             })
-            .await)
+            .await;
+        self.taped("kv.set", args, &set);
+        Ok(set)
     }
 
     async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self
-            .with_kv(&key.clone(), 0, move |conn, adapter, _| {
-                Ok(kv_store::delete(conn, adapter, &key)?)
+        let deleted = key.clone();
+        let done = self
+            .with_kv(&key, 0, move |conn, adapter, _| {
+                Ok(kv_store::delete(conn, adapter, &deleted)?)
             })
-            .await)
+            .await;
+        self.taped("kv.delete", self.args(|| json!({"key": key})), &done);
+        Ok(done)
     }
 
     async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<Result<bool, Error>> {
-        Ok(self
-            .with_kv(&key.clone(), 0, move |conn, adapter, quota| {
-                kv_store::claim(conn, adapter, &key, ttl_ms, quota)
+        let claimed = key.clone();
+        let won = self
+            .with_kv(&key, 0, move |conn, adapter, quota| {
+                kv_store::claim(conn, adapter, &claimed, ttl_ms, quota)
             })
-            .await)
+            .await;
+        let args = self.args(|| json!({"key": key, "ttl_ms": ttl_ms}));
+        self.taped("kv.claim", args, &won);
+        Ok(won)
     }
 }
 

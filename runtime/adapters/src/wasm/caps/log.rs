@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
+use serde_json::json;
 use service_contract::registry::clip;
 use wasmtime::component::Linker;
 
@@ -111,6 +112,8 @@ impl latest::service::adapter::log::Host for HostState {
     ) -> wasmtime::Result<()> {
         use latest::service::adapter::log::Level;
         self.heavy(message.len()).await;
+        let args = self.args(|| json!({"level": level, "message": message}));
+        self.taped("log.log", args, &());
         let caller = &self.caller;
         let state = &caller.states.log;
         if !state.rate.take() {

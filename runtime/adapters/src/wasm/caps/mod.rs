@@ -26,7 +26,7 @@ pub(super) use filesystem::shadow_preopens;
 pub(super) use outbound_http::WasiHttpHooks;
 
 use super::bindings::{latest, v0_1};
-use super::grants::{GrantTable, LimitKey, Limits, Request, Reuse};
+use super::grants::{GrantTable, LimitKey, Limits, Record, Request, Reuse};
 use super::state::HostState;
 
 /// One host import.
@@ -101,6 +101,7 @@ macro_rules! capabilities {
         pub struct Grant {
             pub limits: Limits,
             pub reuse: Reuse,
+            pub record: Record,
             $(pub $field: <$cap as Capability>::Grant,)*
         }
 
@@ -111,6 +112,7 @@ macro_rules! capabilities {
                 let grant = Self {
                     limits: table.take_limits()?,
                     reuse: table.take_reuse()?,
+                    record: table.take_record()?,
                     $($field: table.take(<$cap>::KEYS, <$cap>::LIMIT_KEYS)?,)*
                 };
                 table.finish()?;
@@ -123,6 +125,7 @@ macro_rules! capabilities {
         pub struct Granted {
             pub limits: Limits,
             pub reuse: Reuse,
+            pub record: Record,
             $(pub $field: <$cap as Capability>::Granted,)*
         }
 
@@ -136,6 +139,7 @@ macro_rules! capabilities {
                 let mut granted = Self {
                     limits: grant.limits,
                     reuse: grant.reuse,
+                    record: grant.record,
                     $($field: <$cap>::grant(request, &grant.$field, &env)?,)*
                 };
                 $(<$cap>::settle(&mut granted, grant, &env)?;)*
@@ -152,6 +156,9 @@ macro_rules! capabilities {
                          earlier one left in memory)",
                         self.reuse.0
                     ));
+                }
+                if self.record != Record::Errors {
+                    out.push(format!("record: {}", self.record.as_str()));
                 }
                 out
             }

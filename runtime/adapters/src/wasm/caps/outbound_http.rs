@@ -15,6 +15,7 @@ use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Origin, Request};
 use super::super::guest_lane;
 use super::super::outbound::{self, Failure, Outbound};
+use super::super::recording::Tape;
 use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions, on_host, secrets};
 use latest::service::adapter::outbound_http::{Request as Outgoing, Response};
@@ -176,7 +177,9 @@ impl latest::service::adapter::outbound_http::Host for HostState {
             timeout_ms: request.timeout_ms,
             follow_redirects: true,
         };
+        let args = self.args(|| serde_json::to_value(&request).unwrap_or_default());
         let sent = on_host(self, async move { send(&caller, request).await }).await;
+        self.taped("outbound-http.send", args, &sent);
         Ok(match sent {
             Ok(response) => Ok(Response {
                 status: response.status,
@@ -231,6 +234,7 @@ pub(crate) struct WasiHttpHooks {
     caller: Arc<Caller>,
     /// The requests this call has in flight (`limits.http_requests_at_once`).
     in_flight: Arc<Semaphore>,
+    tape: Option<Tape>,
 }
 
 type Sent = wasmtime_wasi_http::Result<(
@@ -239,11 +243,12 @@ type Sent = wasmtime_wasi_http::Result<(
 )>;
 
 impl WasiHttpHooks {
-    pub(crate) fn new(caller: Arc<Caller>) -> Self {
+    pub(crate) fn new(caller: Arc<Caller>, tape: Option<Tape>) -> Self {
         let most = caller.granted.outbound_http.limits.http_requests_at_once;
         Self {
             caller,
             in_flight: Arc::new(Semaphore::new(most as usize)),
+            tape,
         }
     }
 }
@@ -285,8 +290,10 @@ impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
         };
         let caller = Arc::clone(&self.caller);
         let host = caller.services.host.clone();
+        let tape = self.tape.clone();
         Box::new(async move {
-            let sent = guest_lane::on_host(&host, send_wasi(caller, request, options)).await;
+            let sent =
+                guest_lane::on_host(&host, send_wasi(caller, request, options, tape)).await;
             drop(permit);
             sent
         })
@@ -297,6 +304,7 @@ async fn send_wasi(
     caller: Arc<Caller>,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
+    tape: Option<Tape>,
 ) -> Sent {
     use wasmtime_wasi_http::Error as Code;
     let (parts, body) = request.into_parts();
@@ -324,7 +332,12 @@ async fn send_wasi(
         timeout_ms: timeout,
         follow_redirects: false,
     };
-    match send(&caller, request).await {
+    let args = tape.as_ref().map(|_| serde_json::to_value(&request));
+    let sent = send(&caller, request).await;
+    if let (Some(tape), Some(Ok(args))) = (tape, args) {
+        tape.note("wasi:http.send", || args, &sent);
+    }
+    match sent {
         Ok(response) => {
             let mut answer = http::Response::builder().status(response.status);
             for (name, value) in response.headers {

@@ -1,5 +1,6 @@
 //! `registry`: the adapter's own registry entry. Always available.
 
+use serde_json::{Value, json};
 use service_contract::{FailureKind, Missing};
 use wasmtime::component::Linker;
 
@@ -46,6 +47,7 @@ impl Capability for Registry {
 impl latest::service::adapter::registry::Host for HostState {
     async fn touch(&mut self) -> wasmtime::Result<()> {
         self.caller.services.registry.touch(&self.caller.adapter);
+        self.taped("registry.touch", self.args(|| Value::Null), &());
         Ok(())
     }
 
@@ -54,21 +56,28 @@ impl latest::service::adapter::registry::Host for HostState {
             .services
             .registry
             .mark_running(&self.caller.adapter);
+        self.taped("registry.mark-running", self.args(|| Value::Null), &());
         Ok(())
     }
 
     async fn mark_error(&mut self, message: String) -> wasmtime::Result<()> {
         self.heavy(message.len()).await;
         self.caller.record(FailureKind::AdapterError, &message);
+        let args = self.args(|| json!({"message": message}));
+        self.taped("registry.mark-error", args, &());
         Ok(())
     }
 
     async fn status(&mut self) -> wasmtime::Result<String> {
         let entry = self.caller.services.registry.get(&self.caller.adapter);
-        Ok(entry.map_or("stopped", |e| e.status.as_str()).to_owned())
+        let status = entry.map_or("stopped", |e| e.status.as_str()).to_owned();
+        self.taped("registry.status", self.args(|| Value::Null), &status);
+        Ok(status)
     }
 
     async fn needs_settings(&mut self, ways: Vec<Vec<String>>) -> wasmtime::Result<()> {
+        let args = self.args(|| json!({"ways": ways}));
+        self.taped("registry.needs-settings", args, &());
         match missing(ways) {
             Ok(missing) => self
                 .caller

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
+use serde_json::json;
 use sha2::Sha256;
 use wasmtime::component::Linker;
 
@@ -225,13 +226,19 @@ pub(crate) fn verify_hmac(
 
 impl latest::service::adapter::secrets::Host for HostState {
     async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
-        Ok(self.granted_secret(&name).ok().flatten())
+        let value = self.granted_secret(&name).ok().flatten();
+        // By name: the value never enters a recording.
+        let noted = value.as_ref().map(|_| format!("{{{{secret:{name}}}}}"));
+        self.taped("secrets.get", self.args(|| json!({"name": name})), &noted);
+        Ok(value)
     }
 
     async fn is_set(&mut self, name: String) -> wasmtime::Result<bool> {
-        Ok(self
+        let set = self
             .granted_secret(&name)
-            .is_ok_and(|value| value.is_some()))
+            .is_ok_and(|value| value.is_some());
+        self.taped("secrets.is-set", self.args(|| json!({"name": name})), &set);
+        Ok(set)
     }
 
     async fn verify_hmac(
@@ -242,7 +249,10 @@ impl latest::service::adapter::secrets::Host for HostState {
         signature: Vec<u8>,
     ) -> wasmtime::Result<Result<bool, Error>> {
         self.heavy(message.len() + signature.len()).await;
-        Ok(match self.granted_secret(&name) {
+        let args = self.args(|| {
+            json!({"name": name, "algorithm": algorithm, "message": message, "signature": signature})
+        });
+        let verified = match self.granted_secret(&name) {
             Ok(Some(secret)) => Ok(verify_hmac(
                 algorithm,
                 secret.as_bytes(),
@@ -251,7 +261,9 @@ impl latest::service::adapter::secrets::Host for HostState {
             )),
             Ok(None) => Err(Error::Failed(format!("{name} is not set"))),
             Err(denied) => Err(denied),
-        })
+        };
+        self.taped("secrets.verify-hmac", args, &verified);
+        Ok(verified)
     }
 }
 

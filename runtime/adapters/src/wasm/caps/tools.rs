@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
+use serde_json::{Value, json};
 use service_contract::tools::ToolContext;
 use wasmtime::component::Linker;
 
@@ -151,7 +152,8 @@ impl latest::service::adapter::tools::Host for HostState {
                 description: t.description,
                 parameters_json: t.parameters.to_string(),
             })
-            .collect())
+            .collect::<Vec<_>>())
+        .inspect(|specs| self.taped("tools.list", self.args(|| Value::Null), specs))
     }
 
     async fn invoke(
@@ -159,34 +161,43 @@ impl latest::service::adapter::tools::Host for HostState {
         name: String,
         args_json: String,
     ) -> wasmtime::Result<Result<String, String>> {
+        let args = self.args(|| json!({"name": name, "args_json": args_json}));
+        let answer = self.invoke_now(name, args_json).await;
+        self.taped("tools.invoke", args, &answer);
+        Ok(answer)
+    }
+}
+
+impl HostState {
+    async fn invoke_now(&mut self, name: String, args_json: String) -> Result<String, String> {
         self.heavy(name.len() + args_json.len()).await;
         let caller = self.caller.clone();
         if !self.tool_granted(&name) {
             caller.deny(&format!("tool {name:?} is not granted"));
-            return Ok(Err(format!("tool {name:?} is not granted")));
+            return Err(format!("tool {name:?} is not granted"));
         }
         let slot = match caller.services.tools.runs_agents(&name) {
             false => None,
             true => match self.agent_slot(&format!("tool {name:?} runs agents")).await {
                 Ok(slot) => Some(slot),
-                Err(Refusal::Denied(m) | Refusal::Limited(m)) => return Ok(Err(m)),
+                Err(Refusal::Denied(m) | Refusal::Limited(m)) => return Err(m),
             },
         };
         let input = match serde_json::from_str(&args_json) {
             Ok(input) => input,
-            Err(e) => return Ok(Err(format!("arguments are not JSON: {e}"))),
+            Err(e) => return Err(format!("arguments are not JSON: {e}")),
         };
         let context = ToolContext {
             agents: caller.services.agents.clone(),
             run: self.run.clone(),
             cancel: self.cancel.child_token(),
         };
-        Ok(on_host(self, async move {
+        on_host(self, async move {
             let answer = caller.services.tools.invoke(&name, input, context).await;
             drop(slot);
             answer
         })
-        .await)
+        .await
     }
 }
 

@@ -1,0 +1,292 @@
+//! Recordings of component calls. A component touches the world only through the host's
+//! imports, so a call is kept whole by its export and input, every import it made with its
+//! result in order (the contract's, `wasi:http`, clocks and random), and how it ended. The grant
+//! says which calls are kept (`record`); the tape is the call's, the store its adapter's.
+//!
+//! What a recording never holds: the value of a secret the adapter may read. A granted read
+//! is noted by name, and every granted secret's value is replaced by `{{secret:NAME}}` wherever
+//! else it shows (an answer that echoes one included), so a placeholder the guest wrote and a
+//! value it read look the same.
+
+mod values;
+mod wasi;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use values::Secrets;
+pub(super) use wasi::{RecordedClocks, RecordedRandom};
+
+use super::grants::{Limits, Record};
+use super::state::Caller;
+use crate::recordings::{self, Kept, NewRecording};
+
+/// How a recorded call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    /// The component answered a failure: an HTTP 5xx, a job or a tool that failed, a hook
+    /// that refused.
+    Failed,
+    /// The call did not finish: a trap, a panic, a deadline, memory.
+    Error,
+}
+
+impl Outcome {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed => "failed",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// One call's recording as it is made. Shared by the store's host functions and its clocks
+/// and random generators, which hold no borrow of the store.
+#[derive(Clone, Default)]
+pub(crate) struct Tape(Arc<Mutex<Reel>>);
+
+#[derive(Default)]
+struct Reel {
+    /// Off between calls: a clock read while the host prepares an instance is no call's.
+    rolling: bool,
+    secrets: Secrets,
+    /// Each import noted, as JSON text.
+    imports: Vec<String>,
+    bytes: usize,
+    most: usize,
+    /// Imports not kept past `most`.
+    cut: usize,
+}
+
+impl Tape {
+    /// Starts recording a call, with the values to hide and the most it may keep.
+    fn start(&self, secrets: Secrets, limits: &Limits) {
+        let mut reel = self.reel();
+        *reel = Reel {
+            rolling: true,
+            secrets,
+            most: limits.recording_kib as usize * 1024,
+            ..Reel::default()
+        };
+    }
+
+    /// Notes one import, its arguments and its result.
+    pub(crate) fn note(&self, import: &str, args: impl FnOnce() -> Value, result: &impl Serialize) {
+        let mut reel = self.reel();
+        if !reel.rolling {
+            return;
+        }
+        if reel.bytes >= reel.most {
+            reel.cut += 1;
+            return;
+        }
+        let result = serde_json::to_value(result).unwrap_or(Value::Null);
+        let entry = json!({"import": import, "args": args(), "result": result});
+        let text = reel.secrets.hidden(entry).to_string();
+        reel.keep(text);
+    }
+
+    /// Appends `bytes` to the import just noted when it is `import` too (random bytes drawn a
+    /// word at a time are one entry), else notes a new one.
+    pub(super) fn note_bytes(&self, import: &str, bytes: &[u8]) {
+        let mut reel = self.reel();
+        if !reel.rolling {
+            return;
+        }
+        if reel.bytes >= reel.most {
+            reel.cut += 1;
+            return;
+        }
+        let prefix = format!("{{\"import\":\"{import}\",\"bytes\":\"");
+        if let Some(last) = reel.imports.last_mut()
+            && last.starts_with(&prefix)
+        {
+            // Hex: it continues in place, byte for byte.
+            last.truncate(last.len() - 2);
+            last.push_str(&hex::encode(bytes));
+            last.push_str("\"}");
+            reel.bytes += bytes.len() * 2;
+            return;
+        }
+        reel.keep(format!("{prefix}{}\"}}", hex::encode(bytes)));
+    }
+
+    /// Stops recording; what was noted.
+    fn stop(&self) -> Noted {
+        let mut reel = self.reel();
+        let reel = std::mem::take(&mut *reel);
+        Noted {
+            secrets: reel.secrets,
+            imports: reel.imports,
+            bytes: reel.bytes,
+            cut: reel.cut,
+            most: reel.most,
+        }
+    }
+
+    fn reel(&self) -> std::sync::MutexGuard<'_, Reel> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Reel {
+    fn keep(&mut self, text: String) {
+        self.bytes += text.len();
+        self.imports.push(text);
+    }
+}
+
+/// What a call's tape holds once it stopped.
+struct Noted {
+    secrets: Secrets,
+    imports: Vec<String>,
+    bytes: usize,
+    cut: usize,
+    most: usize,
+}
+
+/// A finished recording, ready to store.
+struct Finished {
+    export: &'static str,
+    outcome: Outcome,
+    /// The failure's kind and message, when the call did not finish.
+    error: Option<(String, String)>,
+    duration_ms: u64,
+    cut: usize,
+    /// `{input, imports, output}` as JSON text.
+    body: String,
+}
+
+impl Noted {
+    /// The recording of a call to `export` with this `input`, `output` (null when it did not
+    /// finish) and `error`.
+    fn finish(
+        self,
+        export: &'static str,
+        input: Value,
+        output: Value,
+        outcome: Outcome,
+        error: Option<(String, String)>,
+        duration_ms: u64,
+    ) -> Finished {
+        // The input and output count against the bound too: past it they are summarised.
+        let mut room = self.most.saturating_sub(self.bytes);
+        let mut kept = |value: Value| {
+            let text = self.secrets.hidden(value).to_string();
+            if text.len() <= room {
+                room -= text.len();
+                text
+            } else {
+                json!({"cut": format!("{} bytes, past limits.recording_kib", text.len())})
+                    .to_string()
+            }
+        };
+        let (input, output) = (kept(input), kept(output));
+        let body = format!(
+            "{{\"input\":{input},\"imports\":[{}],\"output\":{output}}}",
+            self.imports.join(",")
+        );
+        Finished {
+            export,
+            outcome,
+            error: error.map(|(kind, message)| (kind, self.secrets.hide_text(&message))),
+            duration_ms,
+            cut: self.cut,
+            body,
+        }
+    }
+}
+
+/// One call being recorded: started before the instance runs, done once the call ended.
+pub(crate) struct Recorder {
+    tape: Tape,
+    export: &'static str,
+    input: Value,
+    started: Instant,
+    started_ms: i64,
+    caller: Arc<Caller>,
+}
+
+impl Recorder {
+    /// Starts recording a call to `export` with `input` on the store's `tape`.
+    pub(crate) fn start(caller: &Arc<Caller>, tape: Tape, export: &'static str, input: Value) -> Self {
+        tape.start(secrets_of(caller), &caller.granted.limits);
+        Self {
+            tape,
+            export,
+            input,
+            started: Instant::now(),
+            started_ms: crate::db::now_ms(),
+            caller: Arc::clone(caller),
+        }
+    }
+
+    /// The call ended: keeps its recording when the adapter's `record` says so. The write
+    /// happens after the answer, never before it.
+    pub(crate) fn done(self, output: Value, outcome: Outcome, error: Option<(String, String)>) {
+        let noted = self.tape.stop();
+        let record = self.caller.granted.record;
+        if !kept(record, outcome) {
+            return;
+        }
+        let duration_ms = self.started.elapsed().as_millis() as u64;
+        let finished = noted.finish(self.export, self.input, output, outcome, error, duration_ms);
+        let (caller, started_ms) = (self.caller, self.started_ms);
+        let host = caller.services.host.clone();
+        host.spawn(async move {
+            let limits = caller.granted.limits;
+            let kept = Kept {
+                count: limits.recordings_kept,
+                hours: limits.recordings_hours,
+            };
+            let adapter = caller.adapter.clone();
+            let stored = caller
+                .services
+                .db
+                .call(move |conn| {
+                    let error = finished.error.as_ref();
+                    let new = NewRecording {
+                        adapter: &adapter,
+                        export: finished.export,
+                        outcome: finished.outcome.as_str(),
+                        started_ms,
+                        error: error.map(|(kind, message)| (kind.as_str(), message.as_str())),
+                        duration_ms: finished.duration_ms,
+                        cut: finished.cut,
+                        body: &finished.body,
+                    };
+                    recordings::add(conn, &new, kept)
+                })
+                .await;
+            if let Err(e) = stored {
+                tracing::warn!(adapter = %caller.adapter, "cannot keep a recording: {e}");
+            }
+        });
+    }
+}
+
+/// Whether a call that ended `outcome` is kept under `record`.
+fn kept(record: Record, outcome: Outcome) -> bool {
+    match record {
+        Record::Off => false,
+        Record::Errors => outcome != Outcome::Ok,
+        Record::All => true,
+    }
+}
+
+/// The secrets `caller` may read, with their values now, to hide from its recordings.
+fn secrets_of(caller: &Caller) -> Secrets {
+    Secrets::new(
+        caller
+            .granted
+            .secrets
+            .names
+            .iter()
+            .filter_map(|name| Some((name.clone(), caller.services.env.get(name)?))),
+    )
+}

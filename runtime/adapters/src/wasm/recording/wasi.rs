@@ -1,0 +1,101 @@
+//! The WASI clocks and random generators of a recorded adapter's stores: the host's own, each
+//! value they give noted on the call's tape.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use rand_core::TryRng;
+use serde_json::Value;
+use wasmtime_wasi::clocks::{MonotonicClock, WallClock};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, Rng};
+
+use super::Tape;
+
+/// The wall clock or the monotonic one, noting each reading.
+pub(in crate::wasm) struct RecordedClocks<C> {
+    clock: C,
+    tape: Tape,
+}
+
+impl RecordedClocks<WallClock> {
+    pub(in crate::wasm) fn wall(tape: Tape) -> Self {
+        Self {
+            clock: WallClock::new(),
+            tape,
+        }
+    }
+}
+
+impl RecordedClocks<MonotonicClock> {
+    pub(in crate::wasm) fn monotonic(tape: Tape) -> Self {
+        Self {
+            clock: MonotonicClock::new(),
+            tape,
+        }
+    }
+}
+
+impl HostWallClock for RecordedClocks<WallClock> {
+    fn resolution(&self) -> Duration {
+        self.clock.resolution()
+    }
+
+    fn now(&self) -> Duration {
+        let now = self.clock.now();
+        self.tape
+            .note("wall-clock.now", || Value::Null, &now.as_nanos());
+        now
+    }
+}
+
+impl HostMonotonicClock for RecordedClocks<MonotonicClock> {
+    fn resolution(&self) -> u64 {
+        self.clock.resolution()
+    }
+
+    fn now(&self) -> u64 {
+        let now = self.clock.now();
+        self.tape.note("monotonic-clock.now", || Value::Null, &now);
+        now
+    }
+}
+
+/// A random generator noting the bytes it gives (runs of them as one import).
+pub(in crate::wasm) struct RecordedRandom {
+    inner: Box<dyn Rng + Send>,
+    import: &'static str,
+    tape: Tape,
+}
+
+impl RecordedRandom {
+    /// `wasi:random/random` (`secure`) or `wasi:random/insecure`.
+    pub(in crate::wasm) fn new(tape: Tape, secure: bool) -> Self {
+        Self {
+            inner: wasmtime_wasi::thread_rng(),
+            import: if secure { "random" } else { "insecure-random" },
+            tape,
+        }
+    }
+}
+
+impl TryRng for RecordedRandom {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        let value = self.inner.next_u32();
+        self.tape.note_bytes(self.import, &value.to_le_bytes());
+        Ok(value)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        let value = self.inner.next_u64();
+        self.tape.note_bytes(self.import, &value.to_le_bytes());
+        Ok(value)
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        self.inner.fill_bytes(dst);
+        self.tape.note_bytes(self.import, dst);
+        Ok(())
+    }
+}

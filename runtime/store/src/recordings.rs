@@ -1,0 +1,162 @@
+//! Recordings of component calls (see the adapters' `recording`): kept per adapter, bounded
+//! by count and age as each is added, read newest first.
+
+use serde::Serialize;
+
+use crate::db::{self, Conn};
+use crate::error::Result;
+use crate::params;
+
+/// A recording to keep.
+pub struct NewRecording<'a> {
+    pub adapter: &'a str,
+    pub export: &'a str,
+    pub outcome: &'a str,
+    /// When the call started, in milliseconds since the epoch.
+    pub started_ms: i64,
+    /// The failure's kind and message, when the call did not finish.
+    pub error: Option<(&'a str, &'a str)>,
+    pub duration_ms: u64,
+    pub cut: usize,
+    /// `{input, imports, output}`, JSON text.
+    pub body: &'a str,
+}
+
+/// How many of an adapter's recordings are kept, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct Kept {
+    pub count: u32,
+    pub hours: u32,
+}
+
+/// A recording as a list shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Summary {
+    pub id: String,
+    /// `handle-http`, `run-job`, `call-tool`, `start` or `stop`.
+    pub export: String,
+    /// `ok`, `failed` (the component answered a failure: an HTTP 5xx, a job or tool error,
+    /// a hook that refused) or `error` (the call did not finish).
+    pub outcome: String,
+    /// What ended a call that did not finish (`Timeout`, `Panic`, `Trap`, ...).
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    /// When the call started (RFC 3339).
+    pub at: String,
+    pub duration_ms: i64,
+    /// The recording's size.
+    pub bytes: i64,
+    /// Imports not kept: the call made more than `limits.recording_kib` holds.
+    pub cut: i64,
+}
+
+/// A recording whole.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Recording {
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// The export's input (the HTTP request, the job, the tool call).
+    #[schema(value_type = Object)]
+    pub input: serde_json::Value,
+    /// Every import the call made, in order: `{import, args, result}`, or `{import, bytes}`
+    /// (hex) for random bytes.
+    #[schema(value_type = Vec<Object>)]
+    pub imports: serde_json::Value,
+    /// What the export returned; null when the call did not finish.
+    #[schema(value_type = Object)]
+    pub output: serde_json::Value,
+}
+
+const SUMMARY: &str = "id, export, outcome, error_kind, error, at, duration_ms, bytes, cut";
+
+fn summary(r: &db::Row<'_>) -> Result<Summary> {
+    Ok(Summary {
+        id: r.get(0)?,
+        export: r.get(1)?,
+        outcome: r.get(2)?,
+        error_kind: r.get(3)?,
+        error: r.get(4)?,
+        at: r.get(5)?,
+        duration_ms: r.get(6)?,
+        bytes: r.get(7)?,
+        cut: r.get(8)?,
+    })
+}
+
+/// Keeps a recording, then drops what the adapter keeps no more (past the count, or the age);
+/// its id.
+pub fn add(conn: &mut Conn, new: &NewRecording<'_>, kept: Kept) -> Result<String> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let now = db::now_ms();
+    let started = new.started_ms;
+    let at = chrono::DateTime::from_timestamp_millis(started)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let (kind, error) = new.error.unzip();
+    conn.transaction(|conn| {
+        conn.execute(
+            "INSERT INTO adapter_recordings (id, adapter, export, outcome, error_kind, error, at, \
+             at_ms, duration_ms, bytes, cut, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                id,
+                new.adapter,
+                new.export,
+                new.outcome,
+                kind,
+                error,
+                at,
+                started,
+                i64::try_from(new.duration_ms).unwrap_or(i64::MAX),
+                new.body.len() as i64,
+                new.cut as i64,
+                new.body
+            ],
+        )?;
+        let oldest = now - i64::from(kept.hours) * 3_600_000;
+        conn.execute(
+            "DELETE FROM adapter_recordings WHERE adapter = ?1 AND (at_ms < ?2 OR id IN \
+             (SELECT id FROM adapter_recordings WHERE adapter = ?1 \
+              ORDER BY at_ms DESC, id DESC LIMIT ?4 OFFSET ?3))",
+            // No LIMIT is written the same way in both SQL dialects: the largest there is.
+            params![new.adapter, oldest, i64::from(kept.count), i64::MAX],
+        )?;
+        Ok(id)
+    })
+}
+
+/// An adapter's recordings, newest first, of one outcome when given; at most `limit`.
+pub fn list(
+    conn: &Conn,
+    adapter: &str,
+    outcome: Option<&str>,
+    limit: u32,
+) -> Result<Vec<Summary>> {
+    conn.query(
+        &format!(
+            "SELECT {SUMMARY} FROM adapter_recordings WHERE adapter = ?1 \
+             AND (CAST(?2 AS TEXT) IS NULL OR outcome = ?2) ORDER BY at_ms DESC, id DESC LIMIT ?3"
+        ),
+        params![adapter, outcome, limit],
+        summary,
+    )
+}
+
+/// One of an adapter's recordings, whole.
+pub fn get(conn: &Conn, adapter: &str, id: &str) -> Result<Option<Recording>> {
+    conn.query_opt(
+        &format!("SELECT {SUMMARY}, body FROM adapter_recordings WHERE adapter = ?1 AND id = ?2"),
+        params![adapter, id],
+        |r| {
+            let body: String = r.get(9)?;
+            let mut body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let mut take = |field: &str| body.get_mut(field).map(serde_json::Value::take);
+            Ok(Recording {
+                input: take("input").unwrap_or_default(),
+                imports: take("imports").unwrap_or_default(),
+                output: take("output").unwrap_or_default(),
+                summary: summary(r)?,
+            })
+        },
+    )
+}
