@@ -234,7 +234,12 @@ async fn a_hostile_guests_recordings_are_bounded_and_hold_no_secret() {
         get("/secret?name=HOSTILE_TOKEN").await,
         (StatusCode::OK, TOKEN.to_owned())
     );
-    let echoed = whole(&server, "hostile", &recordings(&server, "hostile", 1).await[0]).await;
+    let echoed = whole(
+        &server,
+        "hostile",
+        &recordings(&server, "hostile", 1).await[0],
+    )
+    .await;
     assert_eq!(echoed["output"]["body"]["utf8"], "{{secret:HOSTILE_TOKEN}}");
     let read = echoed["imports"]
         .as_array()

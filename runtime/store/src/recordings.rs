@@ -126,12 +126,7 @@ pub fn add(conn: &mut Conn, new: &NewRecording<'_>, kept: Kept) -> Result<String
 }
 
 /// An adapter's recordings, newest first, of one outcome when given; at most `limit`.
-pub fn list(
-    conn: &Conn,
-    adapter: &str,
-    outcome: Option<&str>,
-    limit: u32,
-) -> Result<Vec<Summary>> {
+pub fn list(conn: &Conn, adapter: &str, outcome: Option<&str>, limit: u32) -> Result<Vec<Summary>> {
     conn.query(
         &format!(
             "SELECT {SUMMARY} FROM adapter_recordings WHERE adapter = ?1 \

@@ -261,7 +261,8 @@ impl Call for HandleHttp {
     }
 
     fn outcome(output: &Self::Output) -> (Value, bool) {
-        let answer = json!({"status": output.status, "headers": output.headers, "body": output.body});
+        let answer =
+            json!({"status": output.status, "headers": output.headers, "body": output.body});
         (answer, output.status >= 500)
     }
 

@@ -286,12 +286,9 @@ impl Sandbox {
         // What the guest wrote before this call is not this call's failure.
         let stderr_before = stderr.contents().len();
         let recorder = match (&store.data().tape, call.recorded()) {
-            (Some(tape), Some(input)) => Some(Recorder::start(
-                &caller,
-                tape.clone(),
-                call.export(),
-                input,
-            )),
+            (Some(tape), Some(input)) => {
+                Some(Recorder::start(&caller, tape.clone(), call.export(), input))
+            }
             _ => None,
         };
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.

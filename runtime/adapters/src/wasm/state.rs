@@ -228,7 +228,10 @@ impl HostState {
     }
 
     /// An import's arguments to note, made only when the call is recorded.
-    pub(crate) fn args(&self, args: impl FnOnce() -> serde_json::Value) -> Option<serde_json::Value> {
+    pub(crate) fn args(
+        &self,
+        args: impl FnOnce() -> serde_json::Value,
+    ) -> Option<serde_json::Value> {
         self.tape.as_ref().map(|_| args())
     }
 

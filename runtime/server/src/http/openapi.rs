@@ -27,8 +27,8 @@ use super::identity::CSRF_HEADER;
 use super::routes::Declared;
 use super::{
     a2a, adapters, agents, approvals, audit, chat, conversations, dashboard, health, integrations,
-    mcp_servers, me, metrics, openapi, recordings, remote_agents, runs, schedules, session, single_sign_on,
-    store, tasks, tokens, tools, traces, users,
+    mcp_servers, me, metrics, openapi, recordings, remote_agents, runs, schedules, session,
+    single_sign_on, store, tasks, tokens, tools, traces, users,
 };
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;

@@ -403,7 +403,10 @@ fn wit_reply(reply: RunReply) -> WitReply {
 
 /// The agent imports as they run; the `Host` impl notes each on the call's recording.
 impl HostState {
-    async fn run_now(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
+    async fn run_now(
+        &mut self,
+        request: WitRequest,
+    ) -> wasmtime::Result<Result<WitReply, RunError>> {
         Ok(answered(self.run_agent(request, None, None).await))
     }
 
@@ -533,7 +536,9 @@ impl Host for HostState {
         then: Vec<u8>,
     ) -> wasmtime::Result<Result<RunOutcome, RunError>> {
         let args = self.args(|| json!({"key": key, "request": request, "then": then}));
-        let outcome = self.run_in_conversation_or_wait_now(key, request, then).await?;
+        let outcome = self
+            .run_in_conversation_or_wait_now(key, request, then)
+            .await?;
         self.taped("agent.run-in-conversation-or-wait", args, &outcome);
         Ok(outcome)
     }
@@ -550,7 +555,8 @@ impl Host for HostState {
         approve: bool,
         note: Option<String>,
     ) -> wasmtime::Result<Result<bool, DecideError>> {
-        let args = self.args(|| json!({"approval_id": approval_id, "approve": approve, "note": note}));
+        let args =
+            self.args(|| json!({"approval_id": approval_id, "approve": approve, "note": note}));
         let decided = self.decide_now(approval_id, approve, note).await?;
         self.taped("agent.decide", args, &decided);
         Ok(decided)

@@ -201,13 +201,13 @@ impl HostState {
         // Its run continues the trace of the call that queued it.
         let traceparent = propagation::traceparent();
         self.queue(move |conn, adapter| {
-                job_queue::enqueue(
-                    conn,
-                    adapter,
-                    &payload,
-                    traceparent.as_deref(),
-                    limits.jobs_pending,
-                )
+            job_queue::enqueue(
+                conn,
+                adapter,
+                &payload,
+                traceparent.as_deref(),
+                limits.jobs_pending,
+            )
         })
         .await
     }
@@ -223,13 +223,13 @@ impl HostState {
         let kv_quota = self.kv_quota("jobs.enqueue-once", &key, 0)?;
         let traceparent = propagation::traceparent();
         self.queue(move |conn, adapter| {
-                let once = job_queue::Once {
-                    key: &key,
-                    ttl_ms,
-                    payload: &payload,
-                    traceparent: traceparent.as_deref(),
-                };
-                job_queue::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
+            let once = job_queue::Once {
+                key: &key,
+                ttl_ms,
+                payload: &payload,
+                traceparent: traceparent.as_deref(),
+            };
+            job_queue::enqueue_once(conn, adapter, &once, limits.jobs_pending, kv_quota)
         })
         .await
     }

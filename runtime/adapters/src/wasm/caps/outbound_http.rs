@@ -292,8 +292,7 @@ impl wasmtime_wasi_http::WasiHttpHooks for WasiHttpHooks {
         let host = caller.services.host.clone();
         let tape = self.tape.clone();
         Box::new(async move {
-            let sent =
-                guest_lane::on_host(&host, send_wasi(caller, request, options, tape)).await;
+            let sent = guest_lane::on_host(&host, send_wasi(caller, request, options, tape)).await;
             drop(permit);
             sent
         })

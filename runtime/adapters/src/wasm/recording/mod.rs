@@ -214,7 +214,12 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Starts recording a call to `export` with `input` on the store's `tape`.
-    pub(crate) fn start(caller: &Arc<Caller>, tape: Tape, export: &'static str, input: Value) -> Self {
+    pub(crate) fn start(
+        caller: &Arc<Caller>,
+        tape: Tape,
+        export: &'static str,
+        input: Value,
+    ) -> Self {
         tape.start(secrets_of(caller), &caller.granted.limits);
         Self {
             tape,
