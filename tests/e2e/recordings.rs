@@ -1,7 +1,8 @@
 //! Recordings of component calls through the binary: a teamchat mention recorded whole (the
-//! signed event, its job with the model's answer and the post), a failed delivery kept under
-//! the default `record = "errors"`, and a hostile guest's recordings bounded, counted and
-//! without the secrets it read.
+//! signed event, its job with the model's answer and the post) and replayed offline, a failed
+//! delivery kept under the default `record = "errors"` and replayed from a saved fixture, a
+//! new build's replay showing where it differs, and a hostile guest's recordings bounded,
+//! counted and without the secrets it read.
 
 use std::path::Path;
 
@@ -10,10 +11,10 @@ use serde_json::{Value, json};
 
 use crate::fakes::llm::{self, Reply};
 use crate::fakes::teamchat::BOT_TOKEN;
-use crate::guests::guest;
-use crate::support::{Server, assert_error, eventually, openai_env};
+use crate::guests::{echo_v2, guest};
+use crate::support::{Server, assert_error, cli, eventually, openai_env};
 use crate::teamchat::{SIGNING_SECRET, callback, mention, platform, settled_jobs, signed};
-use crate::wasm::{drop_in, loaded};
+use crate::wasm::{ECHO_GRANT, drop_in, loaded};
 
 /// The bundled teamchat grant with `extra` lines first.
 fn teamchat_grant(extra: &str) -> String {
@@ -56,6 +57,19 @@ fn imports(recording: &Value) -> Vec<String> {
         .map(|i| i["import"].as_str().unwrap().to_owned())
         .filter(|name| !name.contains("clock") && !name.contains("random"))
         .collect()
+}
+
+/// `adapters replay ARGS...`: whether it matched, and what it printed.
+fn replay(data_dir: &Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["adapters", "replay"];
+    all.extend_from_slice(args);
+    let done = cli(data_dir, &all);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    (done.status.success(), printed)
 }
 
 /// Whether any file of the data directory holds `value`.
@@ -163,6 +177,14 @@ async fn a_mention_is_recorded_whole_with_names_for_its_secrets() {
     );
     assert_eq!(job["output"], json!({"ok": null}));
 
+    // Offline, the job replays to the same end: the model is not asked again and nothing is
+    // posted again.
+    let (matched, printed) = replay(&data_dir, &[list[0]["id"].as_str().unwrap()]);
+    assert!(matched && printed.contains("match"), "{printed}");
+    let (matched, printed) = replay(&data_dir, &[list[1]["id"].as_str().unwrap()]);
+    assert!(matched, "{printed}");
+    assert_eq!((llm.requests().len(), api.posted().len()), (1, 1));
+
     for secret in [SIGNING_SECRET, BOT_TOKEN] {
         assert!(!stored_anywhere(&data_dir, secret), "{secret} was stored");
     }
@@ -197,6 +219,19 @@ async fn a_failed_delivery_is_kept_by_default_and_a_good_call_is_not() {
         .unwrap();
     assert_eq!(post["result"]["Ok"]["status"], 500, "{post}");
     assert!(failed["output"]["error"]["message"].is_string(), "{failed}");
+
+    // Saved as a fixture, it replays from the file, as an adapter's own tests would.
+    let fixtures = tempfile::tempdir().unwrap();
+    let id = list[0]["id"].as_str().unwrap();
+    let saved = fixtures.path().join(format!("teamchat-{id}.json"));
+    let (matched, printed) = replay(
+        &server.data_dir,
+        &[id, "--save", fixtures.path().to_str().unwrap()],
+    );
+    assert!(matched && saved.is_file(), "{printed}");
+    let (matched, printed) = replay(&server.data_dir, &[saved.to_str().unwrap()]);
+    assert!(matched, "{printed}");
+    assert_eq!(api.calls().len(), 2, "the replays sent nothing");
 
     let (_, filtered) = server
         .get("/api/adapters/teamchat/recordings?outcome=ok")
@@ -278,4 +313,45 @@ async fn a_hostile_guests_recordings_are_bounded_and_hold_no_secret() {
         !stored_anywhere(&server.data_dir, TOKEN),
         "the token was stored"
     );
+}
+
+#[tokio::test]
+async fn a_new_build_replayed_shows_where_it_differs() {
+    let server = Server::start();
+    drop_in(
+        &server,
+        "echo",
+        &guest("echo"),
+        &format!("record = \"all\"\n{ECHO_GRANT}"),
+    );
+    loaded(&server, "echo").await;
+    let hello = reqwest::get(server.url("/api/adapters/echo/hello"))
+        .await
+        .unwrap();
+    assert_eq!(hello.text().await.unwrap(), "hello from echo v1");
+    let list = eventually(20, async || {
+        let (_, body) = server.get("/api/adapters/echo/recordings").await;
+        let list = body["recordings"].as_array().unwrap().clone();
+        list.iter().find(|r| r["export"] == "handle-http").cloned()
+    })
+    .await;
+    let id = list["id"].as_str().unwrap();
+
+    let (matched, printed) = replay(&server.data_dir, &[id]);
+    assert!(
+        matched && printed.contains("hello from echo v1"),
+        "{printed}"
+    );
+    // Version 2 logs before it answers, and answers otherwise.
+    let v2 = echo_v2();
+    let (matched, printed) = replay(&server.data_dir, &[id, "--wasm", v2.to_str().unwrap()]);
+    assert!(!matched, "{printed}");
+    assert!(
+        printed.contains("differs")
+            && printed.contains("the first that differs is #1")
+            && printed.contains("log.log"),
+        "{printed}"
+    );
+    let (matched, printed) = replay(&server.data_dir, &["no-such-recording"]);
+    assert!(!matched && printed.contains("no recording"), "{printed}");
 }

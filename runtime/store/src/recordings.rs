@@ -33,6 +33,7 @@ pub struct Kept {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Summary {
     pub id: String,
+    pub adapter: String,
     /// `handle-http`, `run-job`, `call-tool`, `start` or `stop`.
     pub export: String,
     /// `ok`, `failed` (the component answered a failure: an HTTP 5xx, a job or tool error,
@@ -67,19 +68,21 @@ pub struct Recording {
     pub output: serde_json::Value,
 }
 
-const SUMMARY: &str = "id, export, outcome, error_kind, error, at, duration_ms, bytes, cut";
+const SUMMARY: &str =
+    "id, adapter, export, outcome, error_kind, error, at, duration_ms, bytes, cut";
 
 fn summary(r: &db::Row<'_>) -> Result<Summary> {
     Ok(Summary {
         id: r.get(0)?,
-        export: r.get(1)?,
-        outcome: r.get(2)?,
-        error_kind: r.get(3)?,
-        error: r.get(4)?,
-        at: r.get(5)?,
-        duration_ms: r.get(6)?,
-        bytes: r.get(7)?,
-        cut: r.get(8)?,
+        adapter: r.get(1)?,
+        export: r.get(2)?,
+        outcome: r.get(3)?,
+        error_kind: r.get(4)?,
+        error: r.get(5)?,
+        at: r.get(6)?,
+        duration_ms: r.get(7)?,
+        bytes: r.get(8)?,
+        cut: r.get(9)?,
     })
 }
 
@@ -137,13 +140,16 @@ pub fn list(conn: &Conn, adapter: &str, outcome: Option<&str>, limit: u32) -> Re
     )
 }
 
-/// One of an adapter's recordings, whole.
-pub fn get(conn: &Conn, adapter: &str, id: &str) -> Result<Option<Recording>> {
+/// A recording whole: one of `adapter`'s when given, anyone's otherwise.
+pub fn get(conn: &Conn, adapter: Option<&str>, id: &str) -> Result<Option<Recording>> {
     conn.query_opt(
-        &format!("SELECT {SUMMARY}, body FROM adapter_recordings WHERE adapter = ?1 AND id = ?2"),
+        &format!(
+            "SELECT {SUMMARY}, body FROM adapter_recordings \
+             WHERE (CAST(?1 AS TEXT) IS NULL OR adapter = ?1) AND id = ?2"
+        ),
         params![adapter, id],
         |r| {
-            let body: String = r.get(9)?;
+            let body: String = r.get(10)?;
             let mut body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             let mut take = |field: &str| body.get_mut(field).map(serde_json::Value::take);
             Ok(Recording {

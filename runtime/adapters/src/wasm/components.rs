@@ -85,6 +85,30 @@ impl Components {
         self.loader.load(Named::Own { file }, bytes, grant).await
     }
 
+    /// A generation of adapter `name` to replay a recording with: `bytes` (a new build), else
+    /// its installed component, else the bundled one; under the adapter's grant (its limits,
+    /// the secrets it may read) with its calls taped, so the recording answers them. Never
+    /// installed.
+    pub async fn for_replay(
+        &self,
+        name: &str,
+        bytes: Option<Vec<u8>>,
+    ) -> anyhow::Result<Generation> {
+        let bytes = match bytes {
+            Some(bytes) => bytes,
+            None => {
+                let file = self.loader.adapters_dir().join(format!("{name}.wasm"));
+                match std::fs::read(&file) {
+                    Ok(bytes) => bytes,
+                    Err(_) => self.loader.bundled_bytes(name)?,
+                }
+            }
+        };
+        let mut grant = self.loader.grant_for(name, Some(&bytes))?;
+        grant.record = super::grants::Record::All;
+        self.check(name, bytes, Some(grant)).await
+    }
+
     /// Serves `generation`: its tools, then the supervisor's lifecycle; baseline code is
     /// optimized behind it.
     pub async fn install(&self, generation: Generation) {

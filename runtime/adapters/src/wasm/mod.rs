@@ -19,7 +19,7 @@ pub(crate) mod outbound;
 mod pool;
 mod proxy;
 mod rate;
-pub(crate) mod recording;
+pub mod recording;
 mod reuse;
 mod sandbox;
 pub mod shared;

@@ -36,7 +36,7 @@ pub struct Request {
     pub follow_redirects: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
@@ -45,7 +45,7 @@ pub struct Response {
 
 /// Why a request was not sent or failed. `Denied` is a capability violation the caller records
 /// on the adapter's registry entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Failure {
     #[error("{0}")]

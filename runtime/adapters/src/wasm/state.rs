@@ -235,6 +235,27 @@ impl HostState {
         self.tape.as_ref().map(|_| args())
     }
 
+    /// What the replayed recording answers to an import (`None` when no replay runs); an
+    /// import the recording did not make ends the call.
+    pub(crate) fn replayed<T: serde::de::DeserializeOwned>(
+        &self,
+        import: &str,
+        args: &Option<serde_json::Value>,
+    ) -> wasmtime::Result<Option<T>> {
+        let (Some(tape), Some(args)) = (&self.tape, args) else {
+            return Ok(None);
+        };
+        match tape.answer(import, args) {
+            None => Ok(None),
+            Some(Ok(value)) => serde_json::from_value(value).map(Some).map_err(|e| {
+                wasmtime::Error::msg(format!(
+                    "the recording's answer to {import} does not fit: {e}"
+                ))
+            }),
+            Some(Err(why)) => Err(wasmtime::Error::msg(why)),
+        }
+    }
+
     /// Notes an import, with its arguments (from [`Self::args`]) and result, on the call's
     /// recording.
     pub(crate) fn taped(

@@ -9,6 +9,7 @@ use crate::db::{self, Backend};
 use crate::settings_store::SettingsStore;
 use crate::wasm::grants::Grant;
 use crate::wasm::inventory::{Kind, Listed, inventory};
+use crate::wasm::recording::{self, Fixture};
 use crate::wasm::shared::{self, write_atomically};
 use crate::wasm::{GrantSource, check_name};
 use anyhow::Context;
@@ -28,6 +29,20 @@ pub(super) enum AdaptersCommand {
     /// List every adapter the server would load: bundled components (and files overriding
     /// them), component files and native adapters
     List,
+    /// Run a recorded call again, offline: the component (or a new build of it) gets every
+    /// import answered from the recording, nothing reaches the network, the database or a
+    /// model. Prints the output, then `match` (exit 0) or where it differs (exit 1)
+    Replay {
+        /// A recording's id (from `GET /api/adapters/NAME/recordings`) or a fixture file
+        recording: String,
+        /// The build to run instead of the installed component
+        #[arg(long)]
+        wasm: Option<PathBuf>,
+        /// Also write the recording into this folder as a fixture (`<adapter>-<id>.json`),
+        /// for an adapter's own tests to replay
+        #[arg(long)]
+        save: Option<PathBuf>,
+    },
     /// Remove a component and its grant
     Remove {
         /// The adapter's name (never a path: nothing outside the adapters folder is touched)
@@ -153,6 +168,11 @@ pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Re
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             out!("{}", scaffold::create(&name, lang, world, &dir)?)?;
         }
+        AdaptersCommand::Replay {
+            recording,
+            wasm,
+            save,
+        } => replay(data_dir, &recording, wasm.as_deref(), save.as_deref()).await?,
         AdaptersCommand::Remove { name } if shared_database(data_dir)? => {
             let app = App::open(data_dir, Role::Command).await?;
             let stored = name.clone();
@@ -180,6 +200,89 @@ pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+async fn replay(
+    data_dir: &Path,
+    recording: &str,
+    wasm: Option<&Path>,
+    save: Option<&Path>,
+) -> anyhow::Result<()> {
+    let app = App::open(data_dir, Role::Command).await?;
+    let (fixture, id) = fixture(&app, recording).await?;
+    if let Some(dir) = save {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(format!("{}-{id}.json", fixture.adapter));
+        write_atomically(&path, serde_json::to_string_pretty(&fixture)?.as_bytes())?;
+        outln!("saved {}", path.display())?;
+    }
+    let bytes = wasm
+        .map(|path| std::fs::read(path).with_context(|| format!("cannot read {}", path.display())))
+        .transpose()?;
+    let generation = app
+        .components
+        .for_replay(&fixture.adapter, bytes)
+        .await
+        .with_context(|| format!("cannot load {} to replay it", fixture.adapter))?;
+    let sandbox = app.components.loader().sandbox();
+    let replayed = recording::replay(sandbox, &generation.prepared(), &fixture).await?;
+    outln!("output: {}", replayed.output)?;
+    if let Some(error) = &replayed.error {
+        outln!("ended: {error}")?;
+    }
+    if replayed.matches(&fixture) {
+        outln!("match")?;
+        return Ok(());
+    }
+    outln!("differs")?;
+    if let Some(diverged) = &replayed.diverged {
+        outln!(
+            "imports: the first that differs is #{} (from 0): the recording has {}, the replay made {}",
+            diverged["at"],
+            diverged["expected"],
+            diverged["got"]
+        )?;
+    }
+    if replayed.outcome != fixture.outcome || replayed.output != fixture.output {
+        outln!("recorded output ({}): {}", fixture.outcome, fixture.output)?;
+    }
+    anyhow::bail!("the replay differs from the recording")
+}
+
+/// The recording `given` names: a fixture file, or an id in the database; and its id.
+async fn fixture(app: &App, given: &str) -> anyhow::Result<(Fixture, String)> {
+    let path = Path::new(given);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let fixture: Fixture = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a recording", path.display()))?;
+        let id = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or(given)
+            .to_owned();
+        return Ok((fixture, id));
+    }
+    let id = given.to_owned();
+    let found = app
+        .db
+        .call(move |conn| crate::recordings::get(conn, None, &id))
+        .await?
+        .with_context(|| format!("no recording {given:?}: neither a file nor a recording's id"))?;
+    let imports = match found.imports {
+        serde_json::Value::Array(imports) => imports,
+        _ => Vec::new(),
+    };
+    let fixture = Fixture {
+        adapter: found.summary.adapter,
+        export: found.summary.export,
+        outcome: found.summary.outcome,
+        input: found.input,
+        imports,
+        output: found.output,
+    };
+    Ok((fixture, found.summary.id))
 }
 
 /// Whether the data directory's replicas share PostgreSQL (components then live there).

@@ -101,7 +101,7 @@ pub(super) async fn show(
     known(&app, &name)?;
     let adapter = name.clone();
     app.db
-        .call(move |conn| recordings::get(conn, &adapter, &id))
+        .call(move |conn| recordings::get(conn, Some(&adapter), &id))
         .await?
         .map(Json)
         .ok_or_else(|| {

@@ -513,6 +513,9 @@ impl HostState {
 impl Host for HostState {
     async fn run(&mut self, request: WitRequest) -> wasmtime::Result<Result<WitReply, RunError>> {
         let args = self.args(|| json!({"request": request}));
+        if let Some(answer) = self.replayed("agent.run", &args)? {
+            return Ok(answer);
+        }
         let answer = self.run_now(request).await?;
         self.taped("agent.run", args, &answer);
         Ok(answer)
@@ -524,6 +527,9 @@ impl Host for HostState {
         request: WitRequest,
     ) -> wasmtime::Result<Result<WitReply, RunError>> {
         let args = self.args(|| json!({"key": key, "request": request}));
+        if let Some(answer) = self.replayed("agent.run-in-conversation", &args)? {
+            return Ok(answer);
+        }
         let answer = self.run_in_conversation_now(key, request).await?;
         self.taped("agent.run-in-conversation", args, &answer);
         Ok(answer)
@@ -536,6 +542,9 @@ impl Host for HostState {
         then: Vec<u8>,
     ) -> wasmtime::Result<Result<RunOutcome, RunError>> {
         let args = self.args(|| json!({"key": key, "request": request, "then": then}));
+        if let Some(answer) = self.replayed("agent.run-in-conversation-or-wait", &args)? {
+            return Ok(answer);
+        }
         let outcome = self
             .run_in_conversation_or_wait_now(key, request, then)
             .await?;
@@ -544,8 +553,12 @@ impl Host for HostState {
     }
 
     async fn went_on(&mut self) -> wasmtime::Result<Option<Result<RunOutcome, RunError>>> {
+        let args = self.args(|| Value::Null);
+        if let Some(answer) = self.replayed("agent.went-on", &args)? {
+            return Ok(answer);
+        }
         let outcome = self.went_on_now().await?;
-        self.taped("agent.went-on", self.args(|| Value::Null), &outcome);
+        self.taped("agent.went-on", args, &outcome);
         Ok(outcome)
     }
 
@@ -557,6 +570,9 @@ impl Host for HostState {
     ) -> wasmtime::Result<Result<bool, DecideError>> {
         let args =
             self.args(|| json!({"approval_id": approval_id, "approve": approve, "note": note}));
+        if let Some(answer) = self.replayed("agent.decide", &args)? {
+            return Ok(answer);
+        }
         let decided = self.decide_now(approval_id, approve, note).await?;
         self.taped("agent.decide", args, &decided);
         Ok(decided)
@@ -568,6 +584,9 @@ impl Host for HostState {
         message: String,
     ) -> wasmtime::Result<Result<(), String>> {
         let args = self.args(|| json!({"trace_id": trace_id, "message": message}));
+        if let Some(answer) = self.replayed("agent.annotate", &args)? {
+            return Ok(answer);
+        }
         let added = self.annotate_now(trace_id, message).await?;
         self.taped("agent.annotate", args, &added);
         Ok(added)

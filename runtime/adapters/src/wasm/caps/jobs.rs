@@ -176,6 +176,9 @@ impl Queued for Option<String> {
 impl latest::service::adapter::jobs::Host for HostState {
     async fn enqueue(&mut self, payload: Vec<u8>) -> wasmtime::Result<Result<String, Error>> {
         let args = self.args(|| json!({"payload": payload}));
+        if let Some(answer) = self.replayed("jobs.enqueue", &args)? {
+            return Ok(answer);
+        }
         let queued = self.enqueue_now(payload).await;
         self.taped("jobs.enqueue", args, &queued);
         Ok(queued)
@@ -188,6 +191,9 @@ impl latest::service::adapter::jobs::Host for HostState {
         payload: Vec<u8>,
     ) -> wasmtime::Result<Result<Option<String>, Error>> {
         let args = self.args(|| json!({"key": key, "ttl_ms": ttl_ms, "payload": payload}));
+        if let Some(answer) = self.replayed("jobs.enqueue-once", &args)? {
+            return Ok(answer);
+        }
         let queued = self.enqueue_once_now(key, ttl_ms, payload).await;
         self.taped("jobs.enqueue-once", args, &queued);
         Ok(queued)

@@ -165,13 +165,17 @@ impl HostState {
 
 impl latest::service::adapter::kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
+        let args = self.args(|| json!({"key": key}));
+        if let Some(answer) = self.replayed("kv.get", &args)? {
+            return Ok(answer);
+        }
         let read = key.clone();
         let got = self
             .with_kv(&key, 0, move |conn, adapter, _| {
                 Ok(kv_store::get(conn, adapter, &read)?)
             })
             .await;
-        self.taped("kv.get", self.args(|| json!({"key": key})), &got);
+        self.taped("kv.get", args, &got);
         Ok(got)
     }
 
@@ -183,6 +187,9 @@ impl latest::service::adapter::kv::Host for HostState {
     ) -> wasmtime::Result<Result<(), Error>> {
         self.heavy(key.len() + value.len()).await;
         let args = self.args(|| json!({"key": key, "value": value, "ttl_ms": ttl_ms}));
+        if let Some(answer) = self.replayed("kv.set", &args)? {
+            return Ok(answer);
+        }
         let written = key.clone();
         let set = self
             .with_kv(&key, value.len(), move |conn, adapter, quota| {
@@ -194,24 +201,31 @@ impl latest::service::adapter::kv::Host for HostState {
     }
 
     async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), Error>> {
+        let args = self.args(|| json!({"key": key}));
+        if let Some(answer) = self.replayed("kv.delete", &args)? {
+            return Ok(answer);
+        }
         let deleted = key.clone();
         let done = self
             .with_kv(&key, 0, move |conn, adapter, _| {
                 Ok(kv_store::delete(conn, adapter, &deleted)?)
             })
             .await;
-        self.taped("kv.delete", self.args(|| json!({"key": key})), &done);
+        self.taped("kv.delete", args, &done);
         Ok(done)
     }
 
     async fn claim(&mut self, key: String, ttl_ms: u64) -> wasmtime::Result<Result<bool, Error>> {
+        let args = self.args(|| json!({"key": key, "ttl_ms": ttl_ms}));
+        if let Some(answer) = self.replayed("kv.claim", &args)? {
+            return Ok(answer);
+        }
         let claimed = key.clone();
         let won = self
             .with_kv(&key, 0, move |conn, adapter, quota| {
                 kv_store::claim(conn, adapter, &claimed, ttl_ms, quota)
             })
             .await;
-        let args = self.args(|| json!({"key": key, "ttl_ms": ttl_ms}));
         self.taped("kv.claim", args, &won);
         Ok(won)
     }

@@ -178,9 +178,11 @@ impl latest::service::adapter::outbound_http::Host for HostState {
             follow_redirects: true,
         };
         let args = self.args(|| serde_json::to_value(&request).unwrap_or_default());
+        if let Some(answer) = self.replayed("outbound-http.send", &args)? {
+            return Ok(answer);
+        }
         let sent = on_host(self, async move { send(&caller, request).await }).await;
-        self.taped("outbound-http.send", args, &sent);
-        Ok(match sent {
+        let answer = match sent {
             Ok(response) => Ok(Response {
                 status: response.status,
                 headers: response.headers,
@@ -189,7 +191,9 @@ impl latest::service::adapter::outbound_http::Host for HostState {
             Err(Failure::Denied(message)) => Err(denied(self, message)),
             Err(Failure::Invalid(message)) => Err(Error::Invalid(message)),
             Err(Failure::Failed(message)) => Err(Error::Failed(message)),
-        })
+        };
+        self.taped("outbound-http.send", args, &answer);
+        Ok(answer)
     }
 }
 
@@ -331,11 +335,24 @@ async fn send_wasi(
         timeout_ms: timeout,
         follow_redirects: false,
     };
-    let args = tape.as_ref().map(|_| serde_json::to_value(&request));
-    let sent = send(&caller, request).await;
-    if let (Some(tape), Some(Ok(args))) = (tape, args) {
-        tape.note("wasi:http.send", || args, &sent);
-    }
+    let args = tape
+        .as_ref()
+        .map(|_| serde_json::to_value(&request).unwrap_or_default());
+    let sent = match (&tape, &args) {
+        // A replay: the recorded answer, or the call ends where it diverged.
+        (Some(tape), Some(args)) if let Some(answer) = tape.answer("wasi:http.send", args) => {
+            answer
+                .and_then(|value| serde_json::from_value(value).map_err(|e| e.to_string()))
+                .map_err(|why| Code::InternalError(Some(why)))?
+        }
+        _ => {
+            let sent = send(&caller, request).await;
+            if let (Some(tape), Some(args)) = (tape, args) {
+                tape.note("wasi:http.send", || args, &sent);
+            }
+            sent
+        }
+    };
     match sent {
         Ok(response) => {
             let mut answer = http::Response::builder().status(response.status);

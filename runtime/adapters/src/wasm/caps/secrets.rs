@@ -226,18 +226,26 @@ pub(crate) fn verify_hmac(
 
 impl latest::service::adapter::secrets::Host for HostState {
     async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
+        let args = self.args(|| json!({"name": name}));
+        // A replay gets the name: the value was never recorded.
+        if let Some(answer) = self.replayed("secrets.get", &args)? {
+            return Ok(answer);
+        }
         let value = self.granted_secret(&name).ok().flatten();
-        // By name: the value never enters a recording.
         let noted = value.as_ref().map(|_| format!("{{{{secret:{name}}}}}"));
-        self.taped("secrets.get", self.args(|| json!({"name": name})), &noted);
+        self.taped("secrets.get", args, &noted);
         Ok(value)
     }
 
     async fn is_set(&mut self, name: String) -> wasmtime::Result<bool> {
+        let args = self.args(|| json!({"name": name}));
+        if let Some(answer) = self.replayed("secrets.is-set", &args)? {
+            return Ok(answer);
+        }
         let set = self
             .granted_secret(&name)
             .is_ok_and(|value| value.is_some());
-        self.taped("secrets.is-set", self.args(|| json!({"name": name})), &set);
+        self.taped("secrets.is-set", args, &set);
         Ok(set)
     }
 
@@ -252,6 +260,9 @@ impl latest::service::adapter::secrets::Host for HostState {
         let args = self.args(|| {
             json!({"name": name, "algorithm": algorithm, "message": message, "signature": signature})
         });
+        if let Some(answer) = self.replayed("secrets.verify-hmac", &args)? {
+            return Ok(answer);
+        }
         let verified = match self.granted_secret(&name) {
             Ok(Some(secret)) => Ok(verify_hmac(
                 algorithm,

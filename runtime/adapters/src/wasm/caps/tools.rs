@@ -140,7 +140,11 @@ impl HostState {
 
 impl latest::service::adapter::tools::Host for HostState {
     async fn list(&mut self) -> wasmtime::Result<Vec<ToolSpec>> {
-        Ok(self
+        let args = self.args(|| Value::Null);
+        if let Some(answer) = self.replayed("tools.list", &args)? {
+            return Ok(answer);
+        }
+        let specs: Vec<ToolSpec> = self
             .caller
             .services
             .tools
@@ -152,8 +156,9 @@ impl latest::service::adapter::tools::Host for HostState {
                 description: t.description,
                 parameters_json: t.parameters.to_string(),
             })
-            .collect::<Vec<_>>())
-        .inspect(|specs| self.taped("tools.list", self.args(|| Value::Null), specs))
+            .collect();
+        self.taped("tools.list", args, &specs);
+        Ok(specs)
     }
 
     async fn invoke(
@@ -162,6 +167,9 @@ impl latest::service::adapter::tools::Host for HostState {
         args_json: String,
     ) -> wasmtime::Result<Result<String, String>> {
         let args = self.args(|| json!({"name": name, "args_json": args_json}));
+        if let Some(answer) = self.replayed("tools.invoke", &args)? {
+            return Ok(answer);
+        }
         let answer = self.invoke_now(name, args_json).await;
         self.taped("tools.invoke", args, &answer);
         Ok(answer)

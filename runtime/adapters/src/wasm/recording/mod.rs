@@ -8,6 +8,7 @@
 //! else it shows (an answer that echoes one included), so a placeholder the guest wrote and a
 //! value it read look the same.
 
+mod replay;
 mod values;
 mod wasi;
 
@@ -17,6 +18,8 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use replay::Script;
+pub use replay::{Fixture, Replayed, replay};
 use values::Secrets;
 pub(super) use wasi::{RecordedClocks, RecordedRandom};
 
@@ -61,24 +64,48 @@ struct Reel {
     most: usize,
     /// Imports not kept past `most`.
     cut: usize,
+    /// When replaying: the recording that answers the imports instead of the world.
+    script: Option<Script>,
 }
 
 impl Tape {
-    /// Starts recording a call, with the values to hide and the most it may keep.
+    /// Starts recording a call, with the values to hide and the most it may keep (a replay's
+    /// script stays).
     fn start(&self, secrets: Secrets, limits: &Limits) {
         let mut reel = self.reel();
+        let script = reel.script.take();
         *reel = Reel {
             rolling: true,
             secrets,
             most: limits.recording_kib as usize * 1024,
+            script,
             ..Reel::default()
         };
+    }
+
+    /// What the replayed recording answers to this import: `None` when none is replayed, an
+    /// error once the call made an import the recording did not (nothing is done for real
+    /// then).
+    pub(crate) fn answer(&self, import: &str, args: &Value) -> Option<Result<Value, String>> {
+        let mut reel = self.reel();
+        let args = reel.secrets.hidden(args.clone());
+        let script = reel.script.as_mut()?;
+        Some(script.answer(import, args).map(values::unhidden))
+    }
+
+    /// Fills `dst` from the replayed recording's random bytes; false when none is replayed.
+    pub(super) fn answer_bytes(&self, import: &str, dst: &mut [u8]) -> bool {
+        let mut reel = self.reel();
+        reel.script.as_mut().is_some_and(|script| {
+            script.bytes(import, dst);
+            true
+        })
     }
 
     /// Notes one import, its arguments and its result.
     pub(crate) fn note(&self, import: &str, args: impl FnOnce() -> Value, result: &impl Serialize) {
         let mut reel = self.reel();
-        if !reel.rolling {
+        if !reel.rolling || reel.script.is_some() {
             return;
         }
         if reel.bytes >= reel.most {
@@ -95,7 +122,7 @@ impl Tape {
     /// word at a time are one entry), else notes a new one.
     pub(super) fn note_bytes(&self, import: &str, bytes: &[u8]) {
         let mut reel = self.reel();
-        if !reel.rolling {
+        if !reel.rolling || reel.script.is_some() {
             return;
         }
         if reel.bytes >= reel.most {
@@ -116,17 +143,22 @@ impl Tape {
         reel.keep(format!("{prefix}{}\"}}", hex::encode(bytes)));
     }
 
-    /// Stops recording; what was noted.
-    fn stop(&self) -> Noted {
+    /// Stops recording; what was noted (nothing, for a replay: its driver reads the
+    /// script).
+    fn stop(&self) -> Option<Noted> {
         let mut reel = self.reel();
+        if reel.script.is_some() {
+            reel.rolling = false;
+            return None;
+        }
         let reel = std::mem::take(&mut *reel);
-        Noted {
+        Some(Noted {
             secrets: reel.secrets,
             imports: reel.imports,
             bytes: reel.bytes,
             cut: reel.cut,
             most: reel.most,
-        }
+        })
     }
 
     fn reel(&self) -> std::sync::MutexGuard<'_, Reel> {
@@ -234,7 +266,9 @@ impl Recorder {
     /// The call ended: keeps its recording when the adapter's `record` says so. The write
     /// happens after the answer, never before it.
     pub(crate) fn done(self, output: Value, outcome: Outcome, error: Option<(String, String)>) {
-        let noted = self.tape.stop();
+        let Some(noted) = self.tape.stop() else {
+            return;
+        };
         let record = self.caller.granted.record;
         if !kept(record, outcome) {
             return;

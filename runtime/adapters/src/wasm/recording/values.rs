@@ -77,6 +77,28 @@ fn as_bytes(items: &[Value]) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// A recorded value as the import gave it: bytes written as text are a list of numbers again.
+pub(super) fn unhidden(value: Value) -> Value {
+    match value {
+        Value::Object(fields) if fields.len() == 1 => {
+            let bytes = match fields.iter().next() {
+                Some((key, Value::String(text))) if key == "utf8" => Some(text.as_bytes().to_vec()),
+                Some((key, Value::String(text))) if key == "base64" => STANDARD.decode(text).ok(),
+                _ => None,
+            };
+            match bytes {
+                Some(bytes) => Value::Array(bytes.into_iter().map(Value::from).collect()),
+                None => Value::Object(fields.into_iter().map(|(k, v)| (k, unhidden(v))).collect()),
+            }
+        }
+        Value::Object(fields) => {
+            Value::Object(fields.into_iter().map(|(k, v)| (k, unhidden(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(unhidden).collect()),
+        other => other,
+    }
+}
+
 fn written_bytes(bytes: Vec<u8>) -> Value {
     let mut field = Map::new();
     match String::from_utf8(bytes) {
@@ -133,5 +155,7 @@ mod tests {
                 "status": 200,
             })
         );
+        let bytes = json!({"body": b"text".to_vec(), "binary": [0xff, 0x00], "empty": []});
+        assert_eq!(unhidden(Secrets::default().hidden(bytes.clone())), bytes);
     }
 }

@@ -41,6 +41,9 @@ impl HostWallClock for RecordedClocks<WallClock> {
     }
 
     fn now(&self) -> Duration {
+        if let Some(Ok(answer)) = self.tape.answer("wall-clock.now", &Value::Null) {
+            return Duration::from_nanos(answer.as_u64().unwrap_or_default());
+        }
         let now = self.clock.now();
         self.tape
             .note("wall-clock.now", || Value::Null, &now.as_nanos());
@@ -54,13 +57,17 @@ impl HostMonotonicClock for RecordedClocks<MonotonicClock> {
     }
 
     fn now(&self) -> u64 {
+        if let Some(Ok(answer)) = self.tape.answer("monotonic-clock.now", &Value::Null) {
+            return answer.as_u64().unwrap_or_default();
+        }
         let now = self.clock.now();
         self.tape.note("monotonic-clock.now", || Value::Null, &now);
         now
     }
 }
 
-/// A random generator noting the bytes it gives (runs of them as one import).
+/// A random generator noting the bytes it gives (runs of them as one import); in a replay,
+/// giving the recorded ones.
 pub(in crate::wasm) struct RecordedRandom {
     inner: Box<dyn Rng + Send>,
     import: &'static str,
@@ -82,18 +89,21 @@ impl TryRng for RecordedRandom {
     type Error = Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        let value = self.inner.next_u32();
-        self.tape.note_bytes(self.import, &value.to_le_bytes());
-        Ok(value)
+        let mut bytes = [0; 4];
+        self.try_fill_bytes(&mut bytes)?;
+        Ok(u32::from_le_bytes(bytes))
     }
 
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
-        let value = self.inner.next_u64();
-        self.tape.note_bytes(self.import, &value.to_le_bytes());
-        Ok(value)
+        let mut bytes = [0; 8];
+        self.try_fill_bytes(&mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
     }
 
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        if self.tape.answer_bytes(self.import, dst) {
+            return Ok(());
+        }
         self.inner.fill_bytes(dst);
         self.tape.note_bytes(self.import, dst);
         Ok(())
