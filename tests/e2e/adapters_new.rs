@@ -144,7 +144,12 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
     let fake = llm::openai(vec![Reply::Text("Hi there."); built.len()]).await;
     let server = Server::start_with_owned(&openai_env(&fake.url));
     for (name, wasm) in built.iter().chain([&("rust-proxy".to_owned(), proxy)]) {
-        let grant = std::fs::read_to_string(projects.path().join(name).join("grant.toml")).unwrap();
+        let mut grant =
+            std::fs::read_to_string(projects.path().join(name).join("grant.toml")).unwrap();
+        if name == "rust-hello" {
+            // Its calls are kept, for its own tests to replay below.
+            grant.insert_str(0, "record = \"all\"\n");
+        }
         drop_in(&server, name, wasm, &grant);
     }
     for (name, _) in &built {
@@ -155,13 +160,14 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
             (entry["status"] == "running").then_some(entry)
         })
         .await;
-        let fetches = match name.as_str() {
-            "js-hello" => vec!["origin:https://example.com:443"],
-            _ => vec![],
+        let (fetches, recorded) = match name.as_str() {
+            "js-hello" => (vec!["origin:https://example.com:443"], vec![]),
+            "rust-hello" => (vec![], vec!["record: all"]),
+            _ => (vec![], vec![]),
         };
         assert_eq!(
             entry["capabilities"],
-            serde_json::json!([fetches, vec!["agent"]].concat()),
+            serde_json::json!([fetches, vec!["agent"], recorded].concat()),
             "{entry}"
         );
         assert_eq!(
@@ -208,6 +214,7 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
             "{name}"
         );
     }
+    replays_in_its_own_tests(&server, &projects.path().join("rust-hello"), &built[0].1).await;
     let prompts: Vec<Value> = fake
         .requests()
         .iter()
@@ -237,6 +244,60 @@ async fn adapters_new_templates_build_hot_load_and_answer() {
         assert_eq!(answer.status(), status);
         assert_eq!(answer.text().await.unwrap(), said);
     }
+}
+
+/// The Rust template's `tests/replay.rs`: the recorded `POST /ask` saved into the project's
+/// `fixtures/` replays under `cargo test` (its agent run answered from the recording).
+async fn replays_in_its_own_tests(server: &Server, project: &Path, wasm: &Path) {
+    let (_, body) = server.get("/api/adapters/rust-hello/recordings").await;
+    let asked = body["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["export"] == "handle-http" && r["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("no recorded request: {body}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let fixtures = project.join("fixtures");
+    let saved = cli(
+        &server.data_dir,
+        &[
+            "adapters",
+            "replay",
+            &asked,
+            "--save",
+            fixtures.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        saved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&saved.stderr)
+    );
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("template-guests");
+    let tested = Command::new("cargo")
+        .args(["test", "--test", "replay"])
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", target)
+        .env("ADAPTER_WASM", wasm)
+        .env("SERVICE_RUNTIME", crate::support::BIN)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&tested.stdout),
+        String::from_utf8_lossy(&tested.stderr)
+    );
+    assert!(
+        tested.status.success() && printed.contains("saved_recordings_replay_the_same ... ok"),
+        "{printed}"
+    );
 }
 
 #[test]

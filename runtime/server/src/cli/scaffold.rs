@@ -87,6 +87,10 @@ const RUST: Template = Template {
             include_str!("../../templates/rust/src/lib.rs"),
         ),
         (".gitignore", include_str!("../../templates/rust/gitignore")),
+        (
+            "tests/replay.rs",
+            include_str!("../../templates/rust/tests/replay.rs"),
+        ),
         AGENT_GRANT,
     ],
     setup: "Needs Rust and its `wasm32-wasip2` target (`rustup target add wasm32-wasip2`).",
@@ -94,7 +98,8 @@ const RUST: Template = Template {
     build: "cargo build --release --target wasm32-wasip2",
     component: "target/wasm32-wasip2/release/adapter.wasm",
     file_rows: "| `src/lib.rs` | the adapter: `describe`, its routes |\n\
-                | `Cargo.toml` | a project of its own, depending on `wit-bindgen` only |\n",
+                | `Cargo.toml` | a project of its own, depending on `wit-bindgen` only |\n\
+                | `tests/replay.rs` | `cargo test` replays the recordings saved in `fixtures/` against the build |\n",
     granted: "",
     serves: "",
 };
