@@ -12,6 +12,7 @@ use super::bindings::{v0_1, v0_2};
 use super::caps::RunContext;
 use super::grants::Listed;
 use super::proxy;
+use super::recording::written_bytes;
 use super::state::{HostState, JobContext};
 
 /// The contract versions this host loads, oldest first.
@@ -135,9 +136,14 @@ pub trait Call: Send + 'static {
         None
     }
 
-    /// Its output as a recording keeps it, and whether the component answered a failure.
-    fn outcome(_output: &Self::Output) -> (Value, bool) {
-        (Value::Null, false)
+    /// Whether the component answered a failure (a recording under `errors` is kept).
+    fn failed(_output: &Self::Output) -> bool {
+        false
+    }
+
+    /// Its output as a recording keeps it.
+    fn written(_output: &Self::Output) -> Value {
+        Value::Null
     }
 
     fn call<'a>(
@@ -256,14 +262,17 @@ impl Call for HandleHttp {
     fn recorded(&self) -> Option<Value> {
         let r = &self.0;
         Some(json!({
-            "method": r.method, "path": r.path, "query": r.query, "headers": r.headers, "body": r.body,
+            "method": r.method, "path": r.path, "query": r.query, "headers": r.headers,
+            "body": written_bytes(&r.body),
         }))
     }
 
-    fn outcome(output: &Self::Output) -> (Value, bool) {
-        let answer =
-            json!({"status": output.status, "headers": output.headers, "body": output.body});
-        (answer, output.status >= 500)
+    fn failed(output: &Self::Output) -> bool {
+        output.status >= 500
+    }
+
+    fn written(output: &Self::Output) -> Value {
+        json!({"status": output.status, "headers": output.headers, "body": written_bytes(&output.body)})
     }
 
     async fn call(
@@ -346,16 +355,20 @@ impl Call for RunJob {
     }
 
     fn recorded(&self) -> Option<Value> {
-        Some(json!({"id": self.job.task_id, "attempt": self.job.attempt, "payload": self.payload}))
+        Some(json!({
+            "id": self.job.task_id, "attempt": self.job.attempt,
+            "payload": written_bytes(&self.payload),
+        }))
     }
 
-    fn outcome(output: &Self::Output) -> (Value, bool) {
+    fn failed(output: &Self::Output) -> bool {
+        output.is_err()
+    }
+
+    fn written(output: &Self::Output) -> Value {
         match output {
-            Ok(()) => (json!({"ok": null}), false),
-            Err(f) => (
-                json!({"error": {"message": f.message, "retry_after_ms": f.retry_after_ms}}),
-                true,
-            ),
+            Ok(()) => json!({"ok": null}),
+            Err(f) => json!({"error": {"message": f.message, "retry_after_ms": f.retry_after_ms}}),
         }
     }
 
@@ -412,7 +425,11 @@ impl Call for Hook {
         Some(Value::Null)
     }
 
-    fn outcome(output: &Self::Output) -> (Value, bool) {
+    fn failed(output: &Self::Output) -> bool {
+        output.is_err()
+    }
+
+    fn written(output: &Self::Output) -> Value {
         either(output.as_ref().map(|()| Value::Null))
     }
 
@@ -449,11 +466,11 @@ impl Call for Hook {
     }
 }
 
-/// A `result<_, string>` as a recording keeps it, and whether it is a failure.
-fn either(result: Result<Value, &String>) -> (Value, bool) {
+/// A `result<_, string>` as a recording keeps it.
+fn either(result: Result<Value, &String>) -> Value {
     match result {
-        Ok(value) => (json!({"ok": value}), false),
-        Err(message) => (json!({"error": message}), true),
+        Ok(value) => json!({"ok": value}),
+        Err(message) => json!({"error": message}),
     }
 }
 
@@ -536,7 +553,11 @@ impl Call for CallTool {
         Some(json!({"name": self.name, "args_json": self.args_json}))
     }
 
-    fn outcome(output: &Self::Output) -> (Value, bool) {
+    fn failed(output: &Self::Output) -> bool {
+        output.is_err()
+    }
+
+    fn written(output: &Self::Output) -> Value {
         either(output.as_ref().map(|text| json!(text)))
     }
 

@@ -353,9 +353,12 @@ impl Sandbox {
         let (kind, message) = match outcome {
             Ok(Ok(value)) => {
                 if let Some(recorder) = recorder {
-                    let (output, failed) = C::outcome(&value);
-                    let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
-                    recorder.done(output, outcome, None);
+                    let outcome = if C::failed(&value) {
+                        Outcome::Failed
+                    } else {
+                        Outcome::Ok
+                    };
+                    recorder.done(|| C::written(&value), outcome, None);
                 }
                 return Ok(value);
             }
@@ -364,7 +367,7 @@ impl Sandbox {
         };
         if let Some(recorder) = recorder {
             let error = (kind.as_str().to_owned(), message.clone());
-            recorder.done(Value::Null, Outcome::Error, Some(error));
+            recorder.done(|| Value::Null, Outcome::Error, Some(error));
         }
         span.record("error.type", kind.as_str());
         span.record("otel.status_code", "error");

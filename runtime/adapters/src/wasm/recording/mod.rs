@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use replay::Script;
 pub use replay::{Fixture, Replayed, replay};
 use values::Secrets;
+pub(crate) use values::written_bytes;
 pub(super) use wasi::{RecordedClocks, RecordedRandom};
 
 use super::grants::{Limits, Record};
@@ -66,6 +67,8 @@ struct Reel {
     cut: usize,
     /// When replaying: the recording that answers the imports instead of the world.
     script: Option<Script>,
+    /// The run of random bytes being drawn, and from which generator.
+    drawn: Option<(&'static str, Vec<u8>)>,
 }
 
 impl Tape {
@@ -93,15 +96,6 @@ impl Tape {
         Some(script.answer(import, args).map(values::unhidden))
     }
 
-    /// Fills `dst` from the replayed recording's random bytes; false when none is replayed.
-    pub(super) fn answer_bytes(&self, import: &str, dst: &mut [u8]) -> bool {
-        let mut reel = self.reel();
-        reel.script.as_mut().is_some_and(|script| {
-            script.bytes(import, dst);
-            true
-        })
-    }
-
     /// Notes one import, its arguments and its result.
     pub(crate) fn note(&self, import: &str, args: impl FnOnce() -> Value, result: &impl Serialize) {
         let mut reel = self.reel();
@@ -115,32 +109,35 @@ impl Tape {
         let result = serde_json::to_value(result).unwrap_or(Value::Null);
         let entry = json!({"import": import, "args": args(), "result": result});
         let text = reel.secrets.hidden(entry).to_string();
+        reel.flush_drawn();
         reel.keep(text);
     }
 
-    /// Appends `bytes` to the import just noted when it is `import` too (random bytes drawn a
-    /// word at a time are one entry), else notes a new one.
-    pub(super) fn note_bytes(&self, import: &str, bytes: &[u8]) {
+    /// Random bytes into `dst`: the replayed recording's, else `fill`'s, noted. A run of draws
+    /// (a guest's allocator or interpreter draws a word at a time) is one import, kept as
+    /// bytes until another import comes. One lock a draw: interpreters draw thousands.
+    pub(super) fn draw(&self, import: &'static str, dst: &mut [u8], fill: impl FnOnce(&mut [u8])) {
         let mut reel = self.reel();
-        if !reel.rolling || reel.script.is_some() {
+        if let Some(script) = reel.script.as_mut() {
+            script.bytes(import, dst);
+            return;
+        }
+        fill(dst);
+        if !reel.rolling {
             return;
         }
         if reel.bytes >= reel.most {
             reel.cut += 1;
             return;
         }
-        let prefix = format!("{{\"import\":\"{import}\",\"bytes\":\"");
-        if let Some(last) = reel.imports.last_mut()
-            && last.starts_with(&prefix)
-        {
-            // Hex: it continues in place, byte for byte.
-            last.truncate(last.len() - 2);
-            last.push_str(&hex::encode(bytes));
-            last.push_str("\"}");
-            reel.bytes += bytes.len() * 2;
-            return;
+        reel.bytes += dst.len() * 2;
+        match &mut reel.drawn {
+            Some((same, drawn)) if *same == import => drawn.extend_from_slice(dst),
+            _ => {
+                reel.flush_drawn();
+                reel.drawn = Some((import, dst.to_vec()));
+            }
         }
-        reel.keep(format!("{prefix}{}\"}}", hex::encode(bytes)));
     }
 
     /// Stops recording; what was noted (nothing, for a replay: its driver reads the
@@ -151,6 +148,7 @@ impl Tape {
             reel.rolling = false;
             return None;
         }
+        reel.flush_drawn();
         let reel = std::mem::take(&mut *reel);
         Some(Noted {
             secrets: reel.secrets,
@@ -167,6 +165,17 @@ impl Tape {
 }
 
 impl Reel {
+    /// Counted already: the bytes of random runs are counted as they are drawn.
+    fn flush_drawn(&mut self) {
+        if let Some((import, drawn)) = self.drawn.take() {
+            let text = format!(
+                "{{\"import\":\"{import}\",\"bytes\":\"{}\"}}",
+                hex::encode(drawn)
+            );
+            self.imports.push(text);
+        }
+    }
+
     fn keep(&mut self, text: String) {
         self.bytes += text.len();
         self.imports.push(text);
@@ -265,7 +274,12 @@ impl Recorder {
 
     /// The call ended: keeps its recording when the adapter's `record` says so. The write
     /// happens after the answer, never before it.
-    pub(crate) fn done(self, output: Value, outcome: Outcome, error: Option<(String, String)>) {
+    pub(crate) fn done(
+        self,
+        output: impl FnOnce() -> Value,
+        outcome: Outcome,
+        error: Option<(String, String)>,
+    ) {
         let Some(noted) = self.tape.stop() else {
             return;
         };
@@ -274,7 +288,14 @@ impl Recorder {
             return;
         }
         let duration_ms = self.started.elapsed().as_millis() as u64;
-        let finished = noted.finish(self.export, self.input, output, outcome, error, duration_ms);
+        let finished = noted.finish(
+            self.export,
+            self.input,
+            output(),
+            outcome,
+            error,
+            duration_ms,
+        );
         let (caller, started_ms) = (self.caller, self.started_ms);
         let host = caller.services.host.clone();
         host.spawn(async move {

@@ -51,7 +51,8 @@ impl Replayed {
 pub(super) struct Script {
     entries: Vec<Value>,
     next: usize,
-    /// Of the current entry's random bytes, how many were given.
+    /// The current entry's random bytes (decoded once), and how many were given.
+    drawn: Option<Vec<u8>>,
     taken: usize,
     diverged: Option<Value>,
 }
@@ -61,6 +62,7 @@ impl Script {
         Self {
             entries,
             next: 0,
+            drawn: None,
             taken: 0,
             diverged: None,
         }
@@ -77,7 +79,6 @@ impl Script {
         match expected {
             Some(entry) if entry["import"] == import && entry["args"] == args => {
                 self.next += 1;
-                self.taken = 0;
                 Ok(entry["result"].clone())
             }
             _ => {
@@ -94,21 +95,28 @@ impl Script {
         if self.diverged.is_some() {
             return;
         }
-        let recorded = self
-            .entries
-            .get(self.next)
-            .filter(|entry| entry["import"] == import)
-            .and_then(|entry| hex::decode(entry["bytes"].as_str()?).ok());
-        let Some(recorded) = recorded.filter(|bytes| bytes.len() >= self.taken + dst.len()) else {
-            let got = json!({"import": import, "bytes": dst.len()});
-            self.diverge(got);
-            return;
-        };
-        dst.copy_from_slice(&recorded[self.taken..self.taken + dst.len()]);
-        self.taken += dst.len();
-        if self.taken == recorded.len() {
-            self.next += 1;
+        if self.drawn.is_none() {
+            self.drawn = self
+                .entries
+                .get(self.next)
+                .filter(|entry| entry["import"] == import)
+                .and_then(|entry| hex::decode(entry["bytes"].as_str()?).ok());
             self.taken = 0;
+        }
+        let end = self.taken + dst.len();
+        match self.drawn.as_deref().filter(|drawn| drawn.len() >= end) {
+            Some(drawn) => {
+                dst.copy_from_slice(&drawn[self.taken..end]);
+                self.taken = end;
+                if end == drawn.len() {
+                    self.next += 1;
+                    self.drawn = None;
+                }
+            }
+            None => {
+                let got = json!({"import": import, "bytes": dst.len()});
+                self.diverge(got);
+            }
         }
     }
 
@@ -168,8 +176,12 @@ impl<C: Call> Call for Replaying<C> {
         self.call.recorded()
     }
 
-    fn outcome(output: &Self::Output) -> (Value, bool) {
-        C::outcome(output)
+    fn failed(output: &Self::Output) -> bool {
+        C::failed(output)
+    }
+
+    fn written(output: &Self::Output) -> Value {
+        C::written(output)
     }
 
     fn call<'a>(
@@ -257,15 +269,12 @@ async fn run<C: Call>(
     // Written as recordings write values (bytes as text).
     let written = |value: Value| Secrets::default().hidden(value);
     Ok(match answered {
-        Ok(output) => {
-            let (output, failed) = C::outcome(&output);
-            Replayed {
-                output: written(output),
-                outcome: if failed { "failed" } else { "ok" },
-                error: None,
-                diverged,
-            }
-        }
+        Ok(output) => Replayed {
+            output: written(C::written(&output)),
+            outcome: if C::failed(&output) { "failed" } else { "ok" },
+            error: None,
+            diverged,
+        },
         Err(e) => Replayed {
             output: Value::Null,
             outcome: "error",

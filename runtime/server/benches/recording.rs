@@ -1,0 +1,74 @@
+//! `cargo bench -p service-runtime --bench recording`
+//!
+//! What recording costs a live call: one request to a trivial route (a fresh instance each, as
+//! the server does) with `record = "off"`, `"errors"` (the default: every call taped in memory,
+//! none written, as none fails) and `"all"` (every call taped and written to the database after
+//! its answer), in this process, rounds alternating. The Rust guest (`echo`, whose route makes
+//! one import) and the Python one (`python-echo`, an interpreter that reads the clocks and
+//! random bytes as it starts). Target: `"all"` at most 1.15x `"off"`.
+
+// Each bench uses some of the figures.
+#[allow(dead_code)]
+#[path = "../../../tests/shared/stats.rs"]
+mod stats;
+use stats::{ms, verdict};
+
+use service_runtime::app::{App, Role};
+
+#[path = "shared/trivial_route.rs"]
+mod trivial_route;
+use trivial_route::{CALLS, load, measure, median, through_project};
+
+// The tests' guest builders.
+#[allow(dead_code)]
+#[path = "../../../tests/e2e/guests.rs"]
+mod guests;
+// The one way tests and benches wait (each bench uses a part of it).
+#[allow(dead_code)]
+#[path = "../../../tests/shared/wait.rs"]
+mod wait;
+
+const ROUNDS: usize = 5;
+const MODES: [&str; 3] = ["off", "errors", "all"];
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::open(tmp.path(), Role::Server).await.unwrap();
+        println!(
+            "one request to a trivial route, a fresh instance each ({CALLS} sequential, the \
+             median of {ROUNDS} alternating rounds), by `record`:"
+        );
+        let mut worst = 0.0f64;
+        for (label, wasm, path) in [
+            ("Rust (echo)", guests::guest("echo"), "/hello"),
+            ("Python (python-echo)", guests::python_echo(), "/hello"),
+        ] {
+            let name = wasm.file_stem().unwrap().to_str().unwrap().to_owned();
+            let mut loaded = Vec::new();
+            for mode in MODES {
+                let grant = format!("record = \"{mode}\"");
+                loaded.push(load(&app, &wasm, &format!("{name}-{mode}"), &grant).await);
+            }
+            let mut rounds = vec![Vec::new(); MODES.len()];
+            for _ in 0..ROUNDS {
+                for (guest, round) in loaded.iter().zip(&mut rounds) {
+                    round.push(measure(|| through_project(guest, path)).await);
+                }
+            }
+            let p50s: Vec<f64> = rounds.into_iter().map(|r| ms(median(r).0)).collect();
+            let (errors, all) = (p50s[1] / p50s[0], p50s[2] / p50s[0]);
+            worst = worst.max(all);
+            println!(
+                "  {label:22} off {:.3} ms   errors {:.3} ms ({errors:.2}x)   all {:.3} ms ({all:.2}x)",
+                p50s[0], p50s[1], p50s[2]
+            );
+        }
+        println!(
+            "  target: \"all\" at most 1.15x \"off\": worst {worst:.2}x, {}",
+            verdict(worst <= 1.15)
+        );
+        std::process::exit(0);
+    });
+}
