@@ -16,4 +16,4 @@ CREATE TABLE IF NOT EXISTS adapter_recordings (
     cut         INTEGER NOT NULL DEFAULT 0,
     body        TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS adapter_recordings_newest ON adapter_recordings (adapter, at_ms);
+CREATE INDEX IF NOT EXISTS adapter_recordings_newest ON adapter_recordings (adapter, at_ms, id);

@@ -1027,3 +1027,42 @@ async fn a_paused_replica_keeps_its_jobs_and_nothing_is_answered_twice() {
     );
     assert_eq!(taken_over, "0", "no job was taken from the paused replica");
 }
+
+#[tokio::test]
+async fn a_recording_made_on_one_replica_is_read_and_replayed_on_the_other() {
+    let llm = llm::openai(vec![Reply::Text("after the outage")]).await;
+    let api = platform(json!({"ok": true})).await;
+    api.refuse_next(500, None, json!({"ok": false, "error": "internal_error"}));
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let Some(cluster) = Cluster::start(2, &env) else {
+        return;
+    };
+    let event = callback(
+        "EvReplicated",
+        mention_at("C1", "1700000001.000300", "<@UBOT> still there?", None),
+    );
+    assert_eq!(
+        signed(cluster.at(0), "events", &event).await.0,
+        StatusCode::OK
+    );
+    // The failed attempt, kept by whichever replica ran it, is listed by both.
+    let mut ids = Vec::new();
+    for server in cluster.alive() {
+        let listed = eventually(30, async || {
+            let (_, body) = server.get("/api/adapters/teamchat/recordings").await;
+            let list = body["recordings"].as_array()?.clone();
+            (!list.is_empty()).then_some(list)
+        })
+        .await;
+        assert_eq!(listed[0]["outcome"], "failed", "{listed:?}");
+        ids.push(listed[0]["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids[0], ids[1]);
+    let replayed = cli(&cluster.data_dir(1), &["adapters", "replay", &ids[0]]);
+    let printed = String::from_utf8_lossy(&replayed.stdout);
+    assert!(
+        replayed.status.success() && printed.contains("match"),
+        "{printed}"
+    );
+}

@@ -116,13 +116,18 @@ pub fn add(conn: &mut Conn, new: &NewRecording<'_>, kept: Kept) -> Result<String
                 new.body
             ],
         )?;
+        // Two ranges of the (adapter, at_ms) index: the old ones, and those past the count
+        // (the newest one past it found by walking the index, never the rows).
         let oldest = now - i64::from(kept.hours) * 3_600_000;
         conn.execute(
-            "DELETE FROM adapter_recordings WHERE adapter = ?1 AND (at_ms < ?2 OR id IN \
-             (SELECT id FROM adapter_recordings WHERE adapter = ?1 \
-              ORDER BY at_ms DESC, id DESC LIMIT ?4 OFFSET ?3))",
-            // No LIMIT is written the same way in both SQL dialects: the largest there is.
-            params![new.adapter, oldest, i64::from(kept.count), i64::MAX],
+            "DELETE FROM adapter_recordings WHERE adapter = ?1 AND at_ms < ?2",
+            params![new.adapter, oldest],
+        )?;
+        conn.execute(
+            "DELETE FROM adapter_recordings WHERE adapter = ?1 AND (at_ms, id) <= \
+             (SELECT at_ms, id FROM adapter_recordings WHERE adapter = ?1 \
+              ORDER BY at_ms DESC, id DESC LIMIT 1 OFFSET ?2)",
+            params![new.adapter, i64::from(kept.count)],
         )?;
         Ok(id)
     })
