@@ -15,6 +15,8 @@ use stats::{ms, verdict};
 
 use service_runtime::app::{App, Role};
 
+// Shared with the guest languages bench, which uses all of it.
+#[allow(dead_code)]
 #[path = "shared/trivial_route.rs"]
 mod trivial_route;
 use trivial_route::{CALLS, load, measure, median, through_project};
