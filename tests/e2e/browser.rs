@@ -1739,6 +1739,71 @@ async fn adapters_tab_shows_a_dropped_in_component_without_reload() {
 }
 
 #[tokio::test]
+async fn adapters_tab_lists_a_components_failed_calls_and_shows_one_on_a_timeline() {
+    let server = Server::start_with(&[("HOSTILE_TOKEN", "hostile-token-value-1234")]);
+    let grant = "record = \"all\"\nsecrets = [\"HOSTILE_TOKEN\"]\n";
+    crate::wasm::drop_in(&server, "hostile", &crate::guests::guest("hostile"), grant);
+    crate::wasm::loaded(&server, "hostile").await;
+    let Some(browser) = Browser::start(&server).await else {
+        return;
+    };
+    let get = async |path: &str| {
+        reqwest::get(server.url(&format!("/api/adapters/hostile{path}")))
+            .await
+            .unwrap()
+            .status()
+    };
+    assert!(get("/panic").await.is_server_error());
+    assert_eq!(get("/secret?name=HOSTILE_TOKEN").await, StatusCode::OK);
+    let recorded = eventually(20, async || {
+        let (_, body) = server.get("/api/adapters/hostile/recordings").await;
+        let list = body["recordings"].as_array()?.clone();
+        (list.len() >= 2).then_some(list)
+    })
+    .await;
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+
+    browser.open("adapters").await;
+    browser
+        .click(".adapter-card[data-adapter=\"hostile\"] [data-action=\"recordings\"]")
+        .await;
+    // The failures first: the panic, not the answered calls.
+    browser
+        .wait_for(
+            "the failed call's row",
+            "return document.querySelectorAll('tr[data-recording]').length === 1 \
+             && document.querySelector('tr[data-recording]').dataset.outcome === 'error'",
+        )
+        .await;
+    let row = browser.text("tr[data-recording]").await;
+    // The pill's text is shown in lower case.
+    assert!(
+        row.contains("handle-http") && row.to_lowercase().contains("error: panic"),
+        "{row}"
+    );
+    browser.click(".filter-tabs a[href$=\"outcome=all\"]").await;
+    browser
+        .wait_for(
+            "every call",
+            "return document.querySelectorAll('tr[data-recording]').length === 2",
+        )
+        .await;
+    // The newest: the secret's read, its imports in order, the secret by name only.
+    browser.click("tr[data-recording] a").await;
+    browser
+        .wait_for(
+            "the call's imports",
+            "return document.querySelector('#recording-imports [data-import=\"secrets.get\"]') !== null",
+        )
+        .await;
+    let page = browser.text(".recording-detail").await;
+    assert!(page.contains("{{secret:HOSTILE_TOKEN}}"), "{page}");
+    assert!(!page.contains("hostile-token-value-1234"), "{page}");
+    browser.screenshot("adapters-recording").await;
+    browser.finish(&[]).await;
+}
+
+#[tokio::test]
 async fn adapters_tab_shows_a_broken_component_and_its_error_as_it_happens() {
     let server = Server::start();
     let Some(browser) = Browser::start(&server).await else {

@@ -131,8 +131,8 @@ pub trait Call: Send + 'static {
     fn prepare(&self, _state: &mut HostState) {}
 
     /// Its input as a recording keeps it; `None` for a call never recorded (`describe`, tool
-    /// listings: the host's own questions, no outside event's).
-    fn recorded(&self) -> Option<Value> {
+    /// listings: the host's own questions, no outside event's; a hook the component lacks).
+    fn recorded(&self, _exports: &Exports) -> Option<Value> {
         None
     }
 
@@ -259,7 +259,7 @@ impl Call for HandleHttp {
         "handle-http"
     }
 
-    fn recorded(&self) -> Option<Value> {
+    fn recorded(&self, _exports: &Exports) -> Option<Value> {
         let r = &self.0;
         Some(json!({
             "method": r.method, "path": r.path, "query": r.query, "headers": r.headers,
@@ -354,7 +354,7 @@ impl Call for RunJob {
         state.job = Some(self.job.clone());
     }
 
-    fn recorded(&self) -> Option<Value> {
+    fn recorded(&self, _exports: &Exports) -> Option<Value> {
         Some(json!({
             "id": self.job.task_id, "attempt": self.job.attempt,
             "payload": written_bytes(&self.payload),
@@ -421,8 +421,8 @@ impl Call for Hook {
         if self.0 { "start" } else { "stop" }
     }
 
-    fn recorded(&self) -> Option<Value> {
-        Some(Value::Null)
+    fn recorded(&self, exports: &Exports) -> Option<Value> {
+        exports.has_lifecycle().then_some(Value::Null)
     }
 
     fn failed(output: &Self::Output) -> bool {
@@ -549,7 +549,7 @@ impl Call for CallTool {
         state.run = self.run.clone();
     }
 
-    fn recorded(&self) -> Option<Value> {
+    fn recorded(&self, _exports: &Exports) -> Option<Value> {
         Some(json!({"name": self.name, "args_json": self.args_json}))
     }
 

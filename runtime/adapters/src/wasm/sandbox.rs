@@ -285,7 +285,7 @@ impl Sandbox {
             };
         // What the guest wrote before this call is not this call's failure.
         let stderr_before = stderr.contents().len();
-        let recorder = match (&store.data().tape, call.recorded()) {
+        let recorder = match (&store.data().tape, call.recorded(&prepared.exports)) {
             (Some(tape), Some(input)) => {
                 Some(Recorder::start(&caller, tape.clone(), call.export(), input))
             }

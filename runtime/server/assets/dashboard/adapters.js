@@ -2,12 +2,14 @@
 // error shows up without a reload; filter tabs by status; Enable/Disable for adapters that
 // have start and stop hooks; for one waiting for settings (or refusing a wrong one), what it
 // needs and a link to its integration on the Settings tab. Below them, the MCP servers whose
-// tools agents may use and the remote A2A agents whose skills they may call.
+// tools agents may use and the remote A2A agents whose skills they may call. A component's
+// recorded calls open from its card (`recordings.js`).
 
 import {
   ApiError, api, chips, empty, emptyState, enc, filterTabs, h, may, needs, pill, refreshTimes, report,
   timeEl, toast,
 } from './lib.js';
+import { recordingsView } from './recordings.js';
 
 // The API's statuses are the specification's three; an adapter waiting for settings is
 // `error` there (with `missing_settings`), shown here as "needs setup" in grey, not a failure.
@@ -124,6 +126,15 @@ function setupLink(adapter, integrations) {
   }, 'Set up');
 }
 
+/** A component's recorded calls, for those who may read them. */
+function recordingsLink(adapter) {
+  if (adapter.kind !== 'wasm' || !may('manage_adapters')) return null;
+  return h('a', {
+    class: 'button small', href: `#/adapters/${enc(adapter.name)}`, dataset: { action: 'recordings' },
+    'aria-label': `Recordings of ${adapter.name}`,
+  }, 'Recordings');
+}
+
 /** One adapter. Its parts carry `data-cell` in a fixed order (name, kind, status, activity,
  * errors, error, capabilities, action), whatever the layout. `integrations` holds the ids of
  * the integrations, which are also the names of the adapters they configure. */
@@ -146,7 +157,7 @@ function adapterCard(a, reload, integrations) {
       row('Errors', 'errors', h('span', { class: a.error_count > 0 && shown === 'error' ? 'error-count has-errors' : 'error-count' }, String(a.error_count))),
       row('Last error', 'error', errorCell(a))),
     capabilities(a, cell),
-    cell('action', 'div', { class: 'card-actions' }, setupLink(a, integrations), actionCell(a, reload)));
+    cell('action', 'div', { class: 'card-actions' }, setupLink(a, integrations), recordingsLink(a), actionCell(a, reload)));
 }
 
 /** One MCP server: its state, what it offers, and its last error. */
@@ -214,6 +225,10 @@ function a2aSection(agents) {
 }
 
 export async function adaptersView(main, route, ctx) {
+  if (route.args[0]) {
+    await recordingsView(main, route, ctx);
+    return;
+  }
   const wanted = route.params.get('status');
   const status = STATUSES.includes(wanted) ? wanted : '';
   const tabs = h('div', { id: 'adapter-filter' });

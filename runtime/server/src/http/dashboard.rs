@@ -36,6 +36,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     asset!("store.js", JS),
     asset!("tasks.js", JS),
     asset!("adapters.js", JS),
+    asset!("recordings.js", JS),
     asset!("schedules.js", JS),
     asset!("traces.js", JS),
     asset!("settings.js", JS),

@@ -172,8 +172,8 @@ impl<C: Call> Call for Replaying<C> {
         }
     }
 
-    fn recorded(&self) -> Option<Value> {
-        self.call.recorded()
+    fn recorded(&self, exports: &Exports) -> Option<Value> {
+        self.call.recorded(exports)
     }
 
     fn failed(output: &Self::Output) -> bool {
