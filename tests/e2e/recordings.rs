@@ -290,6 +290,24 @@ async fn a_hostile_guests_recordings_are_bounded_and_hold_no_secret() {
     let cut = flooded["cut"].as_i64().unwrap();
     assert!(cut > 1_900, "{flooded}");
     assert!(flooded["bytes"].as_i64().unwrap() < 20 << 10, "{flooded}");
+    // What is kept is the first lines, in order: a recording stops, it has no holes.
+    let kept = whole(&server, "hostile", flooded).await;
+    let lines: Vec<String> = kept["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["import"] == "log.log")
+        .map(|i| i["args"]["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!lines.is_empty());
+    for (i, line) in lines.iter().enumerate() {
+        assert!(line.starts_with(&format!("line {i}\n")), "{i}: {line:.40}");
+    }
+    assert_eq!(
+        lines.len() as i64 + cut,
+        2_000,
+        "every line kept or counted"
+    );
 
     // A call that did not finish is recorded as such.
     assert!(get("/panic").await.0.is_server_error());

@@ -6,6 +6,10 @@
 //! its answer), in this process, rounds alternating. The Rust guest (`echo`, whose route makes
 //! one import) and the Python one (`python-echo`, an interpreter that reads the clocks and
 //! random bytes as it starts). Target: `"all"` at most 1.15x `"off"`.
+//!
+//! Then a neighbour: the Rust guest with `"off"`, timed while another adapter (the Python
+//! guest) serves a closed loop of its own with `"off"`, then with `"all"` (each of its calls
+//! written). The ratio is what the other's recording costs the neighbour, its load aside.
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
@@ -71,6 +75,55 @@ fn main() {
             "  target: \"all\" at most 1.15x \"off\": worst {worst:.2}x, {}",
             verdict(worst <= 1.15)
         );
+        neighbour(&app).await;
         std::process::exit(0);
     });
+}
+
+/// The Rust guest's latency while the Python guest is kept busy, recording nothing, then
+/// everything.
+async fn neighbour(app: &App) {
+    let echo = guests::guest("echo");
+    let python = guests::python_echo();
+    let neighbour = load(app, &echo, "neighbour", "record = \"off\"").await;
+    let busy: Vec<_> = [("off", "busy-off"), ("all", "busy-all")]
+        .into_iter()
+        .map(|(mode, name)| (mode, name, format!("record = \"{mode}\"")))
+        .collect();
+    let mut loaded = Vec::new();
+    for (mode, name, grant) in &busy {
+        loaded.push((
+            *mode,
+            std::sync::Arc::new(load(app, &python, name, grant).await),
+        ));
+    }
+    let mut rounds: Vec<Vec<_>> = vec![Vec::new(); loaded.len()];
+    for _ in 0..ROUNDS {
+        for ((_, other), round) in loaded.iter().zip(&mut rounds) {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let load_loop = tokio::spawn({
+                let (other, stop) = (std::sync::Arc::clone(other), std::sync::Arc::clone(&stop));
+                async move {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        through_project(&other, "/hello").await;
+                    }
+                }
+            });
+            round.push(measure(|| through_project(&neighbour, "/hello")).await);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            load_loop.await.unwrap();
+        }
+    }
+    let figures: Vec<_> = rounds.into_iter().map(median).collect();
+    let (off, all) = (figures[0], figures[1]);
+    println!(
+        "  a neighbour (Rust, off) beside a busy Python adapter: p50 {:.3} / p99 {:.3} ms while \
+         it records nothing, {:.3} / {:.3} ms while it records everything ({:.2}x / {:.2}x)",
+        ms(off.0),
+        ms(off.1),
+        ms(all.0),
+        ms(all.1),
+        ms(all.0) / ms(off.0),
+        ms(all.1) / ms(off.1),
+    );
 }

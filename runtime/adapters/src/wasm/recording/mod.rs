@@ -102,13 +102,19 @@ impl Tape {
         if !reel.rolling || reel.script.is_some() {
             return;
         }
-        if reel.bytes >= reel.most {
+        // Once one import is cut, the rest are: a recording has no holes.
+        if reel.cut > 0 || reel.bytes >= reel.most {
             reel.cut += 1;
             return;
         }
         let result = serde_json::to_value(result).unwrap_or(Value::Null);
         let entry = json!({"import": import, "args": args(), "result": result});
         let text = reel.secrets.hidden(entry).to_string();
+        // One import alone (a 4 MiB answer) must not carry the recording past its bound.
+        if reel.bytes + text.len() > reel.most {
+            reel.cut += 1;
+            return;
+        }
         reel.flush_drawn();
         reel.keep(text);
     }
@@ -126,7 +132,7 @@ impl Tape {
         if !reel.rolling {
             return;
         }
-        if reel.bytes >= reel.most {
+        if reel.cut > 0 || reel.bytes + dst.len() * 2 > reel.most {
             reel.cut += 1;
             return;
         }
