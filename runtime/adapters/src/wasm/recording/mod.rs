@@ -91,6 +91,8 @@ impl Tape {
     /// then).
     pub(crate) fn answer(&self, import: &str, args: &Value) -> Option<Result<Value, String>> {
         let mut reel = self.reel();
+        // Every import asks while recording too: nothing is copied unless a replay runs.
+        reel.script.as_ref()?;
         let args = reel.secrets.hidden(args.clone());
         let script = reel.script.as_mut()?;
         Some(script.answer(import, args).map(values::unhidden))
