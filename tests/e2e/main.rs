@@ -41,6 +41,7 @@ mod reuse;
 mod runs;
 mod scheduler;
 mod server;
+mod shadows;
 mod single_sign_on;
 mod spec;
 mod support;

@@ -20,5 +20,5 @@ pub mod wasm;
 use service_engine::{agents, config, engine, placeholders, telemetry};
 use service_store::{
     allowances, approvals, bus, db, error, job_queue, kv_store, leases, net, params, recordings,
-    settings_store, task_runs, tasks, traces,
+    settings_store, shadows, task_runs, tasks, traces,
 };

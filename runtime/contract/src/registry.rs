@@ -295,6 +295,12 @@ impl AdapterRegistry {
         });
     }
 
+    pub fn remove_metadata(&self, name: &str, key: &str) {
+        self.update(name, |e| {
+            e.metadata.remove(key);
+        });
+    }
+
     /// Sets how many of its jobs wait to run; the status is unchanged.
     pub fn set_pending_jobs(&self, name: &str, pending: u32) {
         self.update(name, |e| e.pending_jobs = pending);

@@ -37,7 +37,7 @@ pub struct HttpResponse {
 /// Methods a route may have.
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /// First path segments the host keeps for itself under every adapter's prefix.
-pub const HOST_SEGMENTS: &[&str] = &["enable", "disable", "recordings"];
+pub const HOST_SEGMENTS: &[&str] = &["enable", "disable", "recordings", "shadow"];
 /// The longest route path.
 pub const MAX_PATH_CHARS: usize = 200;
 /// The most routes one adapter may serve.
@@ -54,7 +54,7 @@ pub struct Route {
 impl Route {
     /// A checked route: a known method; a path of `/`-separated segments of letters, digits
     /// and `-._~`, no `.` or `..` segment, at most [`MAX_PATH_CHARS`], not under a host
-    /// path (`/enable`, `/disable`, `/recordings`).
+    /// path (`/enable`, `/disable`, `/recordings`, `/shadow`).
     pub fn parse(method: &str, path: &str) -> Result<Self, AdapterError> {
         let method = method.to_ascii_uppercase();
         let refuse = |why: &str| {
@@ -89,7 +89,7 @@ impl Route {
             }
         }
         if HOST_SEGMENTS.contains(&segments[0]) {
-            return refuse("/enable, /disable and /recordings belong to the host");
+            return refuse("/enable, /disable, /recordings and /shadow belong to the host");
         }
         Ok(Self {
             method,

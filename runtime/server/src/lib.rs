@@ -32,5 +32,5 @@ pub use service_engine::{
 };
 pub use service_store::{
     approvals, bus, conversations, db, error, job_queue, kv_store, leases, liveness, notes, params,
-    recordings, run_webhooks, runs, settings_store, task_runs, tasks, traces,
+    recordings, run_webhooks, runs, settings_store, shadows, task_runs, tasks, traces,
 };

@@ -30,6 +30,7 @@ pub mod run_webhooks;
 pub mod runs;
 mod sealed_settings;
 pub mod settings_store;
+pub mod shadows;
 pub mod task_runs;
 pub mod tasks;
 pub mod traces;

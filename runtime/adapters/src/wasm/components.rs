@@ -14,8 +14,13 @@ use super::grants::Grant;
 use super::loader::{Loader, Named};
 use super::loading;
 use super::sandbox::AdapterPlace;
+use super::shadow::Shadow;
 use super::tool_bridge::ToolBridge;
 use crate::adapters::{Managed, Supervisor};
+use crate::shadows;
+
+/// The registry metadata key that names an adapter's shadow build.
+const SHADOW: &str = "shadow";
 
 /// The components a start found to load.
 pub struct Found {
@@ -116,26 +121,114 @@ impl Components {
         tracing::info!(adapter = %generation.name, version = %generation.version, sha256 = %&generation.sha256[..12], optimized = generation.is_optimized(), "component loaded");
         self.tools.register(&generation).await;
         self.supervisor.install(Arc::clone(&generation) as _).await;
-        if !generation.is_optimized() {
-            let (loader, turn) = (Arc::clone(&self.loader), Arc::clone(&self.optimizing));
-            let supervisor = Arc::clone(&self.supervisor);
-            tokio::spawn(async move {
-                let _turn = turn.acquire().await;
-                if let Err(e) = loader.optimize(&generation).await {
-                    // It keeps serving its baseline code.
+        let supervisor = Arc::clone(&self.supervisor);
+        self.optimize_behind(&generation, move |generation| {
+            // The entry says so, unless another generation serves under the name by now.
+            let name = &generation.name;
+            if supervisor
+                .runner::<Generation>(name)
+                .is_some_and(|serving| Arc::ptr_eq(&serving, generation))
+            {
+                supervisor.registry().set_metadata(name, CODE, OPTIMIZED);
+            }
+        });
+    }
+
+    /// Compiles a baseline generation's optimized code in the background, one at a time;
+    /// `then` once it runs it.
+    fn optimize_behind(
+        &self,
+        generation: &Arc<Generation>,
+        then: impl FnOnce(&Arc<Generation>) + Send + 'static,
+    ) {
+        if generation.is_optimized() {
+            return;
+        }
+        let (loader, turn) = (Arc::clone(&self.loader), Arc::clone(&self.optimizing));
+        let generation = Arc::clone(generation);
+        tokio::spawn(async move {
+            let _turn = turn.acquire().await;
+            match loader.optimize(&generation).await {
+                Ok(()) => then(&generation),
+                // It keeps running its baseline code.
+                Err(e) => {
                     tracing::warn!(adapter = %generation.name, "cannot optimize the component: {e:#}");
+                }
+            }
+        });
+    }
+
+    /// Runs `<name>.shadow.wasm` (in `files`) beside the generation serving `name`, or stops
+    /// running one when there is none. The shadow gets the adapter's grant, its calls taped
+    /// so the live call's recording answers them.
+    async fn reshadow(&self, name: &str, files: Option<&Files>) {
+        let Some(live) = self.generation(name) else {
+            return;
+        };
+        let registry = self.supervisor.registry();
+        let shadow = match files.and_then(|f| f.shadow.as_ref()) {
+            None => None,
+            Some((path, _)) => match self.load_shadow(name, files, path).await {
+                Ok(shadow) => Some(shadow),
+                Err(e) => {
+                    tracing::warn!(adapter = %name, "cannot load its shadow build: {e:#}");
+                    registry.set_metadata(name, SHADOW, &format!("cannot load: {e:#}"));
                     return;
                 }
-                // The entry says so, unless another generation serves under the name by now.
-                let name = &generation.name;
-                if supervisor
-                    .runner::<Generation>(name)
-                    .is_some_and(|serving| Arc::ptr_eq(&serving, &generation))
-                {
-                    supervisor.registry().set_metadata(name, CODE, OPTIMIZED);
-                }
-            });
+            },
+        };
+        match &shadow {
+            Some(shadow) => {
+                let generation = &shadow.generation;
+                tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "shadow build loaded: it runs beside the serving one");
+                let percent = live.prepared().caller.granted.limits.shadow_percent;
+                let said = format!(
+                    "{} ({}…) on {percent}% of calls",
+                    generation.version,
+                    &generation.sha256[..12]
+                );
+                registry.set_metadata(name, SHADOW, &said);
+                self.optimize_behind(generation, |_| {});
+            }
+            None => registry.remove_metadata(name, SHADOW),
         }
+        let prepared = live.prepared();
+        *prepared
+            .caller
+            .shadow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = shadow;
+    }
+
+    async fn load_shadow(
+        &self,
+        name: &str,
+        files: Option<&Files>,
+        path: &std::path::Path,
+    ) -> anyhow::Result<Arc<Shadow>> {
+        let bytes = std::fs::read(path)?;
+        // The serving component's bytes say whether the bundled grant is its.
+        let live = files
+            .and_then(|f| f.wasm.as_ref())
+            .map(|(path, _)| std::fs::read(path))
+            .transpose()?;
+        let mut grant = self.loader.grant_for(name, live.as_deref())?;
+        grant.record = super::grants::Record::All;
+        let generation = self
+            .loader
+            .load(Named::Shadow(name), bytes, Some(grant))
+            .await?;
+        let (adapter, version, sha256) = (
+            name.to_owned(),
+            generation.version.clone(),
+            generation.sha256.clone(),
+        );
+        self.loader
+            .services()
+            .db
+            .call(move |conn| shadows::begin(conn, &adapter, &version, &sha256))
+            .await?;
+        Ok(Arc::new(Shadow::new(generation)))
     }
 
     /// The components to load: bundled ones and every `*.wasm` in the adapters folder. Each
@@ -215,6 +308,7 @@ impl Components {
             }
             _ => self.install(generation).await,
         }
+        self.reshadow(name, files).await;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
-//! What the adapters folder holds: for each adapter name, its component (`<name>.wasm`) and
-//! its grant file (`<name>.toml`), stamped so a change shows. Read by the watcher, by the
-//! components' first load and by the inventory.
+//! What the adapters folder holds: for each adapter name, its component (`<name>.wasm`), its
+//! grant file (`<name>.toml`) and a shadow build (`<name>.shadow.wasm`, see `shadow`),
+//! stamped so a change shows. Read by the watcher, by the components' first load and by the
+//! inventory.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,17 +13,26 @@ use std::time::SystemTime;
 pub(crate) struct Files {
     pub wasm: Option<(PathBuf, Stamp)>,
     pub grant: Option<Stamp>,
+    pub shadow: Option<(PathBuf, Stamp)>,
 }
 
 pub(crate) type Stamp = (u64, SystemTime);
 
-/// The adapter a file of the folder belongs to: `<name>.wasm` or `<name>.toml`.
+/// The adapter a file of the folder belongs to, and which of its files it is: `<name>.wasm`
+/// (`wasm`), `<name>.toml` (`toml`) or `<name>.shadow.wasm` (`shadow`; no adapter name has a
+/// dot).
 pub(crate) fn adapter_of(path: &Path) -> Option<(String, &str)> {
-    let name = path.file_stem()?.to_str()?.to_owned();
-    match path.extension()?.to_str()? {
-        extension @ ("wasm" | "toml") => Some((name, extension)),
+    let stem = path.file_stem()?.to_str()?;
+    match (path.extension()?.to_str()?, stem.strip_suffix(".shadow")) {
+        ("wasm", Some(name)) => Some((name.to_owned(), "shadow")),
+        (extension @ ("wasm" | "toml"), _) => Some((stem.to_owned(), extension)),
         _ => None,
     }
+}
+
+/// Where adapter `name`'s shadow build is kept in `dir`.
+pub fn shadow_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.shadow.wasm"))
 }
 
 /// The adapters folder by adapter name: its component and its grant file.
@@ -40,6 +50,7 @@ pub(super) fn scan(dir: &Path) -> BTreeMap<String, Files> {
         let files = found.entry(name).or_default();
         match extension {
             "wasm" => files.wasm = Some((path, stamp)),
+            "shadow" => files.shadow = Some((path, stamp)),
             _ => files.grant = Some(stamp),
         }
     }

@@ -59,6 +59,8 @@ pub struct Limits {
     pub recording_kib: u32,
     /// Recordings older than this are dropped.
     pub recordings_hours: u32,
+    /// The share of live calls a shadow build is run on, in percent (see `shadow`).
+    pub shadow_percent: u32,
 }
 
 impl Default for Limits {
@@ -71,6 +73,7 @@ impl Default for Limits {
             recordings_kept: 100,
             recording_kib: 256,
             recordings_hours: 168,
+            shadow_percent: 100,
         }
     }
 }
@@ -145,6 +148,10 @@ impl Limits {
         LimitKey {
             name: "recordings_hours",
             max: 8_760,
+        },
+        LimitKey {
+            name: "shadow_percent",
+            max: 100,
         },
     ];
 

@@ -118,9 +118,15 @@ impl Slice {
 pub struct Heavy(AtomicU64);
 
 impl Heavy {
+    /// Every call starts on the lane: a shadow build's, which must never take the API's
+    /// threads.
+    pub(crate) fn always() -> Self {
+        Self(AtomicU64::new(u64::MAX))
+    }
+
     pub fn mark(&self) {
         self.0
-            .store(micros(Instant::now()).max(1), Ordering::Relaxed);
+            .fetch_max(micros(Instant::now()).max(1), Ordering::Relaxed);
     }
 
     /// Where its next call starts: on the lane within [`HEAVY_FOR`] of the last mark.

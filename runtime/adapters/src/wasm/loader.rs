@@ -180,7 +180,7 @@ impl Loader {
             _ => {
                 let description = self.describe(named, &pre, &exports).await?;
                 let expected = match named {
-                    Named::File(file) => Some(file),
+                    Named::File(file) | Named::Shadow(file) => Some(file),
                     Named::Own { .. } => None,
                 };
                 (self.check_name(expected, &description.name)?, description)
@@ -222,13 +222,16 @@ impl Loader {
                 granted.suggested_grant(&request)
             );
         }
-        let member = self.sandbox.join(&name);
-        let caller = Arc::new(Caller::new(
-            &name,
-            granted,
-            Arc::clone(&self.services),
-            Some(member),
-        )?);
+        let pooled_as = match named {
+            Named::Shadow(_) => format!("{name} (shadow)"),
+            _ => name.clone(),
+        };
+        let member = self.sandbox.join(&pooled_as);
+        let mut caller = Caller::new(&name, granted, Arc::clone(&self.services), Some(member))?;
+        if let Named::Shadow(_) = named {
+            caller = caller.as_shadow(pooled_as);
+        }
+        let caller = Arc::new(caller);
         let unoptimized = baseline.then_some(Unoptimized {
             bytes,
             contract: version,
@@ -337,12 +340,15 @@ pub enum Named<'a> {
     /// Its own, from `describe` (`adapters install`); a `wasi:http` component, which has
     /// none, takes its file's.
     Own { file: &'a str },
+    /// A shadow build of adapter `<name>` (`<name>.shadow.wasm`): it must describe itself
+    /// so, and gets instances of its own.
+    Shadow(&'a str),
 }
 
 impl<'a> Named<'a> {
     fn file(self) -> &'a str {
         match self {
-            Self::File(file) | Self::Own { file } => file,
+            Self::File(file) | Self::Own { file } | Self::Shadow(file) => file,
         }
     }
 }

@@ -239,7 +239,7 @@ impl Sandbox {
                     _adapter: Arc::clone(&caller.instances)
                         .try_acquire_owned()
                         .map_err(|_| busy("this adapter's instances"))?,
-                    _server: self.instances.try_take(&caller.adapter).ok_or_else(|| {
+                    _server: self.instances.try_take(&caller.pooled_as).ok_or_else(|| {
                         busy("the instances this adapter may have of the server's")
                     })?,
                 });
@@ -250,7 +250,7 @@ impl Sandbox {
         Ok(Places::Background {
             _adapter: adapter,
             _server_share: waited(&self.background).await,
-            _server: self.instances.take(&caller.adapter).await,
+            _server: self.instances.take(&caller.pooled_as).await,
         })
     }
 

@@ -38,6 +38,28 @@ pub fn remove(conn: &Conn, name: &str) -> Result<bool> {
     )? > 0)
 }
 
+/// The name a shadow build of `name` is stored under (mirrored as `<name>.shadow.wasm`).
+pub fn shadow_key(name: &str) -> String {
+    format!("{name}.shadow")
+}
+
+/// Makes `name`'s shadow build its component, under the grant it has (`bundled_grant` when
+/// it is a bundled adapter with none stored); false when it has no shadow build.
+pub fn promote(conn: &mut Conn, name: &str, bundled_grant: Option<&str>) -> Result<bool> {
+    conn.transaction(|conn| {
+        let Some((wasm, _)) = fetch(conn, &shadow_key(name))? else {
+            return Ok(false);
+        };
+        let grant = match fetch(conn, name)? {
+            Some((_, grant)) => grant,
+            None => bundled_grant.map(str::to_owned),
+        };
+        put(conn, name, &wasm, grant.as_deref())?;
+        remove(conn, &shadow_key(name))?;
+        Ok(true)
+    })
+}
+
 /// Each component's name with the digest of its bytes and grant (what a mirror compares).
 fn versions(conn: &Conn) -> Result<BTreeMap<String, String>> {
     Ok(conn

@@ -3,7 +3,7 @@
 //! `outbound-http` policy), memory limits, and the calling adapter's identity, grant and
 //! per-capability state.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use service_contract::{AdapterRegistry, AgentRunner, FailureKind, ToolRegistry};
 use tokio::runtime::Handle;
@@ -19,8 +19,9 @@ use super::caps::{Granted, RunContext, States, WasiHttpHooks};
 use super::grants::Record;
 use super::guest_lane::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
-use super::recording::{RecordedClocks, RecordedRandom, Tape};
+use super::recording::{Answer, RecordedClocks, RecordedRandom, Refusable, Tape};
 use super::sandbox::background_share;
+use super::shadow::Shadow;
 use super::wasmtime_config;
 use crate::adapters::DbApprovals;
 use crate::bus::Bus;
@@ -56,6 +57,11 @@ pub struct Caller {
     pub background: Arc<Semaphore>,
     /// When its calls last needed the lane.
     pub heavy: Heavy,
+    /// Its name in the server's pool of instances: its own, or `<name> (shadow)` for a
+    /// shadow build, which has a share of its own.
+    pub(crate) pooled_as: String,
+    /// A new build run beside it on its calls (`adapters install --shadow`).
+    pub(crate) shadow: RwLock<Option<Arc<Shadow>>>,
     pub services: Arc<Services>,
     /// A loaded adapter's place among those the server keeps instances for; none while a
     /// component is only being described.
@@ -72,6 +78,8 @@ impl Caller {
         Ok(Self {
             _member: member,
             heavy: Heavy::default(),
+            pooled_as: adapter.to_owned(),
+            shadow: RwLock::default(),
             adapter: adapter.to_owned(),
             states: States::new(&granted)?,
             instances: Arc::new(Semaphore::new(granted.limits.max_instances as usize)),
@@ -83,9 +91,34 @@ impl Caller {
         })
     }
 
+    /// As a shadow build of its adapter, pooled as `pooled_as`: its calls run on the lane.
+    pub(crate) fn as_shadow(mut self, pooled_as: String) -> Self {
+        self.heavy = Heavy::always();
+        self.pooled_as = pooled_as;
+        self
+    }
+
+    /// Whether it is a shadow build (which must never mark the adapter's entry).
+    pub(crate) fn is_shadow(&self) -> bool {
+        self.pooled_as != self.adapter
+    }
+
+    /// The shadow build this call of it runs beside, when one is loaded and the call is in
+    /// its sample.
+    pub(crate) fn shadowed(&self) -> Option<Arc<Shadow>> {
+        let shadow = self.shadow.read().unwrap_or_else(PoisonError::into_inner);
+        shadow
+            .as_ref()
+            .filter(|s| s.sampled(self.granted.limits.shadow_percent))
+            .cloned()
+    }
+
     /// Records a failure on the adapter's registry entry: the one way the component host
     /// does (calls, tools, grants, quotas, the guest's own `mark-error`).
     pub fn record(&self, kind: impl AsRef<str>, message: &str) {
+        if self.is_shadow() {
+            return;
+        }
         self.services
             .registry
             .mark_error(&self.adapter, kind, message);
@@ -196,7 +229,12 @@ impl HostState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
-        let tape = (caller.granted.record != Record::Off).then(Tape::default);
+        let shadowed = caller
+            .shadow
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        let tape = (caller.granted.record != Record::Off || shadowed).then(Tape::default);
         if let Some(tape) = &tape {
             wasi.wall_clock(RecordedClocks::wall(tape.clone()))
                 .monotonic_clock(RecordedClocks::monotonic(tape.clone()))
@@ -235,9 +273,10 @@ impl HostState {
         self.tape.as_ref().map(|_| args())
     }
 
-    /// What the replayed recording answers to an import (`None` when no replay runs); an
-    /// import the recording did not make ends the call.
-    pub(crate) fn replayed<T: serde::de::DeserializeOwned>(
+    /// What the replayed recording answers to an import (`None` when no replay runs): its
+    /// recorded result, a refusal (a shadow's import the live call did not make), or an
+    /// error that ends a replay where it diverged.
+    pub(crate) fn replayed<T: serde::de::DeserializeOwned + Refusable>(
         &self,
         import: &str,
         args: &Option<serde_json::Value>,
@@ -247,12 +286,13 @@ impl HostState {
         };
         match tape.answer(import, args) {
             None => Ok(None),
-            Some(Ok(value)) => serde_json::from_value(value).map(Some).map_err(|e| {
+            Some(Answer::Recorded(value)) => serde_json::from_value(value).map(Some).map_err(|e| {
                 wasmtime::Error::msg(format!(
                     "the recording's answer to {import} does not fit: {e}"
                 ))
             }),
-            Some(Err(why)) => Err(wasmtime::Error::msg(why)),
+            Some(Answer::Refused(why)) => Ok(Some(T::refused(why))),
+            Some(Answer::Ended(why)) => Err(wasmtime::Error::msg(why)),
         }
     }
 

@@ -100,10 +100,10 @@ impl Notifications {
                 !matches!(files.get(path), Some(Seen::Complete))
                     && stamp.1.elapsed().is_ok_and(|age| age < QUIET_LIMIT)
             };
-            let wasm = found
-                .wasm
-                .as_ref()
-                .is_some_and(|(path, stamp)| fresh(path, stamp));
+            let wasm = [&found.wasm, &found.shadow]
+                .into_iter()
+                .flatten()
+                .any(|(path, stamp)| fresh(path, stamp));
             let grant = found
                 .grant
                 .as_ref()

@@ -7,11 +7,12 @@ use crate::app::{App, Role};
 use crate::bus::Event;
 use crate::db::{self, Backend};
 use crate::settings_store::SettingsStore;
+use crate::wasm::Wait;
 use crate::wasm::grants::Grant;
 use crate::wasm::inventory::{Kind, Listed, inventory};
-use crate::wasm::recording::{self, Fixture};
+use crate::wasm::recording::{self, Fixture, Mode};
 use crate::wasm::shared::{self, write_atomically};
-use crate::wasm::{GrantSource, check_name};
+use crate::wasm::{GrantSource, check_name, shadow_file};
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -25,6 +26,21 @@ pub(super) enum AdaptersCommand {
         /// Capability grant for it (TOML); kept beside the component as <name>.toml
         #[arg(long)]
         grant: Option<PathBuf>,
+        /// Run it beside the serving build of its adapter instead: on live calls, its
+        /// imports answered from theirs, nothing it does kept, its answers compared (`GET
+        /// /api/adapters/NAME/shadow`); under the adapter's grant
+        #[arg(long, conflicts_with = "grant")]
+        shadow: bool,
+    },
+    /// Make an adapter's shadow build its serving one (the same swap as an install)
+    Promote {
+        #[arg(value_parser = adapter_name)]
+        name: String,
+    },
+    /// Drop an adapter's shadow build; the serving one goes on as it was
+    Unshadow {
+        #[arg(value_parser = adapter_name)]
+        name: String,
     },
     /// List every adapter the server would load: bundled components (and files overriding
     /// them), component files and native adapters
@@ -79,7 +95,14 @@ fn adapter_name(name: &str) -> Result<String, String> {
 pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Result<()> {
     let dir = data_dir.join("adapters");
     match command {
-        AdaptersCommand::Install { file, grant } => {
+        AdaptersCommand::Install {
+            file,
+            grant: _,
+            shadow: true,
+        } => install_shadow(data_dir, &file).await?,
+        AdaptersCommand::Promote { name } => promote(data_dir, &name).await?,
+        AdaptersCommand::Unshadow { name } => unshadow(data_dir, &name).await?,
+        AdaptersCommand::Install { file, grant, .. } => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let grant_text = grant
@@ -202,6 +225,112 @@ pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Re
     Ok(())
 }
 
+/// `adapters install FILE --shadow`: the build goes beside its adapter's serving one.
+async fn install_shadow(data_dir: &Path, file: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let app = App::open(data_dir, Role::Command).await?;
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let generation = app
+        .components
+        .check(stem, bytes.clone(), None)
+        .await
+        .with_context(|| format!("{} cannot shadow", file.display()))?;
+    let name = generation.name.clone();
+    let loader = app.components.loader();
+    let dir = loader.adapters_dir();
+    if !dir.join(format!("{name}.wasm")).exists() && loader.bundled(&name).is_none() {
+        anyhow::bail!("no adapter named {name:?} serves to be shadowed: install it first");
+    }
+    if app.db.backend() == Backend::Postgres {
+        let key = shared::shadow_key(&name);
+        app.db
+            .call(move |conn| shared::put(conn, &key, &bytes, None))
+            .await?;
+        app.bus.publish_and_wait(Event::ComponentsChanged).await?;
+    } else {
+        write_atomically(&shadow_file(dir, &name), &bytes)?;
+    }
+    outln!(
+        "{name} {} ({}…) shadows the serving build: GET /api/adapters/{name}/shadow compares them",
+        generation.version,
+        &generation.sha256[..12]
+    )?;
+    Ok(())
+}
+
+/// `adapters promote NAME`: the shadow build serves, through the folder (or the shared
+/// database) as an install does.
+async fn promote(data_dir: &Path, name: &str) -> anyhow::Result<()> {
+    let app = App::open(data_dir, Role::Command).await?;
+    let loader = app.components.loader();
+    let dir = loader.adapters_dir().to_owned();
+    // A bundled adapter's grant is given to the bundled component alone: the promoted build
+    // keeps the grant it was shadowed under.
+    let bundled_grant = match loader.grant_source(name, None) {
+        GrantSource::Bundled(text) => Some(text),
+        _ => None,
+    };
+    if app.db.backend() == Backend::Postgres {
+        let stored = name.to_owned();
+        let promoted = app
+            .db
+            .call(move |conn| {
+                let promoted = shared::promote(conn, &stored, bundled_grant)?;
+                if promoted {
+                    crate::shadows::end(conn, &stored)?;
+                }
+                Ok(promoted)
+            })
+            .await?;
+        anyhow::ensure!(promoted, "{name} has no shadow build to promote");
+        app.bus.publish_and_wait(Event::ComponentsChanged).await?;
+        outln!("promoted the shadow build of {name}: every replica serves it")?;
+        return Ok(());
+    }
+    let shadow = shadow_file(&dir, name);
+    anyhow::ensure!(shadow.exists(), "{name} has no shadow build to promote");
+    let grant = dir.join(format!("{name}.toml"));
+    if let Some(text) = bundled_grant.filter(|_| !grant.exists()) {
+        write_atomically(&grant, text.as_bytes())?;
+    }
+    std::fs::rename(&shadow, dir.join(format!("{name}.wasm")))
+        .with_context(|| format!("cannot promote {}", shadow.display()))?;
+    let stored = name.to_owned();
+    app.db
+        .call(move |conn| crate::shadows::end(conn, &stored))
+        .await?;
+    outln!("promoted the shadow build of {name}: it serves now")?;
+    Ok(())
+}
+
+/// `adapters unshadow NAME`: the shadow build goes, and its comparisons.
+async fn unshadow(data_dir: &Path, name: &str) -> anyhow::Result<()> {
+    let app = App::open(data_dir, Role::Command).await?;
+    let stored = name.to_owned();
+    if app.db.backend() == Backend::Postgres {
+        let removed = app
+            .db
+            .call(move |conn| shared::remove(conn, &shared::shadow_key(&stored)))
+            .await?;
+        anyhow::ensure!(removed, "{name} has no shadow build");
+        app.bus.publish_and_wait(Event::ComponentsChanged).await?;
+    } else {
+        let shadow = shadow_file(app.components.loader().adapters_dir(), name);
+        anyhow::ensure!(shadow.exists(), "{name} has no shadow build");
+        std::fs::remove_file(&shadow)
+            .with_context(|| format!("cannot remove {}", shadow.display()))?;
+    }
+    let stored = name.to_owned();
+    app.db
+        .call(move |conn| crate::shadows::end(conn, &stored))
+        .await?;
+    outln!("dropped the shadow build of {name}")?;
+    Ok(())
+}
+
 async fn replay(
     data_dir: &Path,
     recording: &str,
@@ -225,7 +354,8 @@ async fn replay(
         .await
         .with_context(|| format!("cannot load {} to replay it", fixture.adapter))?;
     let sandbox = app.components.loader().sandbox();
-    let replayed = recording::replay(sandbox, &generation.prepared(), &fixture).await?;
+    let prepared = generation.prepared();
+    let replayed = recording::replay(sandbox, &prepared, &fixture, Mode::Replay, Wait::Yes).await?;
     outln!("output: {}", replayed.output)?;
     if let Some(error) = &replayed.error {
         outln!("ended: {error}")?;
@@ -256,6 +386,9 @@ async fn fixture(app: &App, given: &str) -> anyhow::Result<(Fixture, String)> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let fixture: Fixture = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a recording", path.display()))?;
+        // Its adapter names a file of the adapters folder: never a path.
+        check_name(&fixture.adapter)
             .with_context(|| format!("{} is not a recording", path.display()))?;
         let id = path
             .file_stem()

@@ -230,6 +230,7 @@ mod tests {
         assert!(!is_component_route("/api/adapters/scheduler/disable"));
         assert!(!is_component_route("/api/adapters/teamchat/recordings"));
         assert!(!is_component_route("/api/adapters/teamchat/recordings/r1"));
+        assert!(!is_component_route("/api/adapters/teamchat/shadow"));
         assert!(!is_component_route("/api/adapters"));
         assert!(!is_component_route("/api/adapters/teamchat"));
         assert!(!is_component_route("/api/agents/x/y"));

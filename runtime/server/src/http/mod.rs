@@ -32,6 +32,7 @@ mod run_budget;
 mod runs;
 mod schedules;
 mod session;
+mod shadows;
 mod single_sign_on;
 mod store;
 mod tasks;
@@ -205,6 +206,7 @@ pub fn routes(state: &AppState) -> Routes {
             ManageAdapters,
             recordings::show,
         )
+        .get("/adapters/{name}/shadow", ManageAdapters, shadows::show)
         // Adapters' platform routes check their platform's signature.
         .any("/adapters/{name}/", Open, components::dispatch_root)
         .any("/adapters/{name}/{*rest}", Open, components::dispatch)

@@ -28,7 +28,7 @@ use super::routes::Declared;
 use super::{
     a2a, adapters, agents, approvals, audit, chat, conversations, dashboard, health, integrations,
     mcp_servers, me, metrics, openapi, recordings, remote_agents, runs, schedules, session,
-    single_sign_on, store, tasks, tokens, tools, traces, users,
+    shadows, single_sign_on, store, tasks, tokens, tools, traces, users,
 };
 use crate::access::Permission;
 use crate::access::sessions::COOKIE;
@@ -101,6 +101,7 @@ use crate::access::sessions::COOKIE;
         adapters::disable,
         recordings::list,
         recordings::show,
+        shadows::show,
         integrations::list,
         integrations::write_key,
         integrations::verify,

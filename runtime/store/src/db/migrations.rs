@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 25;
+pub const SCHEMA_VERSION: u32 = 26;
 
 struct Step {
     sqlite: &'static str,
@@ -157,6 +157,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0025_adapter_recordings.sql"),
         postgres: Some(sql!("postgres/0025_adapter_recordings.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0026_adapter_shadows.sql"),
+        postgres: Some(sql!("postgres/0026_adapter_shadows.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },

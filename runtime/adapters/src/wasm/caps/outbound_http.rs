@@ -15,7 +15,7 @@ use super::super::bindings::{latest, v0_1};
 use super::super::grants::{LimitKey, Origin, Request};
 use super::super::guest_lane;
 use super::super::outbound::{self, Failure, Outbound};
-use super::super::recording::Tape;
+use super::super::recording::{Answer, Tape};
 use super::super::state::{Caller, HostState};
 use super::{Capability, denied, link_versions, on_host, secrets};
 use latest::service::adapter::outbound_http::{Request as Outgoing, Response};
@@ -339,11 +339,15 @@ async fn send_wasi(
         .as_ref()
         .map(|_| serde_json::to_value(&request).unwrap_or_default());
     let sent = match (&tape, &args) {
-        // A replay: the recorded answer, or the call ends where it diverged.
+        // A replay: the recorded answer, a refusal (a shadow's), or the call ends where it
+        // diverged.
         (Some(tape), Some(args)) if let Some(answer) = tape.answer("wasi:http.send", args) => {
-            answer
-                .and_then(|value| serde_json::from_value(value).map_err(|e| e.to_string()))
-                .map_err(|why| Code::InternalError(Some(why)))?
+            match answer {
+                Answer::Recorded(value) => serde_json::from_value(value)
+                    .map_err(|e| Code::InternalError(Some(e.to_string())))?,
+                Answer::Refused(_) => return Err(Code::HttpRequestDenied),
+                Answer::Ended(why) => return Err(Code::InternalError(Some(why))),
+            }
         }
         _ => {
             let sent = send(&caller, request).await;

@@ -8,6 +8,7 @@
 //! else it shows (an answer that echoes one included), so a placeholder the guest wrote and a
 //! value it read look the same.
 
+mod refused;
 mod replay;
 mod values;
 mod wasi;
@@ -18,8 +19,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub(crate) use refused::Refusable;
+pub(crate) use replay::Answer;
 use replay::Script;
-pub use replay::{Fixture, Replayed, replay};
+pub use replay::{Fixture, Mode, Replayed, replay};
 use values::Secrets;
 pub(crate) use values::written_bytes;
 pub(super) use wasi::{RecordedClocks, RecordedRandom};
@@ -86,16 +89,18 @@ impl Tape {
         };
     }
 
-    /// What the replayed recording answers to this import: `None` when none is replayed, an
-    /// error once the call made an import the recording did not (nothing is done for real
-    /// then).
-    pub(crate) fn answer(&self, import: &str, args: &Value) -> Option<Result<Value, String>> {
+    /// What the replayed recording answers to this import: `None` when none is replayed
+    /// (then the import is done for real, and never otherwise).
+    pub(crate) fn answer(&self, import: &str, args: &Value) -> Option<Answer> {
         let mut reel = self.reel();
         // Every import asks while recording too: nothing is copied unless a replay runs.
         reel.script.as_ref()?;
         let args = reel.secrets.hidden(args.clone());
         let script = reel.script.as_mut()?;
-        Some(script.answer(import, args).map(values::unhidden))
+        Some(match script.answer(import, args) {
+            Answer::Recorded(value) => Answer::Recorded(values::unhidden(value)),
+            other => other,
+        })
     }
 
     /// Notes one import, its arguments and its result.
@@ -191,6 +196,7 @@ impl Reel {
 }
 
 /// What a call's tape holds once it stopped.
+#[derive(Clone)]
 struct Noted {
     secrets: Secrets,
     imports: Vec<String>,
@@ -212,6 +218,29 @@ struct Finished {
 }
 
 impl Noted {
+    /// The call as a replay takes it, whole (a shadow's input is never cut).
+    fn fixture(
+        self,
+        adapter: String,
+        export: &'static str,
+        input: Value,
+        output: Value,
+        outcome: Outcome,
+    ) -> Fixture {
+        Fixture {
+            adapter,
+            export: export.to_owned(),
+            outcome: outcome.as_str().to_owned(),
+            input: self.secrets.hidden(input),
+            imports: self
+                .imports
+                .iter()
+                .filter_map(|text| serde_json::from_str(text).ok())
+                .collect(),
+            output: self.secrets.hidden(output),
+        }
+    }
+
     /// The recording of a call to `export` with this `input`, `output` (null when it did not
     /// finish) and `error`.
     fn finish(
@@ -280,8 +309,9 @@ impl Recorder {
         }
     }
 
-    /// The call ended: keeps its recording when the adapter's `record` says so. The write
-    /// happens after the answer, never before it.
+    /// The call ended: keeps its recording when the adapter's `record` says so, and hands
+    /// it to the adapter's shadow build when the call is in its sample. The write and the
+    /// shadow happen after the answer, never before it.
     pub(crate) fn done(
         self,
         output: impl FnOnce() -> Value,
@@ -291,19 +321,24 @@ impl Recorder {
         let Some(noted) = self.tape.stop() else {
             return;
         };
-        let record = self.caller.granted.record;
-        if !kept(record, outcome) {
+        let keep = kept(self.caller.granted.record, outcome);
+        let shadow = self.caller.shadowed();
+        if !keep && shadow.is_none() {
             return;
         }
+        let output = output();
+        if let Some(shadow) = shadow {
+            let (adapter, export) = (self.caller.adapter.clone(), self.export);
+            let compare = move |noted: Noted, input, output| {
+                shadow.compare(move || noted.fixture(adapter, export, input, output, outcome));
+            };
+            if !keep {
+                return compare(noted, self.input, output);
+            }
+            compare(noted.clone(), self.input.clone(), output.clone());
+        }
         let duration_ms = self.started.elapsed().as_millis() as u64;
-        let finished = noted.finish(
-            self.export,
-            self.input,
-            output(),
-            outcome,
-            error,
-            duration_ms,
-        );
+        let finished = noted.finish(self.export, self.input, output, outcome, error, duration_ms);
         let (caller, started_ms) = (self.caller, self.started_ms);
         let host = caller.services.host.clone();
         host.spawn(async move {

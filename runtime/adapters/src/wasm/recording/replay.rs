@@ -1,7 +1,7 @@
 //! Replaying a recording: the same component, or a new build of it, runs the recorded call
-//! offline, each import answered from the recording in order. Nothing it asks for is done:
-//! an import the recording did not make ends the call there, and is reported as where the
-//! two first diverged.
+//! offline, each import answered from the recording in order. Nothing it asks for is done.
+//! A replay ends the call at the first import the recording did not make, and reports it as
+//! where the two diverged; a shadow (`shadow`) is refused that import and goes on.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -28,6 +28,26 @@ pub struct Fixture {
     pub output: Value,
 }
 
+/// What a call replayed gets for an import the recording did not make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The call ends there: `adapters replay` reports where it diverged.
+    Replay,
+    /// It is refused and the call goes on: a shadow build. Each import is answered by the
+    /// first recorded one from where the call is with the same name and arguments (a build
+    /// that makes fewer imports still lines up); clocks and random bytes only by the next.
+    Shadow,
+}
+
+/// What the recording answers to one import.
+pub(crate) enum Answer {
+    Recorded(Value),
+    /// Not in the recording: nothing is done, and the guest is told so.
+    Refused(String),
+    /// Not in the recording, and the call ends.
+    Ended(String),
+}
+
 /// How a replay went.
 #[derive(Debug)]
 pub struct Replayed {
@@ -38,6 +58,8 @@ pub struct Replayed {
     pub error: Option<String>,
     /// The first import that differs from the recording: `{at, expected, got}`.
     pub diverged: Option<Value>,
+    /// A shadow's imports the recording did not make (refused): `{import, args}`.
+    pub refused: Vec<Value>,
 }
 
 impl Replayed {
@@ -49,41 +71,70 @@ impl Replayed {
 
 /// The recording's imports, answered in order.
 pub(super) struct Script {
+    mode: Mode,
     entries: Vec<Value>,
     next: usize,
     /// The current entry's random bytes (decoded once), and how many were given.
     drawn: Option<Vec<u8>>,
     taken: usize,
     diverged: Option<Value>,
+    refused: Vec<Value>,
+}
+
+/// The WASI imports a shadow gets only from the next entry: read anywhere, often.
+fn ambient(import: &str) -> bool {
+    import.ends_with("clock.now")
 }
 
 impl Script {
-    fn new(entries: Vec<Value>) -> Self {
+    fn new(mode: Mode, entries: Vec<Value>) -> Self {
         Self {
+            mode,
             entries,
             next: 0,
             drawn: None,
             taken: 0,
             diverged: None,
+            refused: Vec::new(),
         }
     }
 
-    /// The recorded result of the next import, when it is this one with these arguments.
-    pub(super) fn answer(&mut self, import: &str, args: Value) -> Result<Value, String> {
+    /// The recorded result of this import with these arguments: the next entry's (a
+    /// shadow's: the first such from the next on).
+    pub(super) fn answer(&mut self, import: &str, args: Value) -> Answer {
         if let Some(diverged) = &self.diverged {
-            return Err(format!(
+            return Answer::Ended(format!(
                 "the replay diverged from the recording: {diverged}"
             ));
         }
-        let expected = self.entries.get(self.next);
-        match expected {
-            Some(entry) if entry["import"] == import && entry["args"] == args => {
-                self.next += 1;
-                Ok(entry["result"].clone())
+        let same = |entry: &Value| entry["import"] == import && entry["args"] == args;
+        let found = match self.mode {
+            Mode::Shadow if !ambient(import) => self.entries[self.next.min(self.entries.len())..]
+                .iter()
+                .position(same)
+                .map(|skipped| self.next + skipped),
+            _ => self
+                .entries
+                .get(self.next)
+                .filter(|e| same(e))
+                .map(|_| self.next),
+        };
+        match (found, self.mode) {
+            (Some(at), _) => {
+                self.next = at + 1;
+                self.drawn = None;
+                Answer::Recorded(self.entries[at]["result"].clone())
             }
-            _ => {
+            (None, Mode::Shadow) => {
+                let why = format!("the live call did not make this {import}: refused");
+                if !ambient(import) {
+                    self.refused.push(json!({"import": import, "args": args}));
+                }
+                Answer::Refused(why)
+            }
+            (None, Mode::Replay) => {
                 let got = json!({"import": import, "args": args});
-                Err(self.diverge(got))
+                Answer::Ended(self.diverge(got))
             }
         }
     }
@@ -113,6 +164,8 @@ impl Script {
                     self.drawn = None;
                 }
             }
+            // A shadow's draws past the recording's are zeros, and nothing more.
+            None if self.mode == Mode::Shadow => {}
             None => {
                 let got = json!({"import": import, "bytes": dst.len()});
                 self.diverge(got);
@@ -131,8 +184,11 @@ impl Script {
     }
 
     /// Where it diverged, if it did; a call that ended before the recording's did diverged
-    /// there too.
+    /// there too (a shadow's never diverges: what it did differently is what it was refused).
     fn divergence(&self) -> Option<Value> {
+        if self.mode == Mode::Shadow {
+            return None;
+        }
         self.diverged.clone().or_else(|| {
             let left = self.entries.get(self.next)?;
             Some(json!({
@@ -195,11 +251,14 @@ impl<C: Call> Call for Replaying<C> {
 }
 
 /// Replays `fixture` with `prepared` (a generation of the recorded adapter's component, or a
-/// new build, whose grant records: the tape is what answers).
+/// new build, whose grant records: the tape is what answers), in an instance place as `wait`
+/// says.
 pub async fn replay(
     sandbox: &Sandbox,
     prepared: &Arc<Prepared>,
     fixture: &Fixture,
+    mode: Mode,
+    wait: Wait,
 ) -> anyhow::Result<Replayed> {
     anyhow::ensure!(
         prepared.caller.granted.record != crate::wasm::grants::Record::Off,
@@ -210,7 +269,7 @@ pub async fn replay(
     let field = |name: &str| input.get(name).cloned().unwrap_or_default();
     let text = |name: &str| field(name).as_str().unwrap_or_default().to_owned();
     let bytes = |name: &str| serde_json::from_value::<Vec<u8>>(field(name)).unwrap_or_default();
-    let script = Script::new(fixture.imports.clone());
+    let script = Script::new(mode, fixture.imports.clone());
     match fixture.export.as_str() {
         "handle-http" => {
             let request = HttpRequest {
@@ -221,7 +280,7 @@ pub async fn replay(
                 body: bytes("body"),
             };
             let call = HandleHttp(request);
-            run(sandbox, prepared, call, script, limits.handle_http()).await
+            run(sandbox, prepared, call, script, limits.handle_http(), wait).await
         }
         "run-job" => {
             let job = JobContext {
@@ -232,7 +291,7 @@ pub async fn replay(
                 job,
                 payload: bytes("payload"),
             };
-            run(sandbox, prepared, call, script, limits.run_job()).await
+            run(sandbox, prepared, call, script, limits.run_job(), wait).await
         }
         "call-tool" => {
             let call = CallTool {
@@ -240,11 +299,11 @@ pub async fn replay(
                 args_json: text("args_json"),
                 run: None,
             };
-            run(sandbox, prepared, call, script, limits.run_job()).await
+            run(sandbox, prepared, call, script, limits.run_job(), wait).await
         }
         "start" | "stop" => {
             let call = Hook(fixture.export == "start");
-            run(sandbox, prepared, call, script, limits.handle_http()).await
+            run(sandbox, prepared, call, script, limits.handle_http(), wait).await
         }
         other => anyhow::bail!("a recording of {other:?} cannot be replayed"),
     }
@@ -256,6 +315,7 @@ async fn run<C: Call>(
     call: C,
     script: Script,
     limit: std::time::Duration,
+    wait: Wait,
 ) -> anyhow::Result<Replayed> {
     let tape = Arc::new(Mutex::new(None));
     let replaying = Replaying {
@@ -263,9 +323,15 @@ async fn run<C: Call>(
         script: Mutex::new(Some(script)),
         tape: Arc::clone(&tape),
     };
-    let answered = sandbox.call(prepared, replaying, limit, Wait::Yes).await;
+    let answered = sandbox.call(prepared, replaying, limit, wait).await;
     let tape = tape.lock().unwrap_or_else(PoisonError::into_inner).take();
-    let diverged = tape.and_then(|tape| tape.reel().script.as_ref()?.divergence());
+    let (diverged, refused) = tape
+        .and_then(|tape| {
+            let reel = tape.reel();
+            let script = reel.script.as_ref()?;
+            Some((script.divergence(), script.refused.clone()))
+        })
+        .unwrap_or_default();
     // Written as recordings write values (bytes as text).
     let written = |value: Value| Secrets::default().hidden(value);
     Ok(match answered {
@@ -274,6 +340,7 @@ async fn run<C: Call>(
             outcome: if C::failed(&output) { "failed" } else { "ok" },
             error: None,
             diverged,
+            refused,
         },
         Err(e) => Replayed {
             output: Value::Null,
@@ -283,6 +350,7 @@ async fn run<C: Call>(
                 CallError::Busy(message) => message,
             }),
             diverged,
+            refused,
         },
     })
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 const SHORTEST_HIDDEN: usize = 4;
 
 /// The secrets to hide: each value, and what stands in for it.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Secrets(Vec<(String, String)>);
 
 impl Secrets {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use wasmtime_wasi::clocks::{MonotonicClock, WallClock};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, Rng};
 
-use super::Tape;
+use super::{Answer, Tape};
 
 /// The wall clock or the monotonic one, noting each reading.
 pub(in crate::wasm) struct RecordedClocks<C> {
@@ -41,7 +41,7 @@ impl HostWallClock for RecordedClocks<WallClock> {
     }
 
     fn now(&self) -> Duration {
-        if let Some(Ok(answer)) = self.tape.answer("wall-clock.now", &Value::Null) {
+        if let Some(Answer::Recorded(answer)) = self.tape.answer("wall-clock.now", &Value::Null) {
             return Duration::from_nanos(answer.as_u64().unwrap_or_default());
         }
         let now = self.clock.now();
@@ -57,7 +57,9 @@ impl HostMonotonicClock for RecordedClocks<MonotonicClock> {
     }
 
     fn now(&self) -> u64 {
-        if let Some(Ok(answer)) = self.tape.answer("monotonic-clock.now", &Value::Null) {
+        if let Some(Answer::Recorded(answer)) =
+            self.tape.answer("monotonic-clock.now", &Value::Null)
+        {
             return answer.as_u64().unwrap_or_default();
         }
         let now = self.clock.now();
