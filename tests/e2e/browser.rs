@@ -1800,6 +1800,43 @@ async fn adapters_tab_lists_a_components_failed_calls_and_shows_one_on_a_timelin
     assert!(page.contains("{{secret:HOSTILE_TOKEN}}"), "{page}");
     assert!(!page.contains("hostile-token-value-1234"), "{page}");
     browser.screenshot("adapters-recording").await;
+
+    // A shadow build of it (the same build, from another file): the card says so, and the
+    // Recordings view shows its comparisons above the list.
+    let build = server.data_dir.join("hostile-build.wasm");
+    std::fs::copy(crate::guests::guest("hostile"), &build).unwrap();
+    let shadowed = crate::support::cli(
+        &server.data_dir,
+        &["adapters", "install", build.to_str().unwrap(), "--shadow"],
+    );
+    assert!(shadowed.status.success(), "{shadowed:?}");
+    eventually(30, async || {
+        let entry = server.adapter("hostile").await?;
+        entry["metadata"]["shadow"].is_string().then_some(())
+    })
+    .await;
+    assert!(get("/panic").await.is_server_error());
+    eventually(30, async || {
+        let (_, body) = server.get("/api/adapters/hostile/shadow").await;
+        (body["compared"].as_i64()? >= 1).then_some(())
+    })
+    .await;
+    browser.open("adapters").await;
+    browser
+        .click(".adapter-card[data-adapter=\"hostile\"] [data-fact=\"shadow\"]")
+        .await;
+    browser
+        .wait_for(
+            "the shadow's comparisons",
+            "return document.querySelector('section.shadow dl') !== null",
+        )
+        .await;
+    let shadow = browser.text("section.shadow").await;
+    assert!(
+        shadow.contains("Compared") && shadow.contains("adapters promote hostile"),
+        "{shadow}"
+    );
+    browser.screenshot("adapters-shadow").await;
     browser.finish(&[]).await;
 }
 

@@ -63,7 +63,7 @@ function actionCell(adapter, reload) {
 }
 
 /** What the adapter reports beyond its status: jobs waiting, imports it was granted nothing
- * of, log lines it lost to the rate limit. */
+ * of, a shadow build beside it, log lines it lost to the rate limit. */
 function facts(adapter) {
   const meta = adapter.metadata || {};
   const items = [];
@@ -76,6 +76,12 @@ function facts(adapter) {
       class: 'pill pill-warn fact', dataset: { fact: 'ungranted_imports' },
       title: 'Interfaces the component imports but was granted nothing of; calls to them fail.',
     }, `ungranted: ${meta.ungranted_imports}`));
+  }
+  if (meta.shadow) {
+    items.push(h('a', {
+      class: 'pill pill-pending fact', dataset: { fact: 'shadow' }, href: `#/adapters/${enc(adapter.name)}`,
+      title: 'A new build runs beside this one on its calls and is compared; see Recordings.',
+    }, `shadow: ${meta.shadow}`));
   }
   if (meta.log_lines_dropped) {
     items.push(h('span', {

@@ -1,6 +1,8 @@
 // An adapter's recorded calls (its failures first), and one call whole: its input, every import
-// it made on a timeline, in order, and what it answered. Reached from an adapter's card.
+// it made on a timeline, in order, and what it answered. Reached from an adapter's card; a
+// shadow build's comparisons show above the list (`shadow.js`).
 
+import { shadowSection } from './shadow.js';
 import { api, empty, emptyState, enc, filterTabs, h, ms, pill, pretty, table, timeEl } from './lib.js';
 
 /** The tabs: failures (failed and error), then each outcome, then all. */
@@ -35,7 +37,10 @@ function header(name, back, title) {
 async function listView(main, name, route, ctx) {
   const wanted = route.params.get('outcome') || '';
   const tab = TABS.find((t) => t.key === wanted) || TABS[0];
-  const { recordings } = await api(`/adapters/${enc(name)}/recordings`, { signal: ctx.signal });
+  const [{ recordings }, shadow] = await Promise.all([
+    api(`/adapters/${enc(name)}/recordings`, { signal: ctx.signal }),
+    shadowSection(name, ctx.signal),
+  ]);
   const shown = recordings.filter(tab.keep);
   const tabs = filterTabs(TABS.map((t) => ({
     key: t.key,
@@ -66,6 +71,7 @@ async function listView(main, name, route, ctx) {
   }
   main.append(h('section', { class: 'view recordings', dataset: { adapter: name } },
     header(name, { href: '#/adapters', label: '← All adapters' }, `Recordings of ${name}`),
+    shadow,
     tabs,
     body));
 }

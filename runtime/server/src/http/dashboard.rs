@@ -37,6 +37,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     asset!("tasks.js", JS),
     asset!("adapters.js", JS),
     asset!("recordings.js", JS),
+    asset!("shadow.js", JS),
     asset!("schedules.js", JS),
     asset!("traces.js", JS),
     asset!("settings.js", JS),
