@@ -1066,3 +1066,83 @@ async fn a_recording_made_on_one_replica_is_read_and_replayed_on_the_other() {
         "{printed}"
     );
 }
+
+#[tokio::test]
+async fn a_shadow_build_installed_once_is_compared_on_both_replicas_and_promoted() {
+    let Some(cluster) = Cluster::start(2, &[]) else {
+        return;
+    };
+    let grant = cluster.dirs.path().join("echo.toml");
+    std::fs::write(&grant, ECHO_GRANT).unwrap();
+    let installed = cli(
+        &cluster.data_dir(0),
+        &[
+            "adapters",
+            "install",
+            guest("echo").to_str().unwrap(),
+            "--grant",
+            grant.to_str().unwrap(),
+        ],
+    );
+    assert!(installed.status.success(), "{installed:?}");
+    let v2 = crate::guests::echo_v2();
+    let shadowed = cli(
+        &cluster.data_dir(1),
+        &["adapters", "install", v2.to_str().unwrap(), "--shadow"],
+    );
+    assert!(shadowed.status.success(), "{shadowed:?}");
+    for server in cluster.alive() {
+        eventually(30, async || {
+            let entry = server.adapter("echo").await?;
+            entry["metadata"]["shadow"]
+                .as_str()?
+                .starts_with("2 (")
+                .then_some(())
+        })
+        .await;
+    }
+    // One call on each replica, each compared there; the counts are one.
+    for server in cluster.alive() {
+        let (status, text) = server
+            .send_text(reqwest::Method::GET, "/api/adapters/echo/hello", "")
+            .await;
+        assert_eq!(
+            (status, text.as_str()),
+            (StatusCode::OK, "hello from echo v1")
+        );
+    }
+    let shadow = eventually(30, async || {
+        let (_, body) = cluster.at(0).get("/api/adapters/echo/shadow").await;
+        (body["compared"].as_i64()? >= 2).then_some(body)
+    })
+    .await;
+    assert_eq!(
+        (shadow["compared"].as_i64(), shadow["matched"].as_i64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(
+        shadow["differences"].as_array().unwrap().len(),
+        2,
+        "{shadow}"
+    );
+    let (_, seen) = cluster.at(1).get("/api/adapters/echo/shadow").await;
+    assert_eq!(seen["compared"], 2, "{seen}");
+
+    let promoted = cli(&cluster.data_dir(0), &["adapters", "promote", "echo"]);
+    assert!(
+        promoted.status.success()
+            && String::from_utf8_lossy(&promoted.stdout).contains("every replica"),
+        "{promoted:?}"
+    );
+    for server in cluster.alive() {
+        eventually(30, async || {
+            let (status, text) = server
+                .send_text(reqwest::Method::GET, "/api/adapters/echo/hello", "")
+                .await;
+            (status == StatusCode::OK && text == "hello from echo v2").then_some(())
+        })
+        .await;
+        let (status, _) = server.get("/api/adapters/echo/shadow").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+}
