@@ -76,7 +76,8 @@ async fn a_shadow_build_is_compared_on_live_calls_and_promoted() {
     let server = Server::start_with(&[("ECHO_TOKEN", "tok-shadowed-1")]);
     let grant = format!(
         "kv = true\nsecrets = [\"ECHO_TOKEN\"]\noutbound_hosts = [\"{platform}\"]\n\
-         [secret_origins]\nECHO_TOKEN = [\"{platform}\"]\n"
+         [secret_origins]\nECHO_TOKEN = [\"{platform}\"]\n\
+         [limits]\nshadow_duty_percent = 100\n"
     );
     drop_in(&server, "echo", &guest("echo"), &grant);
     loaded(&server, "echo").await;
@@ -98,10 +99,12 @@ async fn a_shadow_build_is_compared_on_live_calls_and_promoted() {
     );
     shadowed_by(&server, "2").await;
 
-    // Version 1 answers every live call.
+    // Version 1 answers every live call; each is compared before the next (the shadow runs
+    // one at a time: a call that finds it busy is skipped).
     use reqwest::Method;
     let hello = answer(&server, Method::GET, "/hello", "").await;
     assert_eq!(hello, "hello from echo v1");
+    compared(&server, 1).await;
     let page = answer(
         &server,
         Method::GET,
@@ -110,15 +113,18 @@ async fn a_shadow_build_is_compared_on_live_calls_and_promoted() {
     )
     .await;
     assert_eq!(page, "200\nthe page");
+    compared(&server, 2).await;
     assert_eq!(
         answer(&server, Method::POST, "/kv?key=k", "kept").await,
         "stored"
     );
+    compared(&server, 3).await;
     assert_eq!(answer(&server, Method::GET, "/kv?key=k", "").await, "kept");
 
     let shadow = compared(&server, 4).await;
     assert_eq!(shadow["compared"], 4, "{shadow}");
     assert_eq!(shadow["matched"], 3, "only /hello differs: {shadow}");
+    assert_eq!(shadow["skipped"], 0, "{shadow}");
     assert_eq!(shadow["version"], "2");
     let differences = shadow["differences"].as_array().unwrap();
     assert_eq!(differences.len(), 1, "{shadow}");

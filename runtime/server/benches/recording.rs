@@ -10,6 +10,11 @@
 //! Then a neighbour: the Rust guest with `"off"`, timed while another adapter (the Python
 //! guest) serves a closed loop of its own with `"off"`, then with `"all"` (each of its calls
 //! written). The ratio is what the other's recording costs the neighbour, its load aside.
+//!
+//! Then shadowing: each guest with `"off"`, against the same with a shadow build of itself on
+//! every call (`shadow_percent` 100, the default), at the default `shadow_duty_percent` (10)
+//! and at 100: the live call's latency, and how many calls the shadow was run on and how many
+//! it skipped (busy or resting). Target: the live call at most 1.15x at the default duty.
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]
@@ -76,6 +81,7 @@ fn main() {
             verdict(worst <= 1.15)
         );
         neighbour(&app).await;
+        shadowing(&app).await;
         std::process::exit(0);
     });
 }
@@ -125,5 +131,72 @@ async fn neighbour(app: &App) {
         ms(all.1),
         ms(all.0) / ms(off.0),
         ms(all.1) / ms(off.1),
+    );
+}
+
+/// Each guest's live call with a shadow build of itself beside it, against none: with the
+/// shadow's default duty (at most 10% of the time), and with no bound.
+async fn shadowing(app: &App) {
+    println!(
+        "a live call with a shadow build on every call (shadow_percent 100), against none \
+         ({CALLS} sequential, the median of {ROUNDS} alternating rounds):"
+    );
+    let mut worst = 0.0f64;
+    for (label, wasm) in [
+        ("Rust (echo)", guests::guest("echo")),
+        ("Python (python-echo)", guests::python_echo()),
+    ] {
+        let name = wasm.file_stem().unwrap().to_str().unwrap().to_owned();
+        let alone = load(app, &wasm, &format!("{name}-alone"), "record = \"off\"").await;
+        for duty in [10, 100] {
+            let grant = format!("record = \"off\"\n[limits]\nshadow_duty_percent = {duty}\n");
+            let shadowed = load(app, &wasm, &format!("{name}-shadowed"), &grant).await;
+            let adapter = shadowed.name.clone();
+            let forgotten = adapter.clone();
+            app.db
+                .call(move |conn| service_runtime::shadows::end(conn, &forgotten))
+                .await
+                .unwrap();
+            let grant = service_runtime::wasm::grants::Grant::parse(&grant).unwrap();
+            let bytes = std::fs::read(&wasm).unwrap();
+            app.components
+                .shadow(&shadowed, bytes, grant)
+                .await
+                .unwrap();
+            let mut rounds = [Vec::new(), Vec::new()];
+            for _ in 0..ROUNDS {
+                rounds[0].push(measure(|| through_project(&alone, "/hello")).await);
+                rounds[1].push(measure(|| through_project(&shadowed, "/hello")).await);
+            }
+            let [alone, shadowed] = rounds.map(median);
+            let (p50, p99) = (ms(shadowed.0) / ms(alone.0), ms(shadowed.1) / ms(alone.1));
+            if duty == 10 {
+                worst = worst.max(p50);
+            }
+            // Its counts are written once a second.
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            let counts = app
+                .db
+                .call(move |conn| service_runtime::shadows::get(conn, &adapter))
+                .await
+                .unwrap()
+                .unwrap();
+            println!(
+                "  {label:22} duty {duty:3}%   alone p50 {:.3} / p99 {:.3} ms   shadowed {:.3} / \
+                 {:.3} ms ({p50:.2}x / {p99:.2}x)   the shadow: {} compared, {} matched, {} \
+                 skipped",
+                ms(alone.0),
+                ms(alone.1),
+                ms(shadowed.0),
+                ms(shadowed.1),
+                counts.compared,
+                counts.matched,
+                counts.skipped,
+            );
+        }
+    }
+    println!(
+        "  target: the live call at most 1.15x at the default duty: worst p50 {worst:.2}x, {}",
+        verdict(worst <= 1.15)
     );
 }

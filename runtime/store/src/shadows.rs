@@ -71,39 +71,59 @@ pub fn begin(conn: &mut Conn, adapter: &str, version: &str, sha256: &str) -> Res
     })
 }
 
-/// One comparison of build `sha256`, with the calls skipped since the last; its difference
-/// (`{export, input, live, shadow, refused}`, JSON text) when it answered otherwise. Nothing
-/// is counted once that build no longer shadows.
+/// Comparisons counted since the last write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub compared: u64,
+    pub matched: u64,
+    pub skipped: u64,
+}
+
+/// Adds comparisons of build `sha256` and their differences (oldest first, each
+/// `{export, input, live, shadow, refused}` as JSON text). Nothing is counted once that build
+/// no longer shadows.
 pub fn compared(
     conn: &mut Conn,
     adapter: &str,
     sha256: &str,
-    matched: bool,
-    skipped: u64,
-    difference: Option<&str>,
+    counts: Counts,
+    differences: &[String],
 ) -> Result<()> {
-    let now = db::now_ms();
     conn.transaction(|conn| {
         let counted = conn.execute(
-            "UPDATE adapter_shadows SET compared = compared + 1, matched = matched + ?3, \
-             skipped = skipped + ?4 WHERE adapter = ?1 AND sha256 = ?2",
-            params![adapter, sha256, i64::from(matched), skipped as i64],
-        )?;
-        let Some(body) = difference.filter(|_| counted > 0) else {
-            return Ok(());
-        };
-        conn.execute(
-            "INSERT INTO adapter_shadow_differences (id, adapter, sha256, at, at_ms, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "UPDATE adapter_shadows SET compared = compared + ?3, matched = matched + ?4, \
+             skipped = skipped + ?5 WHERE adapter = ?1 AND sha256 = ?2",
             params![
-                uuid::Uuid::new_v4().to_string(),
                 adapter,
                 sha256,
-                db::now(),
-                now,
-                body
+                counts.compared as i64,
+                counts.matched as i64,
+                counts.skipped as i64
             ],
         )?;
+        if counted == 0 || differences.is_empty() {
+            return Ok(());
+        }
+        // Ordered by when they were compared: one millisecond apart within a write.
+        let now = db::now_ms() - differences.len() as i64;
+        for (n, body) in differences.iter().enumerate() {
+            let at_ms = now + n as i64 + 1;
+            let at = chrono::DateTime::from_timestamp_millis(at_ms)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            conn.execute(
+                "INSERT INTO adapter_shadow_differences (id, adapter, sha256, at, at_ms, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    uuid::Uuid::new_v4().to_string(),
+                    adapter,
+                    sha256,
+                    at,
+                    at_ms,
+                    body
+                ],
+            )?;
+        }
         conn.execute(
             "DELETE FROM adapter_shadow_differences WHERE adapter = ?1 AND (at_ms, id) <= \
              (SELECT at_ms, id FROM adapter_shadow_differences WHERE adapter = ?1 \
@@ -185,24 +205,42 @@ mod tests {
         testing::each_backend(Backends::Both, |db| {
             db.blocking(|conn| {
                 begin(conn, "echo", "2", "aaa")?;
-                compared(conn, "echo", "aaa", true, 0, None)?;
+                let one = |matched| Counts {
+                    compared: 1,
+                    matched,
+                    skipped: 1,
+                };
+                compared(conn, "echo", "aaa", one(1), &[])?;
                 for n in 0..25 {
-                    // Apart by a millisecond at least: the newest is the last.
+                    // Written a second apart, as a shadow's counts are: the newest is the last.
                     std::thread::sleep(std::time::Duration::from_millis(2));
                     let body = format!("{{\"export\":\"handle-http\",\"input\":{n}}}");
-                    compared(conn, "echo", "aaa", false, 1, Some(&body))?;
+                    compared(conn, "echo", "aaa", one(0), &[body])?;
                 }
                 // Another replica loading the same build keeps the counts.
                 begin(conn, "echo", "2", "aaa")?;
                 let shadow = get(conn, "echo")?.unwrap();
                 assert_eq!(
                     (shadow.compared, shadow.matched, shadow.skipped),
-                    (26, 1, 25)
+                    (26, 1, 26)
                 );
                 assert_eq!(shadow.differences.len(), DIFFERENCES_KEPT as usize);
                 assert_eq!(shadow.differences[0].input, 24, "newest first");
+                // Several in one write keep their order (writes are a second apart).
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                let three: Vec<String> =
+                    (0..3).map(|n| format!("{{\"input\":\"w{n}\"}}")).collect();
+                compared(conn, "echo", "aaa", Counts::default(), &three)?;
+                let shadow = get(conn, "echo")?.unwrap();
+                let newest: Vec<&serde_json::Value> = shadow
+                    .differences
+                    .iter()
+                    .take(3)
+                    .map(|d| &d.input)
+                    .collect();
+                assert_eq!(newest, ["w2", "w1", "w0"]);
                 // A comparison of a build no longer shadowing counts for nothing.
-                compared(conn, "echo", "old", false, 0, Some("{}"))?;
+                compared(conn, "echo", "old", one(0), &["{}".into()])?;
                 begin(conn, "echo", "3", "bbb")?;
                 let shadow = get(conn, "echo")?.unwrap();
                 assert_eq!((shadow.compared, shadow.version.as_str()), (0, "3"));

@@ -159,48 +159,27 @@ impl Components {
     }
 
     /// Runs `<name>.shadow.wasm` (in `files`) beside the generation serving `name`, or stops
-    /// running one when there is none. The shadow gets the adapter's grant, its calls taped
-    /// so the live call's recording answers them.
+    /// running one when there is none.
     async fn reshadow(&self, name: &str, files: Option<&Files>) {
         let Some(live) = self.generation(name) else {
             return;
         };
-        let registry = self.supervisor.registry();
         let shadow = match files.and_then(|f| f.shadow.as_ref()) {
             None => None,
-            Some((path, _)) => match self.load_shadow(name, files, path).await {
+            Some((path, _)) => match self.shadow_from(name, files, path).await {
                 Ok(shadow) => Some(shadow),
                 Err(e) => {
                     tracing::warn!(adapter = %name, "cannot load its shadow build: {e:#}");
-                    registry.set_metadata(name, SHADOW, &format!("cannot load: {e:#}"));
+                    let said = format!("cannot load: {e:#}");
+                    self.supervisor.registry().set_metadata(name, SHADOW, &said);
                     return;
                 }
             },
         };
-        match &shadow {
-            Some(shadow) => {
-                let generation = &shadow.generation;
-                tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "shadow build loaded: it runs beside the serving one");
-                let percent = live.prepared().caller.granted.limits.shadow_percent;
-                let said = format!(
-                    "{} ({}…) on {percent}% of calls",
-                    generation.version,
-                    &generation.sha256[..12]
-                );
-                registry.set_metadata(name, SHADOW, &said);
-                self.optimize_behind(generation, |_| {});
-            }
-            None => registry.remove_metadata(name, SHADOW),
-        }
-        let prepared = live.prepared();
-        *prepared
-            .caller
-            .shadow
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = shadow;
+        self.attach(&live, shadow);
     }
 
-    async fn load_shadow(
+    async fn shadow_from(
         &self,
         name: &str,
         files: Option<&Files>,
@@ -212,7 +191,18 @@ impl Components {
             .and_then(|f| f.wasm.as_ref())
             .map(|(path, _)| std::fs::read(path))
             .transpose()?;
-        let mut grant = self.loader.grant_for(name, live.as_deref())?;
+        let grant = self.loader.grant_for(name, live.as_deref())?;
+        self.load_shadow(name, bytes, grant).await
+    }
+
+    /// Loads `bytes` as a shadow build of adapter `name` under its `grant`, with its calls
+    /// taped (the live call's recording answers them), and starts its counts.
+    async fn load_shadow(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        mut grant: Grant,
+    ) -> anyhow::Result<Arc<Shadow>> {
         grant.record = super::grants::Record::All;
         let generation = self
             .loader
@@ -228,7 +218,49 @@ impl Components {
             .db
             .call(move |conn| shadows::begin(conn, &adapter, &version, &sha256))
             .await?;
-        Ok(Arc::new(Shadow::new(generation)))
+        Ok(Shadow::start(generation))
+    }
+
+    /// Runs `shadow` beside `live` from its next call (none: stops running one); its registry
+    /// entry says so.
+    fn attach(&self, live: &Generation, shadow: Option<Arc<Shadow>>) {
+        let (name, registry) = (&live.name, self.supervisor.registry());
+        match &shadow {
+            Some(shadow) => {
+                let generation = &shadow.generation;
+                tracing::info!(adapter = %name, version = %generation.version, sha256 = %&generation.sha256[..12], "shadow build loaded: it runs beside the serving one");
+                let percent = live.prepared().caller.granted.limits.shadow_percent;
+                let said = format!(
+                    "{} ({}…) on {percent}% of calls",
+                    generation.version,
+                    &generation.sha256[..12]
+                );
+                registry.set_metadata(name, SHADOW, &said);
+                self.optimize_behind(generation, |_| {});
+            }
+            None => registry.remove_metadata(name, SHADOW),
+        }
+        *live
+            .prepared()
+            .caller
+            .shadow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = shadow;
+    }
+
+    /// Runs `bytes` as a shadow build beside `live` (a generation loaded by hand, as a bench
+    /// does; the server's come from the adapters folder), under `grant`, once its optimized
+    /// code is compiled.
+    pub async fn shadow(
+        &self,
+        live: &Generation,
+        bytes: Vec<u8>,
+        grant: Grant,
+    ) -> anyhow::Result<()> {
+        let shadow = self.load_shadow(&live.name, bytes, grant).await?;
+        self.loader.optimize(&shadow.generation).await?;
+        self.attach(live, Some(shadow));
+        Ok(())
     }
 
     /// The components to load: bundled ones and every `*.wasm` in the adapters folder. Each

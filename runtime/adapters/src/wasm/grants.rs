@@ -61,6 +61,9 @@ pub struct Limits {
     pub recordings_hours: u32,
     /// The share of live calls a shadow build is run on, in percent (see `shadow`).
     pub shadow_percent: u32,
+    /// The most of the time a shadow build runs, in percent: after a comparison that took
+    /// `t`, calls are skipped for `t * (100 / shadow_duty_percent - 1)`.
+    pub shadow_duty_percent: u32,
 }
 
 impl Default for Limits {
@@ -74,6 +77,7 @@ impl Default for Limits {
             recording_kib: 256,
             recordings_hours: 168,
             shadow_percent: 100,
+            shadow_duty_percent: 10,
         }
     }
 }
@@ -151,6 +155,10 @@ impl Limits {
         },
         LimitKey {
             name: "shadow_percent",
+            max: 100,
+        },
+        LimitKey {
+            name: "shadow_duty_percent",
             max: 100,
         },
     ];

@@ -161,16 +161,45 @@ pub enum Start {
     OnLane,
 }
 
+/// How far a lane's threads stand back for the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    /// `SCHED_BATCH`, nice 19: the smallest share, taken in turns with other work.
+    Batch,
+    /// `SCHED_IDLE`: only what nothing else wants (shadow builds' calls).
+    Idle,
+}
+
 /// The guest lane, started the first time a guest needs it.
-#[derive(Default)]
 pub(crate) struct GuestLane {
+    threads: usize,
+    priority: Priority,
     runtime: OnceLock<Runtime>,
     /// Held while the runtime is built, so only one is (dropping a spare one on an executor
     /// thread would panic).
     building: Mutex<()>,
 }
 
+impl Default for GuestLane {
+    /// A thread per core.
+    fn default() -> Self {
+        Self::new(
+            std::thread::available_parallelism().map_or(2, usize::from),
+            Priority::Batch,
+        )
+    }
+}
+
 impl GuestLane {
+    pub(crate) fn new(threads: usize, priority: Priority) -> Self {
+        Self {
+            threads,
+            priority,
+            runtime: OnceLock::new(),
+            building: Mutex::new(()),
+        }
+    }
+
     fn handle(&self) -> std::io::Result<&Handle> {
         if let Some(runtime) = self.runtime.get() {
             return Ok(runtime.handle());
@@ -180,11 +209,14 @@ impl GuestLane {
             return Ok(runtime.handle());
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
+            .worker_threads(self.threads)
             .thread_name("wasm-guest")
-            .on_thread_start(|| {
-                ON_LANE.with(|on| on.set(true));
-                lower_priority();
+            .on_thread_start({
+                let priority = self.priority;
+                move || {
+                    ON_LANE.with(|on| on.set(true));
+                    lower_priority(priority);
+                }
             })
             .enable_all()
             .build()?;
@@ -266,13 +298,17 @@ fn thread_cpu_micros() -> u64 {
 /// Lane threads get the scheduler's smallest share (`SCHED_BATCH`, nice 19): an ordinary
 /// thread that wants the CPU preempts them, yet they still advance on a machine other
 /// processes keep busy (under `SCHED_IDLE` they waited there until their calls' deadlines).
-fn lower_priority() {
+fn lower_priority(priority: Priority) {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 0 };
+        let policy = match priority {
+            Priority::Batch => libc::SCHED_BATCH,
+            Priority::Idle => libc::SCHED_IDLE,
+        };
         // SAFETY: plain syscalls on the calling thread (0, or its own id) with valid arguments.
         let lowered = unsafe {
-            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0
+            libc::sched_setscheduler(0, policy, &param) == 0
                 && libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) == 0
         };
         if !lowered {

@@ -17,7 +17,7 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::exports::{Call, Exports};
-use super::guest_lane::{GuestLane, Slice, Start};
+use super::guest_lane::{GuestLane, Priority, Slice, Start};
 use super::pool::{Instance, Membership, Pool};
 use super::recording::{Outcome, Recorder};
 use super::reuse::{self, Idle, Kept};
@@ -160,6 +160,10 @@ pub struct Sandbox {
     /// (copy-on-write, which suits any size).
     baseline: Flavor,
     lane: GuestLane,
+    /// Shadow builds' calls (see `shadow`): one thread that runs only when nothing else
+    /// wants a core, so they never take from a live call, nor queue in front of one on the
+    /// lane.
+    shadow_lane: GuestLane,
     /// Instances of all adapters together, a share of them kept for each.
     instances: Arc<Pool>,
     /// The part of them background calls may hold.
@@ -186,6 +190,7 @@ impl Sandbox {
             large,
             baseline,
             lane: GuestLane::default(),
+            shadow_lane: GuestLane::new(1, Priority::Idle),
             instances: Pool::new(wasmtime_config::MAX_INSTANCES),
             background: Arc::new(Semaphore::new(background_share(
                 wasmtime_config::MAX_INSTANCES,
@@ -344,7 +349,11 @@ impl Sandbox {
         .instrument(span.clone());
         let outcome = tokio::time::timeout(
             limit + Duration::from_millis(250),
-            self.lane.run(Arc::clone(&slice), start, run),
+            match caller.is_shadow() {
+                true => &self.shadow_lane,
+                false => &self.lane,
+            }
+            .run(Arc::clone(&slice), start, run),
         )
         .await;
         if start == Start::Here && slice.went_to_lane() {

@@ -5,35 +5,60 @@
 //! sandbox: what it sends is never sent, what it writes is never kept. The two outputs are
 //! compared and the counts kept in the database, where every replica adds to them.
 //!
-//! Its cost stays off the live path: it runs after the answer, on the guest lane, in
-//! instances of its own (its own `max_instances`, its own share of the server's); a live call
-//! whose shadow finds none free is skipped and counted, never queued.
+//! Its cost stays off the live path: it runs after the answer, one call at a time, in
+//! instances of its own (its own share of the server's), on a lane of one thread at the
+//! lowest priority, and at most `limits.shadow_duty_percent` of the time (10%). A live call
+//! in the sample that finds the shadow busy or resting is skipped and counted, never queued.
+//! The counts are written once a second, not once a call.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 
 use super::generation::Generation;
 use super::recording::{Fixture, Mode, replay};
 use super::sandbox::{AdapterPlace, Wait};
-use crate::shadows;
+use crate::shadows::{self, Counts, DIFFERENCES_KEPT};
+
+/// How often a shadow's counts are written.
+const WRITTEN_EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) struct Shadow {
     pub(crate) generation: Arc<Generation>,
     /// Live calls seen, for the sample.
     calls: AtomicU64,
-    /// Calls in the sample skipped since the last comparison was written.
-    skipped: AtomicU64,
+    /// Its one comparison at a time.
+    turn: Arc<Semaphore>,
+    /// Counted since the last write.
+    pending: Mutex<Pending>,
+    /// Until when it rests (`limits.shadow_duty_percent`).
+    rests_until: Mutex<Instant>,
+}
+
+#[derive(Default)]
+struct Pending {
+    counts: Counts,
+    /// The latest differences, as JSON text.
+    differences: VecDeque<String>,
 }
 
 impl Shadow {
-    pub(crate) fn new(generation: Generation) -> Self {
-        Self {
+    /// A shadow of `generation`, its counts written every second while it lives.
+    pub(crate) fn start(generation: Generation) -> Arc<Self> {
+        let shadow = Arc::new(Self {
             generation: Arc::new(generation),
             calls: AtomicU64::new(0),
-            skipped: AtomicU64::new(0),
-        }
+            turn: Arc::new(Semaphore::new(1)),
+            pending: Mutex::default(),
+            rests_until: Mutex::new(Instant::now()),
+        });
+        let host = shadow.generation.prepared().caller.services.host.clone();
+        host.spawn(write_counts(Arc::downgrade(&shadow)));
+        shadow
     }
 
     /// Whether the next live call is in the sample of `percent` in a hundred (spread evenly:
@@ -42,16 +67,32 @@ impl Shadow {
         in_sample(self.calls.fetch_add(1, Ordering::Relaxed), percent)
     }
 
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Runs the shadow on a live call (`live` builds its recording, off the live path) and
-    /// keeps how it compared. Returns at once.
+    /// counts how it compared. Returns at once.
     pub(crate) fn compare(self: Arc<Self>, live: impl FnOnce() -> Fixture + Send + 'static) {
         let prepared = self.generation.prepared();
-        let Some(place) = AdapterPlace::try_take(&prepared.caller) else {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
+        let rested = *self
+            .rests_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            <= Instant::now();
+        let places = Arc::clone(&self.turn)
+            .try_acquire_owned()
+            .ok()
+            .filter(|_| rested)
+            .zip(AdapterPlace::try_take(&prepared.caller));
+        let Some((turn, place)) = places else {
+            self.pending().counts.skipped += 1;
             return;
         };
         let host = prepared.caller.services.host.clone();
         host.spawn(async move {
+            let _turn = turn;
+            let started = Instant::now();
             let live = live();
             let sandbox = &self.generation.sandbox;
             let wait = Wait::Holding(place);
@@ -65,7 +106,8 @@ impl Shadow {
             let matched = replayed.outcome == live.outcome && replayed.output == live.output;
             let most = prepared.caller.granted.limits.recording_kib as usize * 1024;
             let difference = (!matched).then(|| {
-                let live_side = json!({"outcome": live.outcome, "output": bounded(live.output, most)});
+                let live_side =
+                    json!({"outcome": live.outcome, "output": bounded(live.output, most)});
                 json!({
                     "export": live.export,
                     "input": bounded(live.input, most),
@@ -79,27 +121,66 @@ impl Shadow {
                 })
                 .to_string()
             });
-            let skipped = self.skipped.swap(0, Ordering::Relaxed);
-            let (adapter, sha256) = (self.generation.name.clone(), self.generation.sha256.clone());
-            let kept = prepared
+            // Its calls take the kernel's memory locks and the caches live calls need too,
+            // which no scheduler priority keeps from them: it rests in proportion.
+            let duty = prepared
                 .caller
-                .services
-                .db
-                .call(move |conn| {
-                    shadows::compared(
-                        conn,
-                        &adapter,
-                        &sha256,
-                        matched,
-                        skipped,
-                        difference.as_deref(),
-                    )
-                })
-                .await;
-            if let Err(e) = kept {
-                tracing::warn!(adapter = %self.generation.name, "cannot keep a shadow's comparison: {e}");
+                .granted
+                .limits
+                .shadow_duty_percent
+                .clamp(1, 100);
+            let rest = started
+                .elapsed()
+                .mul_f64(f64::from(100 - duty) / f64::from(duty));
+            *self
+                .rests_until
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now() + rest;
+            let mut pending = self.pending();
+            pending.counts.compared += 1;
+            pending.counts.matched += u64::from(matched);
+            if let Some(difference) = difference {
+                if pending.differences.len() == DIFFERENCES_KEPT as usize {
+                    pending.differences.pop_front();
+                }
+                pending.differences.push_back(difference);
             }
         });
+    }
+
+    /// Writes what was counted since the last write.
+    async fn write(&self) {
+        let Pending {
+            counts,
+            differences,
+        } = std::mem::take(&mut *self.pending());
+        if counts == Counts::default() {
+            return;
+        }
+        let (adapter, sha256) = (self.generation.name.clone(), self.generation.sha256.clone());
+        let differences: Vec<String> = differences.into();
+        let written = self
+            .generation
+            .prepared()
+            .caller
+            .services
+            .db
+            .call(move |conn| shadows::compared(conn, &adapter, &sha256, counts, &differences))
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(adapter = %self.generation.name, "cannot keep a shadow's comparisons: {e}");
+        }
+    }
+}
+
+/// Writes a shadow's counts every [`WRITTEN_EVERY`] until it is dropped.
+async fn write_counts(shadow: Weak<Shadow>) {
+    loop {
+        tokio::time::sleep(WRITTEN_EVERY).await;
+        let Some(shadow) = shadow.upgrade() else {
+            return;
+        };
+        shadow.write().await;
     }
 }
 
