@@ -229,7 +229,7 @@ impl Loader {
         let member = self.sandbox.join(&pooled_as);
         let mut caller = Caller::new(&name, granted, Arc::clone(&self.services), Some(member))?;
         if let Named::Shadow(_) = named {
-            caller = caller.as_shadow(pooled_as);
+            caller = caller.into_shadow(pooled_as);
         }
         let caller = Arc::new(caller);
         let unoptimized = baseline.then_some(Unoptimized {

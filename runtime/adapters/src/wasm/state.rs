@@ -92,7 +92,7 @@ impl Caller {
     }
 
     /// As a shadow build of its adapter, pooled as `pooled_as`: its calls run on the lane.
-    pub(crate) fn as_shadow(mut self, pooled_as: String) -> Self {
+    pub(crate) fn into_shadow(mut self, pooled_as: String) -> Self {
         self.heavy = Heavy::always();
         self.pooled_as = pooled_as;
         self
