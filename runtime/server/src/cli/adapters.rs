@@ -118,14 +118,7 @@ pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Re
                 .map(|text| Grant::parse(text).map_err(|e| anyhow::anyhow!("invalid grant: {e}")))
                 .transpose()?;
             let app = App::open(data_dir, Role::Command).await?;
-            // A component that does not name itself (wasi:http) takes its file's name.
-            let stem = file
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default();
-            let generation = app
-                .components
-                .check(stem, bytes.clone(), parsed)
+            let generation = checked(&app, &file, &bytes, parsed)
                 .await
                 .with_context(|| format!("{} cannot be installed", file.display()))?;
             let name = &generation.name;
@@ -225,17 +218,26 @@ pub(super) async fn run(data_dir: &Path, command: AdaptersCommand) -> anyhow::Re
     Ok(())
 }
 
-/// `adapters install FILE --shadow`: the build goes beside its adapter's serving one.
-async fn install_shadow(data_dir: &Path, file: &Path) -> anyhow::Result<()> {
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let app = App::open(data_dir, Role::Command).await?;
+/// The component of `file` (its `bytes`) checked under `grant` (the grant on disk when none).
+async fn checked(
+    app: &App,
+    file: &Path,
+    bytes: &[u8],
+    grant: Option<Grant>,
+) -> anyhow::Result<crate::wasm::Generation> {
+    // A component that does not name itself (wasi:http) takes its file's name.
     let stem = file
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or_default();
-    let generation = app
-        .components
-        .check(stem, bytes.clone(), None)
+    app.components.check(stem, bytes.to_vec(), grant).await
+}
+
+/// `adapters install FILE --shadow`: the build goes beside its adapter's serving one.
+async fn install_shadow(data_dir: &Path, file: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let app = App::open(data_dir, Role::Command).await?;
+    let generation = checked(&app, file, &bytes, None)
         .await
         .with_context(|| format!("{} cannot shadow", file.display()))?;
     let name = generation.name.clone();

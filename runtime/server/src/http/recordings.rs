@@ -32,7 +32,8 @@ pub(super) struct RecordingList {
     recordings: Vec<Summary>,
 }
 
-fn known(app: &AppState, name: &str) -> ApiResult<()> {
+/// 404 unless an adapter of that name is loaded.
+pub(super) fn known(app: &AppState, name: &str) -> ApiResult<()> {
     match app.adapters.registry().get(name) {
         Some(_) => Ok(()),
         None => Err(ApiError::new(

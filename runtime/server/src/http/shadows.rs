@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use super::AppState;
 use super::api::PathParam;
 use super::api_error::{ApiError, ApiResult, ErrorBody};
+use super::recordings::known;
 use crate::shadows::{self, Shadow};
 
 /// An adapter's shadow build and how it compares.
@@ -28,12 +29,7 @@ pub(super) async fn show(
     State(app): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> ApiResult<Json<Shadow>> {
-    if app.adapters.registry().get(&name).is_none() {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no adapter named {name:?}"),
-        ));
-    }
+    known(&app, &name)?;
     let adapter = name.clone();
     app.db
         .call(move |conn| shadows::get(conn, &adapter))
