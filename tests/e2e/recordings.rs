@@ -1,8 +1,9 @@
 //! Recordings of component calls through the binary: a teamchat mention recorded whole (the
 //! signed event, its job with the model's answer and the post) and replayed offline, a failed
 //! delivery kept under the default `record = "errors"` and replayed from a saved fixture, a
-//! new build's replay showing where it differs, and a hostile guest's recordings bounded,
-//! counted and without the secrets it read.
+//! new build's replay showing where it differs, a hostile guest's recordings bounded,
+//! counted and without the secrets it read, and recordings past what may wait for the
+//! database dropped.
 
 use std::path::Path;
 
@@ -372,4 +373,45 @@ async fn a_new_build_replayed_shows_where_it_differs() {
     );
     let (matched, printed) = replay(&server.data_dir, &["no-such-recording"]);
     assert!(!matched && printed.contains("no recording"), "{printed}");
+}
+
+#[tokio::test]
+async fn recordings_past_what_may_wait_for_a_locked_database_are_dropped_and_said() {
+    let server = Server::start();
+    let grant = format!("record = \"all\"\n{ECHO_GRANT}[limits]\nrecordings_kept = 1000\n");
+    drop_in(&server, "echo", &guest("echo"), &grant);
+    loaded(&server, "echo").await;
+    // Another writer holds the database (as a slow one would, within the server's 5 s wait
+    // for it) while 340 calls are recorded.
+    let database = rusqlite::Connection::open(server.data_dir.join("service.sqlite")).unwrap();
+    database.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let client = reqwest::Client::new();
+    for _ in 0..340 {
+        let hello = client
+            .get(server.url("/api/adapters/echo/hello"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(hello.status(), StatusCode::OK, "the live calls never wait");
+    }
+    database.execute_batch("COMMIT").unwrap();
+    // 256 wait, and the batch already waiting for the database: the rest were dropped.
+    let count = || -> i64 {
+        database
+            .query_row(
+                "SELECT count(*) FROM adapter_recordings WHERE adapter = 'echo'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    eventually(30, async || (count() >= 256).then_some(())).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let stored = count();
+    assert!((256..=256 + 64).contains(&stored), "{stored} stored");
+    let log = std::fs::read_to_string(server.data_dir.join("server.log")).unwrap();
+    assert!(
+        log.contains("a recording was dropped: 256 wait to be written already"),
+        "{log}"
+    );
 }

@@ -9,7 +9,6 @@ use crate::params;
 
 /// A recording to keep.
 pub struct NewRecording<'a> {
-    pub adapter: &'a str,
     pub export: &'a str,
     pub outcome: &'a str,
     /// When the call started, in milliseconds since the epoch.
@@ -86,50 +85,55 @@ fn summary(r: &db::Row<'_>) -> Result<Summary> {
     })
 }
 
-/// Keeps a recording, then drops what the adapter keeps no more (past the count, or the age);
-/// its id.
-pub fn add(conn: &mut Conn, new: &NewRecording<'_>, kept: Kept) -> Result<String> {
-    let id = uuid::Uuid::new_v4().to_string();
+/// Keeps recordings of `adapter` (in one transaction), then drops what it keeps no more
+/// (past the count, or the age).
+pub fn add_all(
+    conn: &mut Conn,
+    adapter: &str,
+    news: &[NewRecording<'_>],
+    kept: Kept,
+) -> Result<()> {
     let now = db::now_ms();
-    let started = new.started_ms;
-    let at = chrono::DateTime::from_timestamp_millis(started)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let (kind, error) = new.error.unzip();
     conn.transaction(|conn| {
-        conn.execute(
-            "INSERT INTO adapter_recordings (id, adapter, export, outcome, error_kind, error, at, \
-             at_ms, duration_ms, bytes, cut, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                id,
-                new.adapter,
-                new.export,
-                new.outcome,
-                kind,
-                error,
-                at,
-                started,
-                i64::try_from(new.duration_ms).unwrap_or(i64::MAX),
-                new.body.len() as i64,
-                new.cut as i64,
-                new.body
-            ],
-        )?;
+        for new in news {
+            let at = chrono::DateTime::from_timestamp_millis(new.started_ms)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let (kind, error) = new.error.unzip();
+            conn.execute(
+                "INSERT INTO adapter_recordings (id, adapter, export, outcome, error_kind, error, \
+                 at, at_ms, duration_ms, bytes, cut, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    uuid::Uuid::new_v4().to_string(),
+                    adapter,
+                    new.export,
+                    new.outcome,
+                    kind,
+                    error,
+                    at,
+                    new.started_ms,
+                    i64::try_from(new.duration_ms).unwrap_or(i64::MAX),
+                    new.body.len() as i64,
+                    new.cut as i64,
+                    new.body
+                ],
+            )?;
+        }
         // Two ranges of the (adapter, at_ms) index: the old ones, and those past the count
         // (the newest one past it found by walking the index, never the rows).
         let oldest = now - i64::from(kept.hours) * 3_600_000;
         conn.execute(
             "DELETE FROM adapter_recordings WHERE adapter = ?1 AND at_ms < ?2",
-            params![new.adapter, oldest],
+            params![adapter, oldest],
         )?;
         conn.execute(
             "DELETE FROM adapter_recordings WHERE adapter = ?1 AND (at_ms, id) <= \
              (SELECT at_ms, id FROM adapter_recordings WHERE adapter = ?1 \
               ORDER BY at_ms DESC, id DESC LIMIT 1 OFFSET ?2)",
-            params![new.adapter, i64::from(kept.count)],
+            params![adapter, i64::from(kept.count)],
         )?;
-        Ok(id)
+        Ok(())
     })
 }
 

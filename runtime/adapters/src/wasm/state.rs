@@ -19,7 +19,7 @@ use super::caps::{Granted, RunContext, States, WasiHttpHooks};
 use super::grants::Record;
 use super::guest_lane::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
-use super::recording::{Answer, RecordedClocks, RecordedRandom, Refusable, Tape};
+use super::recording::{Answer, RecordedClocks, RecordedRandom, Refusable, Tape, Writer};
 use super::sandbox::background_share;
 use super::shadow::Shadow;
 use super::wasmtime_config;
@@ -62,6 +62,8 @@ pub struct Caller {
     pub(crate) pooled_as: String,
     /// A new build run beside it on its calls (`adapters install --shadow`).
     pub(crate) shadow: RwLock<Option<Arc<Shadow>>>,
+    /// Writes its recordings.
+    pub(crate) recordings: Writer,
     pub services: Arc<Services>,
     /// A loaded adapter's place among those the server keeps instances for; none while a
     /// component is only being described.
@@ -80,6 +82,7 @@ impl Caller {
             heavy: Heavy::default(),
             pooled_as: adapter.to_owned(),
             shadow: RwLock::default(),
+            recordings: Writer::default(),
             adapter: adapter.to_owned(),
             states: States::new(&granted)?,
             instances: Arc::new(Semaphore::new(granted.limits.max_instances as usize)),

@@ -12,6 +12,7 @@ mod refused;
 mod replay;
 mod values;
 mod wasi;
+mod writer;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -26,10 +27,11 @@ pub use replay::{Fixture, Mode, Replayed, replay};
 use values::Secrets;
 pub(crate) use values::written_bytes;
 pub(super) use wasi::{RecordedClocks, RecordedRandom};
+use writer::Queued;
+pub(crate) use writer::Writer;
 
 use super::grants::{Limits, Record};
 use super::state::Caller;
-use crate::recordings::{self, Kept, NewRecording};
 
 /// How a recorded call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,9 +311,9 @@ impl Recorder {
         }
     }
 
-    /// The call ended: keeps its recording when the adapter's `record` says so, and hands
-    /// it to the adapter's shadow build when the call is in its sample. The write and the
-    /// shadow happen after the answer, never before it.
+    /// The call ended: keeps its recording when the adapter's `record` says so (its writer
+    /// writes it), and hands it to the adapter's shadow build when the call is in its sample.
+    /// The write and the shadow happen after the answer, never before it.
     pub(crate) fn done(
         self,
         output: impl FnOnce() -> Value,
@@ -339,37 +341,11 @@ impl Recorder {
         }
         let duration_ms = self.started.elapsed().as_millis() as u64;
         let finished = noted.finish(self.export, self.input, output, outcome, error, duration_ms);
-        let (caller, started_ms) = (self.caller, self.started_ms);
-        let host = caller.services.host.clone();
-        host.spawn(async move {
-            let limits = caller.granted.limits;
-            let kept = Kept {
-                count: limits.recordings_kept,
-                hours: limits.recordings_hours,
-            };
-            let adapter = caller.adapter.clone();
-            let stored = caller
-                .services
-                .db
-                .call(move |conn| {
-                    let error = finished.error.as_ref();
-                    let new = NewRecording {
-                        adapter: &adapter,
-                        export: finished.export,
-                        outcome: finished.outcome.as_str(),
-                        started_ms,
-                        error: error.map(|(kind, message)| (kind.as_str(), message.as_str())),
-                        duration_ms: finished.duration_ms,
-                        cut: finished.cut,
-                        body: &finished.body,
-                    };
-                    recordings::add(conn, &new, kept)
-                })
-                .await;
-            if let Err(e) = stored {
-                tracing::warn!(adapter = %caller.adapter, "cannot keep a recording: {e}");
-            }
-        });
+        let queued = Queued {
+            finished,
+            started_ms: self.started_ms,
+        };
+        self.caller.recordings.send(&self.caller, queued);
     }
 }
 
