@@ -290,12 +290,11 @@ impl Sandbox {
             };
         // What the guest wrote before this call is not this call's failure.
         let stderr_before = stderr.contents().len();
-        let recorder = match (&store.data().tape, call.recorded(&prepared.exports)) {
-            (Some(tape), Some(input)) => {
-                Some(Recorder::start(&caller, tape.clone(), call.export(), input))
-            }
-            _ => None,
-        };
+        let recorder = store.data().tape.clone().and_then(|tape| {
+            Recorder::start(&caller, tape, call.export(), || {
+                call.recorded(&prepared.exports)
+            })
+        });
         // Abandoning the call (a client gone, a deadline) cancels the agent runs it started.
         let _cancel_runs_on_drop = store.data().cancel.clone().drop_guard();
         let deadline = Instant::now() + limit;

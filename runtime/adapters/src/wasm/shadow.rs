@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::generation::Generation;
 use super::recording::{Fixture, Mode, replay};
@@ -61,45 +61,69 @@ impl Shadow {
         shadow
     }
 
-    /// Whether the next live call is in the sample of `percent` in a hundred (spread evenly:
-    /// call n is when the running share crosses a whole number).
-    pub(crate) fn sampled(&self, percent: u32) -> bool {
-        in_sample(self.calls.fetch_add(1, Ordering::Relaxed), percent)
-    }
-
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs the shadow on a live call (`live` builds its recording, off the live path) and
-    /// counts how it compared. Returns at once.
-    pub(crate) fn compare(self: Arc<Self>, live: impl FnOnce() -> Fixture + Send + 'static) {
-        let prepared = self.generation.prepared();
+    /// Its turn on the next live call, when the call is in the sample of `percent` in a
+    /// hundred (spread evenly: call n is when the running share crosses a whole number) and
+    /// it is free and rested; a call in the sample it cannot take is counted as skipped. Taken
+    /// as the live call starts, so a call it skips costs that call no more than the check.
+    pub(crate) fn turn(self: &Arc<Self>, percent: u32) -> Option<Turn> {
+        if !in_sample(self.calls.fetch_add(1, Ordering::Relaxed), percent) {
+            return None;
+        }
         let rested = *self
             .rests_until
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             <= Instant::now();
-        let places = Arc::clone(&self.turn)
+        let taken = Arc::clone(&self.turn)
             .try_acquire_owned()
             .ok()
             .filter(|_| rested)
-            .zip(AdapterPlace::try_take(&prepared.caller));
-        let Some((turn, place)) = places else {
+            .zip(AdapterPlace::try_take(&self.generation.prepared().caller));
+        let Some((running, place)) = taken else {
             self.pending().counts.skipped += 1;
-            return;
+            return None;
         };
+        Some(Turn {
+            shadow: Arc::clone(self),
+            running,
+            place,
+        })
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A shadow's turn on one live call: it holds the shadow's one running comparison and an
+/// instance place.
+pub(crate) struct Turn {
+    shadow: Arc<Shadow>,
+    running: OwnedSemaphorePermit,
+    place: AdapterPlace,
+}
+
+impl Turn {
+    /// Runs the shadow on the live call (`live` builds its recording, off the live path) and
+    /// counts how it compared. Returns at once.
+    pub(crate) fn compare(self, live: impl FnOnce() -> Fixture + Send + 'static) {
+        let Turn {
+            shadow: this,
+            running,
+            place,
+        } = self;
+        let prepared = this.generation.prepared();
         let host = prepared.caller.services.host.clone();
         host.spawn(async move {
-            let _turn = turn;
+            let _running = running;
             let started = Instant::now();
             let live = live();
-            let sandbox = &self.generation.sandbox;
+            let sandbox = &this.generation.sandbox;
             let wait = Wait::Holding(place);
             let replayed = match replay(sandbox, &prepared, &live, Mode::Shadow, wait).await {
                 Ok(replayed) => replayed,
                 Err(e) => {
-                    tracing::warn!(adapter = %self.generation.name, "cannot run the shadow: {e:#}");
+                    tracing::warn!(adapter = %this.generation.name, "cannot run the shadow: {e:#}");
                     return;
                 }
             };
@@ -132,11 +156,11 @@ impl Shadow {
             let rest = started
                 .elapsed()
                 .mul_f64(f64::from(100 - duty) / f64::from(duty));
-            *self
+            *this
                 .rests_until
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Instant::now() + rest;
-            let mut pending = self.pending();
+            let mut pending = this.pending();
             pending.counts.compared += 1;
             pending.counts.matched += u64::from(matched);
             if let Some(difference) = difference {
@@ -147,7 +171,9 @@ impl Shadow {
             }
         });
     }
+}
 
+impl Shadow {
     /// Writes what was counted since the last write.
     async fn write(&self) {
         let Pending {

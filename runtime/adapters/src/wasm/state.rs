@@ -21,7 +21,7 @@ use super::guest_lane::{HEAVY_BYTES, Heavy, Slice};
 use super::pool::Membership;
 use super::recording::{Answer, RecordedClocks, RecordedRandom, Refusable, Tape, Writer};
 use super::sandbox::background_share;
-use super::shadow::Shadow;
+use super::shadow::{Shadow, Turn};
 use super::wasmtime_config;
 use crate::adapters::DbApprovals;
 use crate::bus::Bus;
@@ -106,14 +106,10 @@ impl Caller {
         self.pooled_as != self.adapter
     }
 
-    /// The shadow build this call of it runs beside, when one is loaded and the call is in
-    /// its sample.
-    pub(crate) fn shadowed(&self) -> Option<Arc<Shadow>> {
+    /// Its shadow build's turn on a call starting now, when one is loaded and takes it.
+    pub(crate) fn shadowed(&self) -> Option<Turn> {
         let shadow = self.shadow.read().unwrap_or_else(PoisonError::into_inner);
-        shadow
-            .as_ref()
-            .filter(|s| s.sampled(self.granted.limits.shadow_percent))
-            .cloned()
+        shadow.as_ref()?.turn(self.granted.limits.shadow_percent)
     }
 
     /// Records a failure on the adapter's registry entry: the one way the component host

@@ -31,6 +31,7 @@ use writer::Queued;
 pub(crate) use writer::Writer;
 
 use super::grants::{Limits, Record};
+use super::shadow::Turn;
 use super::state::Caller;
 
 /// How a recorded call ended.
@@ -290,25 +291,35 @@ pub(crate) struct Recorder {
     started: Instant,
     started_ms: i64,
     caller: Arc<Caller>,
+    /// The shadow build's turn on this call, when it took it.
+    shadow: Option<Turn>,
 }
 
 impl Recorder {
-    /// Starts recording a call to `export` with `input` on the store's `tape`.
+    /// Starts recording a call to `export` on the store's `tape`, when its adapter records
+    /// calls or its shadow build takes this one; `input` (a copy of the request) is made only
+    /// then.
     pub(crate) fn start(
         caller: &Arc<Caller>,
         tape: Tape,
         export: &'static str,
-        input: Value,
-    ) -> Self {
+        input: impl FnOnce() -> Option<Value>,
+    ) -> Option<Self> {
+        let shadow = caller.shadowed();
+        if caller.granted.record == Record::Off && shadow.is_none() {
+            return None;
+        }
+        let input = input()?;
         tape.start(secrets_of(caller), &caller.granted.limits);
-        Self {
+        Some(Self {
             tape,
             export,
             input,
+            shadow,
             started: Instant::now(),
             started_ms: crate::db::now_ms(),
             caller: Arc::clone(caller),
-        }
+        })
     }
 
     /// The call ended: keeps its recording when the adapter's `record` says so (its writer
@@ -324,7 +335,7 @@ impl Recorder {
             return;
         };
         let keep = kept(self.caller.granted.record, outcome);
-        let shadow = self.caller.shadowed();
+        let shadow = self.shadow;
         if !keep && shadow.is_none() {
             return;
         }
