@@ -5,7 +5,7 @@
 //! while the job runs; a job whose lease ran out (its replica died) or whose replica restarted
 //! goes back to pending, until it has started `[jobs] attempts` times.
 
-use crate::db::{Backend, Conn};
+use crate::db::{self, Backend, Conn, Row};
 use crate::error::{Error, Result};
 use crate::kv_store;
 use crate::params;
@@ -121,14 +121,31 @@ pub fn enqueue_once(
     })
 }
 
-/// Adapters with a job that may start now, by name.
-pub fn ready_adapters(conn: &Conn, now_ms: i64) -> Result<Vec<String>> {
+/// Each adapter with a job waiting, in name order: how many wait, and whether one may start
+/// now (`now_ms`), in one statement.
+pub fn waiting(conn: &Conn, now_ms: i64) -> Result<Vec<Waiting>> {
     conn.query(
-        "SELECT DISTINCT j.adapter FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
-         WHERE t.status = 'pending' AND coalesce(j.run_after, 0) <= ?1 ORDER BY j.adapter",
+        "SELECT j.adapter, count(*), max(CASE WHEN coalesce(j.run_after, 0) <= ?1 THEN 1 ELSE 0 END) \
+         FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+         WHERE t.status = 'pending' GROUP BY j.adapter ORDER BY j.adapter",
         params![now_ms],
-        |r| r.get(0),
+        |r| {
+            Ok(Waiting {
+                adapter: r.get(0)?,
+                pending: r.get(1)?,
+                ready: r.get::<i64>(2)? == 1,
+            })
+        },
     )
+}
+
+/// One adapter's waiting jobs.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub adapter: String,
+    pub pending: u32,
+    /// One may start now.
+    pub ready: bool,
 }
 
 /// When the next job waiting for its retry time may start (unix ms).
@@ -150,38 +167,45 @@ pub fn claim_next(
     now_ms: i64,
     lease: Lease<'_>,
 ) -> Result<Option<Job>> {
-    let skip_taken = match conn.backend() {
-        // The write lock taken at the transaction's start already keeps others out.
-        Backend::Sqlite => "",
-        Backend::Postgres => " FOR UPDATE OF j, t SKIP LOCKED",
+    let read = |r: &Row<'_>| {
+        Ok(Job {
+            task_id: r.get(0)?,
+            adapter: adapter.to_owned(),
+            payload: r.get(1)?,
+            attempt: r.get(2)?,
+            traceparent: r.get(3)?,
+        })
     };
-    let lease_until = format!("{} + ?3", conn.clock_ms());
-    conn.transaction(|tx| {
-        let job = tx.query_opt(
+    let oldest = "SELECT j.task_id, j.payload, j.attempt + 1, j.traceparent FROM adapter_jobs j \
+                  JOIN tasks t ON t.task_id = j.task_id \
+                  WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
+                  ORDER BY t.created_at, t.rowid LIMIT 1";
+    let leased = format!(
+        "attempt = attempt + 1, run_after = NULL, lease_holder = ?4, lease_until = {} + ?3",
+        conn.clock_ms()
+    );
+    let running = TaskStatus::Running.as_str();
+    if conn.backend() == Backend::Postgres {
+        // One statement: the oldest job no other claim holds, leased, its task running.
+        return conn.query_opt(
             &format!(
-                "SELECT j.task_id, j.payload, j.attempt + 1, j.traceparent FROM adapter_jobs j \
-                 JOIN tasks t ON t.task_id = j.task_id \
-                 WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
-                 ORDER BY t.created_at, t.rowid LIMIT 1{skip_taken}"
+                "WITH next AS ({oldest} FOR UPDATE OF j, t SKIP LOCKED), \
+                 started AS (UPDATE tasks t SET status = '{running}', updated_at = ?5 \
+                   FROM next WHERE t.task_id = next.task_id AND t.status != 'cancelled') \
+                 UPDATE adapter_jobs j SET {leased} FROM next WHERE j.task_id = next.task_id \
+                 RETURNING j.task_id, j.payload, j.attempt, j.traceparent"
             ),
-            params![adapter, now_ms],
-            |r| {
-                Ok(Job {
-                    task_id: r.get(0)?,
-                    adapter: adapter.to_owned(),
-                    payload: r.get(1)?,
-                    attempt: r.get(2)?,
-                    traceparent: r.get(3)?,
-                })
-            },
-        )?;
+            params![adapter, now_ms, lease.ms, lease.holder, db::now()],
+            read,
+        );
+    }
+    // The write lock taken at the transaction's start keeps other claims out.
+    conn.transaction(|tx| {
+        let job = tx.query_opt(oldest, params![adapter, now_ms], read)?;
         if let Some(job) = &job {
             tx.execute(
-                &format!(
-                    "UPDATE adapter_jobs SET attempt = ?2, run_after = NULL, lease_holder = ?4, \
-                     lease_until = {lease_until} WHERE task_id = ?1"
-                ),
-                params![job.task_id, job.attempt, lease.ms, lease.holder],
+                &format!("UPDATE adapter_jobs SET {leased} WHERE task_id = ?1"),
+                params![job.task_id, now_ms, lease.ms, lease.holder],
             )?;
             tasks::set_status(tx, &job.task_id, TaskStatus::Running)?;
         }
@@ -226,9 +250,10 @@ pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>
         if released == 0 {
             return Ok(false);
         }
+        // The job is ours: what follows goes with the commit.
         match outcome {
             Outcome::Completed => {
-                tasks::set_status(tx, task_id, TaskStatus::Completed)?;
+                tasks::set_status_later(tx, task_id, TaskStatus::Completed)?;
                 forget_payload(tx, task_id)?;
             }
             Outcome::RetryLater { run_after, note } => {
@@ -236,11 +261,11 @@ pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>
                     "UPDATE adapter_jobs SET run_after = ?2 WHERE task_id = ?1",
                     params![task_id, run_after],
                 )?;
-                tasks::set_status(tx, task_id, TaskStatus::Pending)?;
+                tasks::set_status_later(tx, task_id, TaskStatus::Pending)?;
                 tasks::append_note(tx, task_id, note)?;
             }
             Outcome::Failed { note } => {
-                tasks::set_status(tx, task_id, TaskStatus::Error)?;
+                tasks::set_status_later(tx, task_id, TaskStatus::Error)?;
                 tasks::append_note(tx, task_id, note)?;
                 forget_payload(tx, task_id)?;
             }
@@ -311,15 +336,6 @@ pub fn reclaim(conn: &mut Conn, max_attempts: u32, restarted: Option<&str>) -> R
     })
 }
 
-/// Jobs waiting (pending) per adapter.
-pub fn backlog(conn: &Conn) -> Result<Vec<(String, u32)>> {
-    Ok(open(conn)?
-        .into_iter()
-        .filter(|(_, status, _)| status == "pending")
-        .map(|(adapter, _, count)| (adapter, count))
-        .collect())
-}
-
 /// Jobs waiting and running per adapter: `(adapter, "pending" | "running", count)`.
 pub fn open(conn: &Conn) -> Result<Vec<(String, String, u32)>> {
     conn.query(
@@ -336,6 +352,23 @@ mod tests {
     use super::*;
     use crate::db::now_ms;
     use crate::db::testing::{Backends, each_conn};
+
+    fn ready(conn: &Conn, now_ms: i64) -> Vec<String> {
+        let waiting = waiting(conn, now_ms).unwrap();
+        waiting
+            .into_iter()
+            .filter(|w| w.ready)
+            .map(|w| w.adapter)
+            .collect()
+    }
+
+    fn backlog(conn: &Conn) -> Vec<(String, u32)> {
+        let waiting = waiting(conn, now_ms()).unwrap();
+        waiting
+            .into_iter()
+            .map(|w| (w.adapter, w.pending))
+            .collect()
+    }
 
     const HERE: Lease<'static> = Lease {
         holder: "replica-a",
@@ -365,22 +398,19 @@ mod tests {
                 (task.status, task.title.as_str()),
                 (TaskStatus::Pending, "teamchat job")
             );
-            assert_eq!(
-                ready_adapters(conn, now_ms()).unwrap(),
-                ["teamchat", "webhook"]
-            );
+            assert_eq!(ready(conn, now_ms()), ["teamchat", "webhook"]);
             let job = claim_next(conn, "teamchat", now_ms(), HERE)
                 .unwrap()
                 .unwrap();
             assert_eq!((job.task_id.as_str(), job.attempt), (first.as_str(), 1));
             assert_eq!(status(conn, &first), TaskStatus::Running);
-            assert_eq!(ready_adapters(conn, now_ms()).unwrap(), ["webhook"]);
+            assert_eq!(ready(conn, now_ms()), ["webhook"]);
             assert!(
                 claim_next(conn, "teamchat", now_ms(), HERE)
                     .unwrap()
                     .is_none()
             );
-            assert_eq!(backlog(conn).unwrap(), [("webhook".to_owned(), 1)]);
+            assert_eq!(backlog(conn), [("webhook".to_owned(), 1)]);
             assert_eq!(
                 payload(conn, &first).as_deref(),
                 Some(&b"{\"channel\":\"C1\"}"[..])
@@ -488,7 +518,8 @@ mod tests {
                 note: "retry: 429",
             };
             assert!(finish(conn, &job, HERE.holder, retry).unwrap());
-            assert!(ready_adapters(conn, 4_999).unwrap().is_empty());
+            assert!(ready(conn, 4_999).is_empty());
+            assert_eq!(backlog(conn), [("a".to_owned(), 1)], "waiting, not ready");
             assert_eq!(next_retry(conn, 1_000).unwrap(), Some(5_000));
             let again = claim_next(conn, "a", 5_000, HERE).unwrap().unwrap();
             assert_eq!(again.attempt, 2);
@@ -544,7 +575,7 @@ mod tests {
                 enqueue_once(conn, "a", &once("event:1"), 10, 1 << 20).unwrap(),
                 None
             );
-            assert_eq!(backlog(conn).unwrap(), [("a".to_owned(), 1)], "one job");
+            assert_eq!(backlog(conn), [("a".to_owned(), 1)], "one job");
             // Refused by the kv quota: neither the claim nor a job stays.
             assert!(matches!(
                 enqueue_once(conn, "a", &once("event:2"), 10, 10),
@@ -557,7 +588,7 @@ mod tests {
                 Err(Refused::Full { pending: 1 })
             ));
             assert_eq!(kv_store::get(conn, "a", "event:3").unwrap(), None);
-            assert_eq!(backlog(conn).unwrap(), [("a".to_owned(), 1)]);
+            assert_eq!(backlog(conn), [("a".to_owned(), 1)]);
         });
     }
 }

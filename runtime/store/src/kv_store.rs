@@ -3,7 +3,7 @@
 //! exactly once. Writes stay within the adapter's byte quota (kept per adapter by triggers in
 //! `adapter_kv_usage`).
 
-use crate::db::{Conn, now_ms};
+use crate::db::{Backend, Conn, now_ms};
 use crate::error::{Error, Result};
 use crate::params;
 
@@ -42,41 +42,102 @@ pub(crate) fn usage(conn: &Conn, adapter: &str) -> Result<i64> {
         .unwrap_or(0))
 }
 
-/// Checks that storing `value` under `key` keeps the adapter within `quota` bytes, purging
-/// its expired entries first when they are what stands in the way. Runs in the write's
-/// transaction, which holds the adapter's quota until it ends.
-fn within_quota(
-    conn: &Conn,
-    adapter: &str,
-    key: &str,
-    value_len: usize,
+/// One write within the adapter's byte quota, purging its expired entries first when they
+/// are what stands in the way.
+struct Write<'a> {
+    adapter: &'a str,
+    key: &'a str,
+    value: &'a [u8],
+    expires_at: Option<i64>,
     quota: u64,
-) -> std::result::Result<(), Refused> {
-    conn.serialize_on(&format!("kv:{adapter}"))?;
-    // The entry's size now and the adapter's usage, in one statement.
-    let (existing, used): (i64, i64) = conn.query_one(
-        "SELECT coalesce((SELECT octet_length(key) + octet_length(value) FROM adapter_kv \
-           WHERE adapter = ?1 AND key = ?2), 0), \
-         coalesce((SELECT bytes FROM adapter_kv_usage WHERE adapter = ?1), 0)",
-        params![adapter, key],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let adding = (key.len() + value_len) as i64 - existing;
-    let limit = i64::try_from(quota).unwrap_or(i64::MAX);
-    if used + adding <= limit {
-        return Ok(());
+    /// Only over an absent or expired entry.
+    claim: bool,
+}
+
+impl Write<'_> {
+    /// Whether it wrote (a claim may find the key taken).
+    fn run(&self, conn: &mut Conn) -> std::result::Result<bool, Refused> {
+        match conn.backend() {
+            Backend::Postgres => self.in_one_statement(conn),
+            Backend::Sqlite => conn.transaction(|tx| {
+                self.within_quota(tx)?;
+                // A claim writes only over an absent or expired entry.
+                let changed = tx.execute(
+                    "INSERT INTO adapter_kv (adapter, key, value, expires_at) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (adapter, key) DO UPDATE \
+                     SET value = excluded.value, expires_at = excluded.expires_at \
+                     WHERE NOT ?6 OR (adapter_kv.expires_at IS NOT NULL \
+                                      AND adapter_kv.expires_at <= ?5)",
+                    params![
+                        self.adapter,
+                        self.key,
+                        self.value,
+                        self.expires_at,
+                        now_ms(),
+                        self.claim
+                    ],
+                )?;
+                Ok(changed == 1)
+            }),
+        }
     }
-    let fits = |conn: &Conn| -> Result<Option<i64>> {
-        let would = usage(conn, adapter)? + adding;
-        Ok((would > limit).then_some(would))
-    };
-    conn.execute(
-        "DELETE FROM adapter_kv WHERE adapter = ?1 AND expires_at IS NOT NULL AND expires_at <= ?2",
-        params![adapter, now_ms()],
-    )?;
-    match fits(conn)? {
-        None => Ok(()),
-        Some(would) => Err(Refused::OverQuota { would, quota }),
+
+    /// PostgreSQL's `adapter_kv_write` (migration 27) does what the SQLite transaction does,
+    /// in one round trip where that took four.
+    fn in_one_statement(&self, conn: &Conn) -> std::result::Result<bool, Refused> {
+        let (written, would): (bool, Option<i64>) = conn.query_one(
+            "SELECT written, would FROM adapter_kv_write(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                self.adapter,
+                self.key,
+                self.value,
+                self.expires_at,
+                self.limit(),
+                now_ms(),
+                self.claim
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        match would {
+            Some(would) => Err(self.over(would)),
+            None => Ok(written),
+        }
+    }
+
+    /// In SQLite's write transaction, which keeps other writers out until it ends.
+    fn within_quota(&self, conn: &Conn) -> std::result::Result<(), Refused> {
+        // The entry's size now and the adapter's usage, in one statement.
+        let (existing, used): (i64, i64) = conn.query_one(
+            "SELECT coalesce((SELECT octet_length(key) + octet_length(value) FROM adapter_kv \
+               WHERE adapter = ?1 AND key = ?2), 0), \
+             coalesce((SELECT bytes FROM adapter_kv_usage WHERE adapter = ?1), 0)",
+            params![self.adapter, self.key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let adding = (self.key.len() + self.value.len()) as i64 - existing;
+        if used + adding <= self.limit() {
+            return Ok(());
+        }
+        conn.execute(
+            "DELETE FROM adapter_kv WHERE adapter = ?1 AND expires_at IS NOT NULL AND expires_at <= ?2",
+            params![self.adapter, now_ms()],
+        )?;
+        let would = usage(conn, self.adapter)? + adding;
+        if would > self.limit() {
+            return Err(self.over(would));
+        }
+        Ok(())
+    }
+
+    fn limit(&self) -> i64 {
+        i64::try_from(self.quota).unwrap_or(i64::MAX)
+    }
+
+    fn over(&self, would: i64) -> Refused {
+        Refused::OverQuota {
+            would,
+            quota: self.quota,
+        }
     }
 }
 
@@ -88,15 +149,15 @@ pub fn set(
     ttl_ms: Option<u64>,
     quota: u64,
 ) -> std::result::Result<(), Refused> {
-    conn.transaction(|tx| {
-        within_quota(tx, adapter, key, value.len(), quota)?;
-        tx.execute_later(
-            "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
-            params![adapter, key, value, expiry(ttl_ms)],
-        )?;
-        Ok(())
-    })
+    let write = Write {
+        adapter,
+        key,
+        value,
+        expires_at: expiry(ttl_ms),
+        quota,
+        claim: false,
+    };
+    write.run(conn).map(drop)
 }
 
 pub fn delete(conn: &Conn, adapter: &str, key: &str) -> Result<()> {
@@ -106,8 +167,8 @@ pub fn delete(conn: &Conn, adapter: &str, key: &str) -> Result<()> {
     )
 }
 
-/// Stores `key` when it is absent or expired; true for the first caller only. One statement,
-/// so two concurrent claims (on any replicas) cannot both win.
+/// Stores `key` when it is absent or expired; true for the first caller only. Two concurrent
+/// claims (on any replicas) cannot both win.
 pub fn claim(
     conn: &mut Conn,
     adapter: &str,
@@ -115,16 +176,15 @@ pub fn claim(
     ttl_ms: u64,
     quota: u64,
 ) -> std::result::Result<bool, Refused> {
-    conn.transaction(|tx| {
-        within_quota(tx, adapter, key, 0, quota)?;
-        let changed = tx.execute(
-            "INSERT INTO adapter_kv (adapter, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (adapter, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at \
-             WHERE adapter_kv.expires_at IS NOT NULL AND adapter_kv.expires_at <= ?5",
-            params![adapter, key, b"".as_slice(), expiry(Some(ttl_ms)), now_ms()],
-        )?;
-        Ok(changed == 1)
-    })
+    let write = Write {
+        adapter,
+        key,
+        value: b"",
+        expires_at: expiry(Some(ttl_ms)),
+        quota,
+        claim: true,
+    };
+    write.run(conn)
 }
 
 /// Drops expired entries (the reads above ignore them anyway).

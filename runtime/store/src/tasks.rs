@@ -274,13 +274,18 @@ pub fn counts(conn: &Conn) -> Result<Vec<(TaskStatus, i64)>> {
 /// Moves a task to `status`. A cancelled task stays cancelled, so work that finishes after
 /// its cancellation cannot revive it. Returns whether the task changed.
 pub fn set_status(conn: &Conn, task_id: &str, status: TaskStatus) -> Result<bool> {
-    let changed = conn.execute(
-        "UPDATE tasks SET status = ?2, updated_at = ?3 \
-         WHERE task_id = ?1 AND status != 'cancelled'",
-        params![task_id, status.as_str(), db::now()],
-    )?;
+    let changed = conn.execute(SET_STATUS, params![task_id, status.as_str(), db::now()])?;
     Ok(changed > 0)
 }
+
+/// [`set_status`] for work that need not know whether it changed anything (a task claimed in
+/// the same transaction): with PostgreSQL it goes with the next statement.
+pub(crate) fn set_status_later(conn: &Conn, task_id: &str, status: TaskStatus) -> Result<()> {
+    conn.execute_later(SET_STATUS, params![task_id, status.as_str(), db::now()])
+}
+
+const SET_STATUS: &str = "UPDATE tasks SET status = ?2, updated_at = ?3 \
+                          WHERE task_id = ?1 AND status != 'cancelled'";
 
 /// Records where a task's run got to, in one statement: its new status, if any (a cancelled
 /// task stays cancelled), and the run's trace, if any.

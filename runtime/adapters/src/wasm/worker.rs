@@ -27,7 +27,7 @@ use crate::adapters::Supervisor;
 use crate::config::JobsSection;
 use crate::db::Db;
 use crate::db::now_ms;
-use crate::job_queue::{self, Job, Lease, Outcome};
+use crate::job_queue::{self, Job, Lease, Outcome, Waiting};
 use crate::task_runs;
 use crate::tasks::{self, RunningTasks};
 use crate::telemetry::{TARGET, propagation};
@@ -164,28 +164,29 @@ impl Worker {
         backlog: &mut HashSet<String>,
     ) -> Option<Claimed> {
         let now = now_ms();
-        let found = self
+        let waiting = match self
             .db
-            .call(move |conn| {
-                Ok((
-                    job_queue::ready_adapters(conn, now)?,
-                    job_queue::backlog(conn)?,
-                ))
-            })
-            .await;
-        let (ready, pending) = match found {
-            Ok(found) => found,
+            .call(move |conn| job_queue::waiting(conn, now))
+            .await
+        {
+            Ok(waiting) => waiting,
             Err(e) => {
                 tracing::error!("cannot read the job queue: {e}");
                 return None;
             }
         };
-        self.show_backlog(&pending, backlog);
-        let after = |adapter: &String| last.as_ref().is_none_or(|last| adapter > last);
+        self.show_backlog(&waiting, backlog);
+        let ready: Vec<&String> = waiting
+            .iter()
+            .filter(|w| w.ready)
+            .map(|w| &w.adapter)
+            .collect();
+        let after = |adapter: &&String| last.as_ref().is_none_or(|last| *adapter > last);
         let turn = ready
             .iter()
-            .filter(|a| after(a))
-            .chain(ready.iter().filter(|a| !after(a)));
+            .copied()
+            .filter(after)
+            .chain(ready.iter().copied().filter(|a| !after(a)));
         for adapter in turn {
             let Some((generation, place)) = self.components.job_place(adapter) else {
                 continue;
@@ -222,14 +223,14 @@ impl Worker {
     }
 
     /// Puts each adapter's number of waiting jobs on its registry entry.
-    fn show_backlog(&self, pending: &[(String, u32)], shown: &mut HashSet<String>) {
+    fn show_backlog(&self, waiting: &[Waiting], shown: &mut HashSet<String>) {
         let registry = self.supervisor.registry();
-        let now: HashSet<String> = pending.iter().map(|(a, _)| a.clone()).collect();
+        let now: HashSet<String> = waiting.iter().map(|w| w.adapter.clone()).collect();
         for gone in shown.difference(&now) {
             registry.set_pending_jobs(gone, 0);
         }
-        for (adapter, count) in pending {
-            registry.set_pending_jobs(adapter, *count);
+        for waiting in waiting {
+            registry.set_pending_jobs(&waiting.adapter, waiting.pending);
         }
         *shown = now;
     }

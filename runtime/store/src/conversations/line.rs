@@ -19,6 +19,8 @@ pub struct Place {
     db: Db,
     conversation: String,
     ticket: i64,
+    /// Turns ahead when the ticket was taken: none, and it is this one's turn already.
+    first_ahead: i64,
     _renewing: AbortOnDropHandle<()>,
 }
 
@@ -33,7 +35,7 @@ impl Place {
     ) -> Result<Option<Self>> {
         let lease_ms = LEASE.as_millis() as i64;
         let (id, holder) = (conversation.to_owned(), holder.to_owned());
-        let Some(ticket) = db
+        let Some(super::Queued { ticket, ahead }) = db
             .call(move |conn| super::queue(conn, &id, &holder, lease_ms, alone))
             .await?
         else {
@@ -56,12 +58,16 @@ impl Place {
             db: db.clone(),
             conversation: conversation.to_owned(),
             ticket,
+            first_ahead: ahead,
             _renewing: AbortOnDropHandle::new(renewing),
         }))
     }
 
     /// Returns once no turn is ahead of this one.
     pub async fn ready(&self) -> Result<()> {
+        if self.first_ahead == 0 {
+            return Ok(());
+        }
         loop {
             let (id, ticket) = (self.conversation.clone(), self.ticket);
             let ahead = self

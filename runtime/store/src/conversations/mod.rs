@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use service_contract::agent::{self, Turn, TurnRole};
 
-use crate::db::{self, Conn, Row};
+use crate::db::{self, Backend, Conn, Row};
 use crate::error::Result;
 use crate::{params, traces};
 
@@ -137,9 +137,12 @@ pub fn keyed(
     }
     let title: String = prompt.trim().chars().take(TITLE_CHARS).collect();
     let now = db::now();
-    conn.execute(
-        "INSERT INTO conversations (id, agent, title, source, key, turns, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6) ON CONFLICT DO NOTHING",
+    // No row back when another replica started it at the same time: then it is found.
+    let started = conn.query_opt(
+        &format!(
+            "INSERT INTO conversations (id, agent, title, source, key, turns, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+        ),
         params![
             uuid::Uuid::new_v4().to_string(),
             agent,
@@ -148,7 +151,11 @@ pub fn keyed(
             key,
             now
         ],
+        from_row,
     )?;
+    if let Some(conversation) = started {
+        return Ok(conversation);
+    }
     found()?.ok_or_else(|| {
         crate::error::Error::Internal(anyhow::anyhow!("a conversation just started is gone"))
     })
@@ -239,33 +246,40 @@ pub struct Exchange<'a> {
     pub trace_id: Option<&'a str>,
 }
 
+/// Appends a message (conversation, role, text, tool calls, trace, time), numbered after the
+/// last in its statement.
+const APPEND: &str = "INSERT INTO conversation_messages \
+                      (conversation_id, seq, role, text, tool_calls, trace_id, at) \
+                      SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 \
+                      FROM conversation_messages WHERE conversation_id = ?1";
+
 /// Appends an exchange and moves the conversation to the top of the list, in one transaction.
 pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> {
     conn.transaction(|tx| {
         let now = db::now();
-        let next: i64 = tx.query_one(
-            "SELECT coalesce(max(seq), 0) + 1 FROM conversation_messages WHERE conversation_id = ?1",
-            params![id],
-            |r| r.get(0),
-        )?;
-        let insert = "INSERT INTO conversation_messages \
-                      (conversation_id, seq, role, text, tool_calls, trace_id, at) \
-                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-        tx.execute(
-            insert,
-            params![id, next, "user", exchange.prompt, None::<String>, exchange.trace_id, now],
+        // With PostgreSQL the transaction is one round trip.
+        tx.execute_later(
+            APPEND,
+            params![
+                id,
+                "user",
+                exchange.prompt,
+                None::<String>,
+                exchange.trace_id,
+                now
+            ],
         )?;
         if let Some(answer) = exchange.answer {
             let calls = exchange
                 .tool_calls
                 .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
                 .map(Value::to_string);
-            tx.execute(
-                insert,
-                params![id, next + 1, "assistant", answer, calls, exchange.trace_id, now],
+            tx.execute_later(
+                APPEND,
+                params![id, "assistant", answer, calls, exchange.trace_id, now],
             )?;
         }
-        tx.execute(
+        tx.execute_later(
             "UPDATE conversations SET turns = turns + 1, updated_at = ?2 WHERE id = ?1",
             params![id, now],
         )?;
@@ -287,13 +301,7 @@ pub fn answer(
         let calls = Some(tool_calls)
             .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
             .map(Value::to_string);
-        tx.execute(
-            "INSERT INTO conversation_messages \
-             (conversation_id, seq, role, text, tool_calls, trace_id, at) \
-             SELECT ?1, coalesce(max(seq), 0) + 1, 'assistant', ?2, ?3, ?4, ?5 \
-             FROM conversation_messages WHERE conversation_id = ?1",
-            params![id, text, calls, trace_id, now],
-        )?;
+        tx.execute(APPEND, params![id, "assistant", text, calls, trace_id, now])?;
         tx.execute(
             "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
             params![id, now],
@@ -303,18 +311,27 @@ pub fn answer(
 }
 
 /// A place in a conversation's line (turns are answered one at a time, in the order they
-/// took their tickets, whichever replica they came to): its ticket, or `None` when
-/// `alone` was asked and another turn is under way or waiting. It holds for `lease_ms` unless
-/// renewed; a dead replica's tickets expire and are cleared by the next arrival.
+/// took their tickets, whichever replica they came to): its ticket and how many live turns
+/// are ahead of it, or `None` when `alone` was asked and another turn is under way or
+/// waiting. It holds for `lease_ms` unless renewed; a dead replica's tickets expire and are
+/// cleared by the next arrival.
 pub(crate) fn queue(
     conn: &mut Conn,
     id: &str,
     holder: &str,
     lease_ms: i64,
     alone: bool,
-) -> Result<Option<i64>> {
+) -> Result<Option<Queued>> {
+    if conn.backend() == Backend::Postgres {
+        // `conversation_queue` (migration 27) is this transaction in one statement.
+        let (ticket, ahead): (Option<i64>, i64) = conn.query_one(
+            "SELECT taken, ahead FROM conversation_queue(?1, ?2, ?3, ?4)",
+            params![id, holder, lease_ms, alone],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        return Ok(ticket.map(|ticket| Queued { ticket, ahead }));
+    }
     conn.transaction(|tx| {
-        tx.serialize_on(&format!("conversation:{id}"))?;
         let now = tx.clock_ms();
         tx.execute(
             &format!(
@@ -322,15 +339,14 @@ pub(crate) fn queue(
             ),
             params![id],
         )?;
-        if alone {
-            let live: i64 = tx.query_one(
-                "SELECT count(*) FROM conversation_turns WHERE conversation_id = ?1",
-                params![id],
-                |r| r.get(0),
-            )?;
-            if live > 0 {
-                return Ok(None);
-            }
+        // Every live turn is ahead of the one taking its ticket now.
+        let ahead: i64 = tx.query_one(
+            "SELECT count(*) FROM conversation_turns WHERE conversation_id = ?1",
+            params![id],
+            |r| r.get(0),
+        )?;
+        if alone && ahead > 0 {
+            return Ok(None);
         }
         // Never given out twice, so a ticket that expired under a slow holder stays its own.
         let ticket: i64 = tx.query_one(
@@ -345,8 +361,16 @@ pub(crate) fn queue(
             ),
             params![id, ticket, holder, lease_ms],
         )?;
-        Ok(Some(ticket))
+        Ok(Some(Queued { ticket, ahead }))
     })
+}
+
+/// A ticket just taken.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Queued {
+    pub ticket: i64,
+    /// Live turns ahead of it then.
+    pub ahead: i64,
 }
 
 /// How many live turns wait or run ahead of `ticket`.
@@ -541,6 +565,8 @@ mod tests {
             // another waits or runs.
             let first = queue(conn, &chat.id, "r1", 60_000, false).unwrap().unwrap();
             let second = queue(conn, &chat.id, "r2", 60_000, false).unwrap().unwrap();
+            assert_eq!((first.ahead, second.ahead), (0, 1));
+            let (first, second) = (first.ticket, second.ticket);
             assert_eq!(
                 (
                     ahead(conn, &chat.id, first).unwrap(),
@@ -553,7 +579,14 @@ mod tests {
             assert_eq!(ahead(conn, &chat.id, second).unwrap(), 0);
             // A ticket no one renews expires.
             renew(conn, &chat.id, second, -1).unwrap();
-            assert_eq!(queue(conn, &chat.id, "r3", 60_000, true).unwrap(), Some(3));
+            let alone = Queued {
+                ticket: 3,
+                ahead: 0,
+            };
+            assert_eq!(
+                queue(conn, &chat.id, "r3", 60_000, true).unwrap(),
+                Some(alone)
+            );
 
             assert!(delete(conn, &chat.id).unwrap());
             assert!(!delete(conn, &chat.id).unwrap());

@@ -359,13 +359,16 @@ impl<'c> Conn<'c> {
         sent.map(|()| value)
     }
 
+    /// The last deferred statement is the one waited for, the others go in its pipeline.
     fn flush(&self) -> Result<()> {
-        match &self.inner {
-            Inner::Postgres { deferred, .. } if !deferred.borrow().is_empty() => {
-                self.round_trip("SELECT 1", &[], Ask::Execute).map(drop)
-            }
-            _ => Ok(()),
-        }
+        let Inner::Postgres { deferred, .. } = &self.inner else {
+            return Ok(());
+        };
+        let Some(last) = deferred.borrow_mut().pop() else {
+            return Ok(());
+        };
+        let params: Vec<&dyn ToParam> = last.params.iter().map(|p| p as &dyn ToParam).collect();
+        self.round_trip(&last.sql, &params, Ask::Execute).map(drop)
     }
 
     /// Within a transaction, waits until no other transaction holds `key`, and holds it until

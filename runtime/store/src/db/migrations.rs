@@ -10,7 +10,7 @@ use super::conn::{Backend, Conn};
 use crate::error::Result;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 26;
+pub const SCHEMA_VERSION: u32 = 27;
 
 struct Step {
     sqlite: &'static str,
@@ -163,6 +163,12 @@ const STEPS: [Step; SCHEMA_VERSION as usize] = [
     Step {
         sqlite: sql!("0026_adapter_shadows.sql"),
         postgres: Some(sql!("postgres/0026_adapter_shadows.sql")),
+        sqlite_columns: &[],
+        sqlite_after: "",
+    },
+    Step {
+        sqlite: sql!("0027_single_statement_writes.sql"),
+        postgres: Some(sql!("postgres/0027_single_statement_writes.sql")),
         sqlite_columns: &[],
         sqlite_after: "",
     },

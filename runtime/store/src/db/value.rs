@@ -49,6 +49,16 @@ macro_rules! params {
     };
 }
 
+impl ToParam for Param<'_> {
+    fn to_param(&self) -> Param<'_> {
+        match self {
+            Self::Text(v) => Param::Text(Cow::Borrowed(v)),
+            Self::Blob(v) => Param::Blob(Cow::Borrowed(v)),
+            other => other.clone(),
+        }
+    }
+}
+
 impl<T: ToParam + ?Sized> ToParam for &T {
     fn to_param(&self) -> Param<'_> {
         (**self).to_param()

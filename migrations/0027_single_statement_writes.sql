@@ -1,0 +1,3 @@
+-- v0.20: nothing for SQLite. With PostgreSQL a key-value write and taking a place in a
+-- conversation's line became one statement each (functions); SQLite's are calls within the
+-- process already.
