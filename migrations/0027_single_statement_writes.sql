@@ -1,3 +1,4 @@
--- v0.20: nothing for SQLite. With PostgreSQL a key-value write and taking a place in a
--- conversation's line became one statement each (functions); SQLite's are calls within the
--- process already.
+-- v0.20: nothing for SQLite. With PostgreSQL a key-value write, a place in a conversation's
+-- line and a job queued once per key became one statement each (functions), and pending
+-- tasks got an index in the order a claim takes them; SQLite's statements are calls within
+-- the process, and its index on (status, created_at) holds the rowid already.

@@ -1,4 +1,5 @@
--- v0.20: two writes that were transactions of several round trips become one statement each.
+-- v0.20: writes that were transactions of several round trips become one statement each, and
+-- a job claim walks pending tasks in the order it takes them.
 --
 -- An adapter's key-value write within its byte quota (it was a transaction of five
 -- statements: the lock, the usage read, the write, begin and commit).
@@ -73,3 +74,45 @@ BEGIN
     VALUES (p_id, taken, p_holder, now_ms + p_lease_ms);
 END
 $$;
+
+-- Queueing an adapter's job once per key (`jobs.enqueue-once`: teamchat's event de-dup), in
+-- one statement (it was a transaction of seven, holding the adapter's kv quota for two round
+-- trips: every other key-value write of the adapter waited that long). The jobs bound is
+-- checked before the claim, so nothing is undone: a full queue refuses an unclaimed key
+-- (`pending` says how full), a claimed one is a duplicate either way (no `pending`).
+CREATE OR REPLACE FUNCTION adapter_job_enqueue_once(
+    p_adapter TEXT, p_key TEXT, p_expires_at BIGINT, p_quota BIGINT, p_now BIGINT,
+    p_max_unfinished BIGINT, p_task_id TEXT, p_created_at TEXT, p_payload BYTEA,
+    p_traceparent TEXT,
+    OUT queued BOOLEAN, OUT pending BIGINT, OUT would BIGINT
+) LANGUAGE plpgsql AS $$
+DECLARE
+    claimed BOOLEAN;
+BEGIN
+    queued := false;
+    PERFORM pg_advisory_xact_lock(hashtextextended('jobs:' || p_adapter, 0));
+    pending := coalesce((SELECT unfinished FROM adapter_jobs_open WHERE adapter = p_adapter), 0);
+    IF pending >= p_max_unfinished THEN
+        IF EXISTS (SELECT 1 FROM adapter_kv WHERE adapter = p_adapter AND key = p_key
+                   AND (expires_at IS NULL OR expires_at > p_now)) THEN
+            pending := NULL;
+        END IF;
+        RETURN;
+    END IF;
+    SELECT w.written, w.would INTO claimed, would
+    FROM adapter_kv_write(p_adapter, p_key, ''::bytea, p_expires_at, p_quota, p_now, true) w;
+    pending := NULL;
+    IF would IS NOT NULL OR NOT claimed THEN
+        RETURN;
+    END IF;
+    INSERT INTO tasks (task_id, title, description, status, created_at, updated_at)
+    VALUES (p_task_id, p_adapter || ' job', 'adapter job', 'pending', p_created_at, p_created_at);
+    INSERT INTO adapter_jobs (task_id, adapter, payload, traceparent)
+    VALUES (p_task_id, p_adapter, p_payload, p_traceparent);
+    queued := true;
+END
+$$;
+
+-- Pending tasks in the order a job claim takes them (SQLite's index holds the rowid already).
+CREATE INDEX IF NOT EXISTS tasks_status_created_rowid ON tasks (status, created_at, rowid);
+DROP INDEX IF EXISTS tasks_status_created;

@@ -277,12 +277,12 @@ fn launch(bin: &Path, data: &Path, port: u16, user: Option<(u32, u32)>, durabili
                     "-c",
                     "max_connections=400",
                 ]);
-            // Every statement logged to files in this folder (writable by the server's user):
-            // how the statements a reply costs are counted.
+            // Every statement logged with its duration to files in this folder (writable by
+            // the server's user): how the statements a reply costs are counted and timed.
             if let Ok(dir) = std::env::var("TEST_POSTGRES_STATEMENT_LOG") {
                 let folder = format!("log_directory={dir}");
                 command.args(["-c", "logging_collector=on", "-c", &folder]);
-                command.args(["-c", "log_statement=all"]);
+                command.args(["-c", "log_min_duration_statement=0"]);
             }
             if durability == Durability::None {
                 command.args(["-c", "fsync=off", "-c", "full_page_writes=off"]);

@@ -344,7 +344,8 @@ fn already_posted(event: &EventJob, job_id: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Posts `messages` from the `from`-th on, in order, counting each one that got out.
+/// Posts `messages` from the `from`-th on, in order, counting each one that got out but the
+/// last (the caller finishes then).
 fn deliver(
     work: &Work,
     messages: &[String],
@@ -377,7 +378,10 @@ fn deliver(
                 &json!({ "response_type": "in_channel", "text": text }),
             )?,
         }
-        progress.posted(i + 1);
+        // The last one is recorded by `finish`, the next write either way.
+        if i + 1 < messages.len() {
+            progress.posted(i + 1);
+        }
     }
     Ok(())
 }

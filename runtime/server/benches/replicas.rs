@@ -20,6 +20,8 @@
 //!    and the time from the kill until every mention had its reply.
 //!
 //! Everything (the servers, PostgreSQL, the fakes, the client) shares the machine's cores.
+//! What a reply costs PostgreSQL is counted from its statement log (`shared/statements.py`
+//! says how).
 //! An argument (`sqlite`, `postgres`, `two`, `kill`) runs only the runs whose name contains it.
 
 use std::time::{Duration, Instant};
@@ -83,6 +85,17 @@ async fn replied(fakes: &Fakes, count: usize, limit: Duration) -> usize {
     fakes.replies.counts().len()
 }
 
+/// Mentions of the ack run: none under `REPLICAS_BENCH_THROUGHPUT_ONLY` (counting what a
+/// reply costs, with `TEST_POSTGRES_STATEMENT_LOG`: see `shared/statements.py`), but for a
+/// few the figures need.
+fn ack_mentions() -> usize {
+    if std::env::var_os("REPLICAS_BENCH_THROUGHPUT_ONLY").is_some() {
+        5
+    } else {
+        500
+    }
+}
+
 /// One configuration's figures.
 struct Figures {
     ack_p50: Duration,
@@ -103,7 +116,7 @@ async fn configuration(replica_count: usize, database: Database<'_>) -> Figures 
     let root = tempfile::tempdir().unwrap();
     let servers = replicas(root.path(), replica_count, &fakes.env, fresh().as_deref());
     let urls: Vec<&str> = servers.iter().map(|s| s.url.as_str()).collect();
-    let acks = burst(&client, &targets(&urls), 500, 100).await;
+    let acks = burst(&client, &targets(&urls), ack_mentions(), 100).await;
     drop(servers);
 
     let fakes = Fakes::start(Duration::from_millis(20), MODEL_CALLS_AT_ONCE).await;

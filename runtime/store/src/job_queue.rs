@@ -113,12 +113,56 @@ pub fn enqueue_once(
     max_unfinished: u32,
     kv_quota: u64,
 ) -> std::result::Result<Option<String>, Refused> {
+    if conn.backend() == Backend::Postgres {
+        return enqueue_once_in_one_statement(conn, adapter, once, max_unfinished, kv_quota);
+    }
     conn.transaction(|tx| {
         if !kv_store::claim(tx, adapter, once.key, once.ttl_ms, kv_quota)? {
             return Ok(None);
         }
         enqueue(tx, adapter, once.payload, once.traceparent, max_unfinished).map(Some)
     })
+}
+
+/// PostgreSQL's `adapter_job_enqueue_once` (migration 27): the transaction above in one
+/// statement, so no lock it takes is held while a round trip is under way.
+fn enqueue_once_in_one_statement(
+    conn: &Conn,
+    adapter: &str,
+    once: &Once<'_>,
+    max_unfinished: u32,
+    kv_quota: u64,
+) -> std::result::Result<Option<String>, Refused> {
+    let task_id = uuid::Uuid::new_v4().to_string();
+    let now = db::now_ms();
+    let expires_at = now.saturating_add(i64::try_from(once.ttl_ms).unwrap_or(i64::MAX));
+    let (queued, pending, would): (bool, Option<u32>, Option<i64>) = conn.query_one(
+        "SELECT queued, pending, would FROM adapter_job_enqueue_once(\
+         ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            adapter,
+            once.key,
+            expires_at,
+            i64::try_from(kv_quota).unwrap_or(i64::MAX),
+            now,
+            max_unfinished,
+            task_id,
+            db::now(),
+            once.payload,
+            once.traceparent
+        ],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    match (queued, pending, would) {
+        (true, ..) => Ok(Some(task_id)),
+        (false, _, Some(would)) => Err(kv_store::Refused::OverQuota {
+            would,
+            quota: kv_quota,
+        }
+        .into()),
+        (false, Some(pending), None) => Err(Refused::Full { pending }),
+        (false, None, None) => Ok(None),
+    }
 }
 
 /// Each adapter with a job waiting, in name order: how many wait, and whether one may start
@@ -176,20 +220,23 @@ pub fn claim_next(
             traceparent: r.get(3)?,
         })
     };
-    let oldest = "SELECT j.task_id, j.payload, j.attempt + 1, j.traceparent FROM adapter_jobs j \
-                  JOIN tasks t ON t.task_id = j.task_id \
-                  WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
-                  ORDER BY t.created_at, t.rowid LIMIT 1";
     let leased = format!(
         "attempt = attempt + 1, run_after = NULL, lease_holder = ?4, lease_until = {} + ?3",
         conn.clock_ms()
     );
-    let running = TaskStatus::Running.as_str();
     if conn.backend() == Backend::Postgres {
-        // One statement: the oldest job no other claim holds, leased, its task running.
+        // One statement: the oldest free job's task taken (locked; claims skip each other's),
+        // running, and its job leased. Pending tasks are walked in the order of their index
+        // and each one's job looked up by its key (the lateral subquery): the plan the
+        // statistics of a young, fast-growing queue would not choose, whose joins cost
+        // pending × all jobs (15 ms a claim at 200 of 500).
+        let running = TaskStatus::Running.as_str();
         return conn.query_opt(
             &format!(
-                "WITH next AS ({oldest} FOR UPDATE OF j, t SKIP LOCKED), \
+                "WITH next AS (SELECT t.task_id FROM tasks t, LATERAL \
+                   (SELECT adapter, run_after FROM adapter_jobs WHERE task_id = t.task_id OFFSET 0) j \
+                   WHERE t.status = 'pending' AND j.adapter = ?1 AND coalesce(j.run_after, 0) <= ?2 \
+                   ORDER BY t.created_at, t.rowid LIMIT 1 FOR UPDATE OF t SKIP LOCKED), \
                  started AS (UPDATE tasks t SET status = '{running}', updated_at = ?5 \
                    FROM next WHERE t.task_id = next.task_id AND t.status != 'cancelled') \
                  UPDATE adapter_jobs j SET {leased} FROM next WHERE j.task_id = next.task_id \
@@ -201,7 +248,14 @@ pub fn claim_next(
     }
     // The write lock taken at the transaction's start keeps other claims out.
     conn.transaction(|tx| {
-        let job = tx.query_opt(oldest, params![adapter, now_ms], read)?;
+        let job = tx.query_opt(
+            "SELECT j.task_id, j.payload, j.attempt + 1, j.traceparent FROM adapter_jobs j \
+             JOIN tasks t ON t.task_id = j.task_id \
+             WHERE j.adapter = ?1 AND t.status = 'pending' AND coalesce(j.run_after, 0) <= ?2 \
+             ORDER BY t.created_at, t.rowid LIMIT 1",
+            params![adapter, now_ms],
+            read,
+        )?;
         if let Some(job) = &job {
             tx.execute(
                 &format!("UPDATE adapter_jobs SET {leased} WHERE task_id = ?1"),
@@ -588,6 +642,11 @@ mod tests {
                 Err(Refused::Full { pending: 1 })
             ));
             assert_eq!(kv_store::get(conn, "a", "event:3").unwrap(), None);
+            // A key claimed already is a duplicate, full queue or not.
+            assert_eq!(
+                enqueue_once(conn, "a", &once("event:1"), 1, 1 << 20).unwrap(),
+                None
+            );
             assert_eq!(backlog(conn), [("a".to_owned(), 1)]);
         });
     }
