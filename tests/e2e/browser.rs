@@ -1433,6 +1433,13 @@ async fn tasks_tab_follows_status_changes_and_guards_delete() {
         )
         .await;
     browser.tab("tasks").await;
+    // The tab was rendered already (the running filter): wait for the whole list's rows.
+    browser
+        .wait_for(
+            "the whole list",
+            "return document.querySelector('main[data-ready=\"tasks\"] .task-remove') !== null",
+        )
+        .await;
 
     // Delete asks first; keeping the task changes nothing.
     browser.click(".task-remove").await;
