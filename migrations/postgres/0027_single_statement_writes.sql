@@ -82,14 +82,15 @@ $$;
 -- (`pending` says how full), a claimed one is a duplicate either way (no `pending`).
 CREATE OR REPLACE FUNCTION adapter_job_enqueue_once(
     p_adapter TEXT, p_key TEXT, p_expires_at BIGINT, p_quota BIGINT, p_now BIGINT,
-    p_max_unfinished BIGINT, p_task_id TEXT, p_created_at TEXT, p_payload BYTEA,
-    p_traceparent TEXT,
+    p_max_unfinished BIGINT, p_task_id TEXT, p_title TEXT, p_description TEXT,
+    p_created_at TEXT, p_payload BYTEA, p_traceparent TEXT,
     OUT queued BOOLEAN, OUT pending BIGINT, OUT would BIGINT
 ) LANGUAGE plpgsql AS $$
 DECLARE
     claimed BOOLEAN;
 BEGIN
     queued := false;
+    -- The lock `job_queue::enqueue` takes.
     PERFORM pg_advisory_xact_lock(hashtextextended('jobs:' || p_adapter, 0));
     pending := coalesce((SELECT unfinished FROM adapter_jobs_open WHERE adapter = p_adapter), 0);
     IF pending >= p_max_unfinished THEN
@@ -106,7 +107,7 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO tasks (task_id, title, description, status, created_at, updated_at)
-    VALUES (p_task_id, p_adapter || ' job', 'adapter job', 'pending', p_created_at, p_created_at);
+    VALUES (p_task_id, p_title, p_description, 'pending', p_created_at, p_created_at);
     INSERT INTO adapter_jobs (task_id, adapter, payload, traceparent)
     VALUES (p_task_id, p_adapter, p_payload, p_traceparent);
     queued := true;

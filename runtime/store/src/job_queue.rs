@@ -72,17 +72,18 @@ pub fn enqueue(
     max_unfinished: u32,
 ) -> std::result::Result<String, Refused> {
     conn.transaction(|tx| {
+        // The lock `adapter_job_enqueue_once` (migration 27) takes too.
         tx.serialize_on(&format!("jobs:{adapter}"))?;
         let pending = unfinished(tx, adapter)?;
         if pending >= max_unfinished {
             return Err(Refused::Full { pending });
         }
-        let title = format!("{adapter} job");
+        let title = job_title(adapter);
         let task = tasks::create(
             tx,
             &NewTask {
                 title: &title,
-                description: Some("adapter job"),
+                description: Some(JOB_DESCRIPTION),
                 ..NewTask::default()
             },
         )?;
@@ -94,6 +95,12 @@ pub fn enqueue(
         Ok(task.task_id)
     })
 }
+
+/// A job's task: its title and description.
+fn job_title(adapter: &str) -> String {
+    format!("{adapter} job")
+}
+const JOB_DESCRIPTION: &str = "adapter job";
 
 /// What `jobs.enqueue-once` asks: claim `key` for `ttl_ms` in the adapter's key-value store,
 /// and queue `payload`.
@@ -138,7 +145,7 @@ fn enqueue_once_in_one_statement(
     let expires_at = now.saturating_add(i64::try_from(once.ttl_ms).unwrap_or(i64::MAX));
     let (queued, pending, would): (bool, Option<u32>, Option<i64>) = conn.query_one(
         "SELECT queued, pending, would FROM adapter_job_enqueue_once(\
-         ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             adapter,
             once.key,
@@ -147,6 +154,8 @@ fn enqueue_once_in_one_statement(
             now,
             max_unfinished,
             task_id,
+            job_title(adapter),
+            JOB_DESCRIPTION,
             db::now(),
             once.payload,
             once.traceparent

@@ -83,7 +83,7 @@ impl Write<'_> {
     }
 
     /// PostgreSQL's `adapter_kv_write` (migration 27) does what the SQLite transaction does,
-    /// in one round trip where that took four.
+    /// in one statement where that took five.
     fn in_one_statement(&self, conn: &Conn) -> std::result::Result<bool, Refused> {
         let (written, would): (bool, Option<i64>) = conn.query_one(
             "SELECT written, would FROM adapter_kv_write(?1, ?2, ?3, ?4, ?5, ?6, ?7)",

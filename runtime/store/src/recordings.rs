@@ -100,7 +100,8 @@ pub fn add_all(
                 .unwrap_or_default()
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             let (kind, error) = new.error.unzip();
-            conn.execute(
+            // With PostgreSQL the batch and its pruning go with the commit, one round trip.
+            conn.execute_later(
                 "INSERT INTO adapter_recordings (id, adapter, export, outcome, error_kind, error, \
                  at, at_ms, duration_ms, bytes, cut, body) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -123,11 +124,11 @@ pub fn add_all(
         // Two ranges of the (adapter, at_ms) index: the old ones, and those past the count
         // (the newest one past it found by walking the index, never the rows).
         let oldest = now - i64::from(kept.hours) * 3_600_000;
-        conn.execute(
+        conn.execute_later(
             "DELETE FROM adapter_recordings WHERE adapter = ?1 AND at_ms < ?2",
             params![adapter, oldest],
         )?;
-        conn.execute(
+        conn.execute_later(
             "DELETE FROM adapter_recordings WHERE adapter = ?1 AND (at_ms, id) <= \
              (SELECT at_ms, id FROM adapter_recordings WHERE adapter = ?1 \
               ORDER BY at_ms DESC, id DESC LIMIT 1 OFFSET ?2)",

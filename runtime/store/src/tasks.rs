@@ -278,8 +278,8 @@ pub fn set_status(conn: &Conn, task_id: &str, status: TaskStatus) -> Result<bool
     Ok(changed > 0)
 }
 
-/// [`set_status`] for work that need not know whether it changed anything (a task claimed in
-/// the same transaction): with PostgreSQL it goes with the next statement.
+/// [`set_status`] for work that need not know whether it changed anything (the job whose
+/// lease its transaction just checked): with PostgreSQL it goes with the next statement.
 pub(crate) fn set_status_later(conn: &Conn, task_id: &str, status: TaskStatus) -> Result<()> {
     conn.execute_later(SET_STATUS, params![task_id, status.as_str(), db::now()])
 }
