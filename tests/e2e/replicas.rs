@@ -522,7 +522,7 @@ async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_i
     let Some(database) = private_postgres_server("outage", Durability::None).map(Arc::new) else {
         return;
     };
-    let Some(cluster) = Cluster::on(&database, 1, &[]) else {
+    let Some(cluster) = Cluster::on(&database, 2, &[]) else {
         return;
     };
     let server = cluster.at(0);
@@ -551,6 +551,9 @@ async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_i
         (StatusCode::SERVICE_UNAVAILABLE, &json!("unreachable")),
         "{health}"
     );
+    // A run says the same (its error used to lose its kind on the way: a 500).
+    let (status, answer) = server.post("/api/chat", json!({"prompt": "hello"})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
     restarting.join().unwrap();
     // Back: the same write goes through, and the refused one left nothing behind.
     let created = eventually(20, async || {
@@ -574,6 +577,16 @@ async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_i
         (status, &health["database"]["state"]),
         (StatusCode::OK, &json!("connected"))
     );
+    // The replicas hear each other again: the connection that listens was lost with the
+    // database, and is taken again (it once stayed deaf, its loss unnoticed).
+    let other = cluster.at(1);
+    let disabled = server.post("/api/adapters/email/disable", json!({})).await;
+    assert!(disabled.0.is_success(), "{disabled:?}");
+    eventually(15, async || {
+        let entry = other.adapter("email").await?;
+        (entry["note"] == "disabled from the dashboard").then_some(())
+    })
+    .await;
     drop(cluster);
 }
 

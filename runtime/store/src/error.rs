@@ -28,7 +28,18 @@ pub enum Error {
     Unavailable(String),
     /// Anything else: a bug or an I/O failure (HTTP 500, details only in the log).
     #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    /// A database that went away stays a 503 after passing through code that speaks `anyhow`
+    /// (an agent run's, say): the same request may work later.
+    fn from(e: anyhow::Error) -> Self {
+        match e.downcast_ref::<Error>() {
+            Some(Self::Unavailable(message)) => Self::Unavailable(message.clone()),
+            _ => Self::Internal(e),
+        }
+    }
 }
 
 impl Error {
@@ -59,3 +70,17 @@ impl From<rusqlite::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_that_went_away_stays_unavailable_through_anyhow() {
+        let lost = Error::Unavailable("the database is unreachable: connection closed".into());
+        let through = anyhow::Error::from(lost).context("reading the agent");
+        assert!(matches!(Error::from(through), Error::Unavailable(m) if m.ends_with("closed")));
+        let other = Error::from(anyhow::anyhow!("a bug"));
+        assert!(matches!(other, Error::Internal(_)));
+    }
+}

@@ -114,8 +114,13 @@ pub(super) fn run_error(e: RunError) -> ApiError {
         RunError::Failed { .. } => StatusCode::BAD_GATEWAY,
         RunError::Cancelled { .. } => StatusCode::SERVICE_UNAVAILABLE,
         RunError::Paused { .. } => StatusCode::ACCEPTED,
+        // The error's own kind: a database that went away is a 503, anything else a 500
+        // whose details stay in the log.
         RunError::Internal(_) => {
-            return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!("{e}")));
+            let RunError::Internal(e) = e else {
+                unreachable!("matched above")
+            };
+            return ApiError::from(e);
         }
     };
     let trace_id = e.trace_id().map(str::to_owned);
@@ -310,4 +315,16 @@ pub(super) async fn stream(
         response.headers_mut().insert(CONVERSATION_HEADER, id);
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_lost_its_database_is_a_503_not_a_500() {
+        let lost = crate::error::Error::Unavailable("the database is unreachable".into());
+        let answer = run_error(RunError::Internal(lost));
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
 }

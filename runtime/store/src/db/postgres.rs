@@ -168,14 +168,24 @@ impl Postgres {
             .map_err(|e| Error::Unavailable(format!("the database's I/O thread stopped: {e}")))?
             .map_err(classify)?;
         let (sender, receiver) = mpsc::unbounded_channel();
-        let closed = sender.clone();
+        let (read, until_read) = tokio::sync::oneshot::channel::<()>();
         self.runtime.spawn(async move {
+            let _read = read;
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-            while let Some(Ok(message)) = messages.next().await {
-                if let AsyncMessage::Notification(note) = message
-                    && sender.send(note.payload().to_owned()).is_err()
-                {
-                    break;
+            loop {
+                let message = tokio::select! {
+                    message = messages.next() => message,
+                    () = sender.closed() => return,
+                };
+                match message {
+                    Some(Ok(AsyncMessage::Notification(note))) => {
+                        if sender.send(note.payload().to_owned()).is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    // Lost: the receiver ends with the only sender, so its owner reconnects.
+                    Some(Err(_)) | None => return,
                 }
             }
         });
@@ -183,9 +193,10 @@ impl Postgres {
             .batch_execute(&format!("LISTEN {channel}"))
             .await
             .map_err(classify)?;
-        // The client lives as long as someone listens.
+        // The client lives as long as its connection is read (it ends the connection when
+        // dropped). It holds no sender: one kept here hid a lost connection from the receiver.
         self.runtime.spawn(async move {
-            closed.closed().await;
+            let _ = until_read.await;
             drop(client);
         });
         Ok(receiver)
