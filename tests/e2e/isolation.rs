@@ -141,9 +141,12 @@ async fn a_guest_stays_within_its_quotas_and_says_so() {
     let _heavy = crate::support::heavy().await;
     let server = Server::start();
     drop_in(&server, "echo", &guest("echo"), ECHO_GRANT);
+    // The deadline is not what is tested: a 30 MB key is slow to build in a debug build on a
+    // loaded machine (a CI run passed the default 2.5 s).
     let grant = hostile_grant(
         "kv_total_bytes = 1048576\nkv_value_bytes = 65536\njobs_pending = 20\n\
-         job_payload_bytes = 1024\nlog_lines_per_minute = 100\nmax_instances = 32",
+         job_payload_bytes = 1024\nlog_lines_per_minute = 100\nmax_instances = 32\n\
+         handle_http_ms = 30000",
     );
     drop_in(&server, "hostile", &guest("hostile"), &grant);
     loaded(&server, "echo").await;
