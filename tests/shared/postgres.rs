@@ -4,12 +4,13 @@
 //! as root, so under root the cluster belongs to the package's `postgres` user. The server dies
 //! with the process that started it (a parent-death signal), even after kill -9.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 // The one way tests and benches wait: every includer has it beside this module.
@@ -22,7 +23,26 @@ pub struct PostgresServer {
     port: u16,
     user: Option<(u32, u32)>,
     durability: Durability,
+    host: Host,
     databases: AtomicU32,
+}
+
+/// Where the server runs: on loopback in this process's network (tests), or on a machine a
+/// bench simulates, whose address it listens on and whose network namespace and cores the
+/// thread that starts it enters first (`enter`; the server inherits them).
+#[derive(Clone)]
+pub struct Host {
+    pub address: IpAddr,
+    pub enter: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Host {
+    fn loopback() -> Self {
+        Self {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            enter: None,
+        }
+    }
 }
 
 /// What a commit waits for.
@@ -41,14 +61,23 @@ pub enum Durability {
 pub fn postgres_server() -> Option<&'static PostgresServer> {
     static SERVER: OnceLock<Option<PostgresServer>> = OnceLock::new();
     SERVER
-        .get_or_init(|| start("shared", Durability::None))
+        .get_or_init(|| start("shared", Durability::None, Host::loopback()))
         .as_ref()
 }
 
 /// A server of its own, for a test that stops and starts it (others keep theirs), or a bench
 /// that wants its commits written as in production.
 pub fn private_postgres_server(name: &str, durability: Durability) -> Option<PostgresServer> {
-    start(name, durability)
+    start(name, durability, Host::loopback())
+}
+
+/// A server of its own on `host`.
+pub fn private_postgres_server_on(
+    name: &str,
+    durability: Durability,
+    host: Host,
+) -> Option<PostgresServer> {
+    start(name, durability, host)
 }
 
 impl PostgresServer {
@@ -65,7 +94,12 @@ impl PostgresServer {
     }
 
     pub fn url(&self, database: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+        format!("postgres://postgres@{}/{database}", self.address())
+    }
+
+    /// Where the server listens.
+    pub fn address(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.host.address, self.port)
     }
 
     /// Runs one SQL command as the superuser; `Err` holds what psql printed.
@@ -103,7 +137,14 @@ impl PostgresServer {
             .unwrap();
         assert!(status.success(), "pg_ctl stop failed");
         std::thread::sleep(down);
-        launch(&self.bin, &data, self.port, self.user, self.durability);
+        launch(
+            &self.bin,
+            &data,
+            self.port,
+            self.user,
+            self.durability,
+            &self.host,
+        );
         self.wait_ready();
     }
 
@@ -192,7 +233,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start(name: &str, durability: Durability) -> Option<PostgresServer> {
+fn start(name: &str, durability: Durability, host: Host) -> Option<PostgresServer> {
     let present = bin_dir();
     let message = "PostgreSQL is not installed (Debian's postgresql package): \
                    the tests of the PostgreSQL backend cannot run";
@@ -237,14 +278,23 @@ fn start(name: &str, durability: Durability) -> Option<PostgresServer> {
         "initdb failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    if !host.address.is_loopback() {
+        // initdb trusts loopback only; a simulated machine's peers are on its network.
+        let mut hba = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("pg_hba.conf"))
+            .unwrap();
+        std::io::Write::write_all(&mut hba, b"host all all samenet trust\n").unwrap();
+    }
     let port = free_port();
-    launch(&bin, &data, port, user, durability);
+    launch(&bin, &data, port, user, durability, &host);
     let server = PostgresServer {
         bin,
         data,
         port,
         user,
         durability,
+        host,
         databases: AtomicU32::new(0),
     };
     server.wait_ready();
@@ -253,12 +303,23 @@ fn start(name: &str, durability: Durability) -> Option<PostgresServer> {
 
 /// Starts `postgres` from a thread that lives as long as the process, so the parent-death
 /// signal (which follows the thread that forked) comes only when the process ends.
-fn launch(bin: &Path, data: &Path, port: u16, user: Option<(u32, u32)>, durability: Durability) {
-    let (bin, data) = (bin.to_owned(), data.to_owned());
+fn launch(
+    bin: &Path,
+    data: &Path,
+    port: u16,
+    user: Option<(u32, u32)>,
+    durability: Durability,
+    host: &Host,
+) {
+    let (bin, data, host) = (bin.to_owned(), data.to_owned(), host.clone());
     let (started, wait) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("postgres-server".into())
         .spawn(move || {
+            if let Some(enter) = &host.enter {
+                enter();
+            }
+            let listen = format!("listen_addresses={}", host.address);
             let mut command = Command::new(bin.join("postgres"));
             if let Some((uid, gid)) = user {
                 command.uid(uid).gid(gid);
@@ -271,7 +332,7 @@ fn launch(bin: &Path, data: &Path, port: u16, user: Option<(u32, u32)>, durabili
                 .arg(&socket_dir)
                 .args([
                     "-c",
-                    "listen_addresses=127.0.0.1",
+                    &listen,
                     "-c",
                     "synchronous_commit=off",
                     "-c",

@@ -23,7 +23,18 @@
 //! What a reply costs PostgreSQL is counted from its statement log (`shared/statements.py`
 //! says how).
 //! An argument (`sqlite`, `postgres`, `two`, `kill`) runs only the runs whose name contains it.
+//!
+//! `-- machines` (root) runs each replica and the database on a machine of its own
+//! (`shared/machines.rs`): PostgreSQL in a network namespace on core 0, beside this process
+//! (the client, the fakes, the links: about a third of that core in the throughput run); each
+//! replica in a namespace of its own on core 1 with a budget of a quarter of a core
+//! (`REPLICAS_BENCH_REPLICA_CORES`), so that the replicas, not core 0, are the limit, and a
+//! second replica brings cores of its own. The same two runs for one replica on SQLite (the
+//! baseline), then one and two replicas on PostgreSQL behind a link adding 0, 0.5 and 2 ms to
+//! each round trip. A replica held to its budget stalls when it spends it (CFS throttling), so
+//! the ack latencies of this mode show the budget more than the database.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 // Shared with the teamchat delivery bench, which uses other parts of it.
@@ -35,9 +46,13 @@ mod stats;
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;
 // The tests' PostgreSQL server.
+#[path = "shared/machines.rs"]
+mod machines;
 #[allow(dead_code)]
 #[path = "../../../tests/shared/postgres.rs"]
 mod postgres;
+
+use machines::{Lan, Machine};
 
 use stats::{ms, verdict};
 use teamchat_load::{
@@ -50,12 +65,26 @@ const MODEL_CALLS_AT_ONCE: usize = 64;
 const MENTIONS: usize = 500;
 const CONFIG: &str = "[jobs]\nworkers = 64\n";
 
+/// Where a configuration's processes run: all on this machine's loopback, or each replica on a
+/// simulated machine of its own (`machines`), reaching this process's fakes at `gateway`.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    machines: Option<&'a [Machine]>,
+    gateway: IpAddr,
+}
+
+const HERE: Place = Place {
+    machines: None,
+    gateway: IpAddr::V4(Ipv4Addr::LOCALHOST),
+};
+
 /// Starts `count` replicas with `env` (plus the database URL, when there is one) in `root`.
 fn replicas(
     root: &std::path::Path,
     count: usize,
     env: &[(String, String)],
     database: Option<&str>,
+    place: Place,
 ) -> Vec<Server> {
     (0..count)
         .map(|i| {
@@ -64,7 +93,14 @@ fn replicas(
             if let Some(url) = database {
                 env.push(("SERVICE_DATABASE_URL".into(), url.into()));
             }
-            Server::start(&dir, &env)
+            let Some(machine) = place.machines.map(|machines| &machines[i]) else {
+                return Server::start(&dir, &env);
+            };
+            env.push(("SERVICE_HOST".into(), machine.address.to_string()));
+            let server = machine.run(|| Server::start(&dir, &env));
+            // Started at full speed (its components compile), then held to its budget.
+            machine.limit(server.pid());
+            server
         })
         .collect()
 }
@@ -105,23 +141,52 @@ struct Figures {
     duplicates: usize,
 }
 
-/// A fresh database for each run of a configuration (`None`: SQLite).
-type Database<'a> = Option<&'a postgres::PostgresServer>;
+/// The replicas' database, a fresh one for each run of a configuration: on this PostgreSQL
+/// server, reached through `link` when there is one.
+#[derive(Clone, Copy)]
+struct Postgres<'a> {
+    server: &'a postgres::PostgresServer,
+    link: Option<SocketAddr>,
+}
 
-async fn configuration(replica_count: usize, database: Database<'_>) -> Figures {
-    let fresh = || database.map(postgres::PostgresServer::fresh_database);
+impl Postgres<'_> {
+    fn fresh(&self) -> String {
+        let url = self.server.fresh_database();
+        match self.link {
+            Some(link) => url.replacen(&self.server.address().to_string(), &link.to_string(), 1),
+            None => url,
+        }
+    }
+}
+
+/// `None`: SQLite.
+type Database<'a> = Option<Postgres<'a>>;
+
+async fn configuration(replica_count: usize, database: Database<'_>, place: Place<'_>) -> Figures {
+    let fresh = || database.map(|postgres| postgres.fresh());
     let client = reqwest::Client::new();
+    let start = |fakes: &Fakes, root: &tempfile::TempDir| {
+        let url = fresh();
+        replicas(
+            root.path(),
+            replica_count,
+            &fakes.env,
+            url.as_deref(),
+            place,
+        )
+    };
 
-    let fakes = Fakes::start(Duration::from_secs(5), MODEL_CALLS_AT_ONCE).await;
+    let fakes = Fakes::start_on(place.gateway, Duration::from_secs(5), MODEL_CALLS_AT_ONCE).await;
     let root = tempfile::tempdir().unwrap();
-    let servers = replicas(root.path(), replica_count, &fakes.env, fresh().as_deref());
+    let servers = start(&fakes, &root);
     let urls: Vec<&str> = servers.iter().map(|s| s.url.as_str()).collect();
     let acks = burst(&client, &targets(&urls), ack_mentions(), 100).await;
     drop(servers);
 
-    let fakes = Fakes::start(Duration::from_millis(20), MODEL_CALLS_AT_ONCE).await;
+    let model = Duration::from_millis(20);
+    let fakes = Fakes::start_on(place.gateway, model, MODEL_CALLS_AT_ONCE).await;
     let root = tempfile::tempdir().unwrap();
-    let servers = replicas(root.path(), replica_count, &fakes.env, fresh().as_deref());
+    let servers = start(&fakes, &root);
     let urls: Vec<&str> = servers.iter().map(|s| s.url.as_str()).collect();
     let started = Instant::now();
     let mut sent = burst(&client, &targets(&urls), MENTIONS, 500).await;
@@ -160,7 +225,7 @@ async fn kill_one_of_two(database: &str) {
     const KILL_MENTIONS: usize = 300;
     let fakes = Fakes::start(Duration::from_millis(100), MODEL_CALLS_AT_ONCE).await;
     let root = tempfile::tempdir().unwrap();
-    let mut servers = replicas(root.path(), 2, &fakes.env, Some(database));
+    let mut servers = replicas(root.path(), 2, &fakes.env, Some(database), HERE);
     let survivor = servers.pop().unwrap();
     let victim = servers.pop().unwrap();
     let to = targets(&[&victim.url, &survivor.url]);
@@ -194,27 +259,91 @@ async fn kill_one_of_two(database: &str) {
     );
 }
 
+/// `-- machines`: see the top of this file.
+fn on_machines() {
+    let budget: f64 = std::env::var("REPLICAS_BENCH_REPLICA_CORES").map_or(0.25, |cores| {
+        cores.parse().expect("REPLICAS_BENCH_REPLICA_CORES: cores")
+    });
+    // Declared first, dropped last: after the servers on its machines.
+    let mut lan = Lan::new();
+    let db_machine = lan.machine("db", &[0], None);
+    let machines: Vec<Machine> = (0..2)
+        .map(|i| lan.machine(&format!("r{i}"), &[1], Some(budget)))
+        .collect();
+    // This process (the client, the fakes, the links) shares the database's core.
+    machines::pin_current_thread(&[0]);
+    let host = postgres::Host {
+        address: db_machine.address,
+        enter: Some(db_machine.entrance()),
+    };
+    let server =
+        postgres::private_postgres_server_on("bench", postgres::Durability::LikeSqlite, host)
+            .expect("the bench needs PostgreSQL's binaries");
+    let place = Place {
+        machines: Some(&machines),
+        gateway: lan.gateway(),
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let baseline = configuration(1, None, place).await;
+        let cores = format!("{budget} core each");
+        report(&format!("1 replica on SQLite ({cores})"), &baseline, None);
+        for added in [0, 500, 2000] {
+            let one_way = Duration::from_micros(added / 2);
+            let link = machines::slow_link(lan.gateway(), server.address(), one_way);
+            let database = Some(Postgres {
+                server: &server,
+                link: Some(link),
+            });
+            let rtt = format!("+{:.1} ms a round trip", added as f64 / 1000.0);
+            let one = configuration(1, database, place).await;
+            report(
+                &format!("1 replica on PostgreSQL, {rtt}"),
+                &one,
+                Some(&baseline),
+            );
+            let two = configuration(2, database, place).await;
+            report(
+                &format!("2 replicas on PostgreSQL, {rtt}"),
+                &two,
+                Some(&baseline),
+            );
+            println!(
+                "  a second replica's machine: {:.2}x the replies a second",
+                two.replies_per_sec / one.replies_per_sec
+            );
+        }
+    });
+}
+
 fn main() {
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    if only.as_deref() == Some("machines") {
+        return on_machines();
+    }
     let wanted = |name: &str| only.as_deref().is_none_or(|only| name.contains(only));
     // Commits as durable as the SQLite baseline's (see `Durability::LikeSqlite`).
     let server = postgres::private_postgres_server("bench", postgres::Durability::LikeSqlite)
         .expect("the bench needs PostgreSQL's binaries");
+    let direct = Some(Postgres {
+        server: &server,
+        link: None,
+    });
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let baseline = if wanted("sqlite") {
-            let figures = configuration(1, None).await;
+            let figures = configuration(1, None, HERE).await;
             report("1 replica on SQLite (baseline)", &figures, None);
             Some(figures)
         } else {
             None
         };
         if wanted("postgres") {
-            let figures = configuration(1, Some(&server)).await;
+            let figures = configuration(1, direct, HERE).await;
             report("1 replica on PostgreSQL", &figures, baseline.as_ref());
         }
         if wanted("two") {
-            let figures = configuration(2, Some(&server)).await;
+            let figures = configuration(2, direct, HERE).await;
             report("2 replicas on one PostgreSQL", &figures, baseline.as_ref());
         }
         if wanted("kill") {

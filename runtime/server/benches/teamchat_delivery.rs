@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 #[path = "../../../tests/shared/stats.rs"]
 mod stats;
+// Shared with the replicas and soak benches, which use more of it.
+#[allow(dead_code)]
 #[path = "shared/teamchat_load.rs"]
 mod teamchat_load;
 

@@ -5,6 +5,7 @@
 
 use crate::stats::ms;
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,8 +42,8 @@ fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
-async fn serve(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+async fn serve(router: axum::Router, host: IpAddr) -> String {
+    let listener = tokio::net::TcpListener::bind((host, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://{addr}")
@@ -59,15 +60,19 @@ fn tag(text: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
+/// A prompt with this makes the model call `create_note` (titled `note #<n>`, `n` the prompt's
+/// number), a tool a person approves where `[tools.create_note] approval = true`.
+pub const ASK_FOR_A_NOTE: &str = "note it";
+
 /// A model that answers every prompt after `time`, `at_once` calls at a time, streaming as the
-/// OpenAI API does.
+/// OpenAI API does; a prompt that asks for a note gets the tool call first.
 pub struct FakeModel {
     pub url: String,
     pub peak: Arc<AtomicUsize>,
 }
 
 impl FakeModel {
-    pub async fn start(time: Duration, at_once: usize) -> Self {
+    pub async fn start(time: Duration, at_once: usize, host: IpAddr) -> Self {
         let slots = Arc::new(Semaphore::new(at_once));
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
@@ -76,7 +81,7 @@ impl FakeModel {
             .route("/v1/chat/completions", post(complete))
             .with_state(state);
         Self {
-            url: format!("{}/v1", serve(router).await),
+            url: format!("{}/v1", serve(router, host).await),
             peak,
         }
     }
@@ -93,20 +98,33 @@ async fn complete(
     peak.fetch_max(now, Ordering::SeqCst);
     tokio::time::sleep(time).await;
     in_flight.fetch_sub(1, Ordering::SeqCst);
-    let prompt = request["messages"]
+    let last = request["messages"]
         .as_array()
         .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_str())
+        .cloned()
         .unwrap_or_default();
-    let text = match tag(prompt) {
-        Some(n) => format!("the answer to mention #{n}"),
-        None => "an answer".to_owned(),
-    };
+    let prompt = last["content"].as_str().unwrap_or_default();
     let chunk = |delta: Value, finish: Value| json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    let events = [
-        chunk(json!({"role": "assistant", "content": text}), Value::Null),
-        chunk(json!({}), json!("stop")),
-    ];
+    let events = if last["role"] == "user" && prompt.contains(ASK_FOR_A_NOTE) {
+        let title = format!("note #{}", tag(prompt).unwrap_or_default());
+        let call = json!({"index": 0, "id": "c1", "type": "function", "function": {"name": "create_note", "arguments": json!({"title": title}).to_string()}});
+        [
+            chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+        ]
+    } else {
+        let text = match tag(prompt) {
+            Some(n) => format!("the answer to mention #{n}"),
+            None => "an answer".to_owned(),
+        };
+        [
+            chunk(json!({"role": "assistant", "content": text}), Value::Null),
+            chunk(json!({}), json!("stop")),
+        ]
+    };
     let mut body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
     body.push_str("data: [DONE]\n\n");
     Response::builder()
@@ -126,11 +144,11 @@ struct Seen {
 }
 
 impl Replies {
-    pub async fn start(&self) -> String {
+    pub async fn start(&self, host: IpAddr) -> String {
         let router = axum::Router::new()
             .route("/api/chat.postMessage", post(post_message))
             .with_state(self.clone());
-        format!("{}/api", serve(router).await)
+        format!("{}/api", serve(router, host).await)
     }
 
     pub fn counts(&self) -> HashMap<usize, usize> {
@@ -171,6 +189,10 @@ impl Server {
         serve::wait_until_ready(&url, data_dir, Duration::from_secs(120));
         serve::wait_until_optimized(&url, data_dir, Duration::from_secs(120));
         Self { child, url }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn kill(mut self) {
@@ -387,9 +409,15 @@ pub struct Fakes {
 
 impl Fakes {
     pub async fn start(model_time: Duration, model_calls_at_once: usize) -> Self {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        Self::start_on(loopback, model_time, model_calls_at_once).await
+    }
+
+    /// The fakes listening on `host` (the address the servers reach this process at).
+    pub async fn start_on(host: IpAddr, model_time: Duration, model_calls_at_once: usize) -> Self {
         let replies = Replies::default();
-        let api = replies.start().await;
-        let model = FakeModel::start(model_time, model_calls_at_once).await;
+        let api = replies.start(host).await;
+        let model = FakeModel::start(model_time, model_calls_at_once, host).await;
         let env = [
             ("SERVICE_TEAMCHAT_SIGNING_SECRET", SECRET),
             ("SERVICE_TEAMCHAT_BOT_TOKEN", "xoxb-bench"),
