@@ -551,7 +551,7 @@ async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_i
         (StatusCode::SERVICE_UNAVAILABLE, &json!("unreachable")),
         "{health}"
     );
-    // A run says the same (its error used to lose its kind on the way: a 500).
+    // A run says the same.
     let (status, answer) = server.post("/api/chat", json!({"prompt": "hello"})).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
     restarting.join().unwrap();

@@ -28,8 +28,8 @@
 //! (`shared/machines.rs`): PostgreSQL in a network namespace on core 0, beside this process
 //! (the client, the fakes, the links: about a third of that core in the throughput run); each
 //! replica in a namespace of its own on core 1 with a budget of a quarter of a core
-//! (`REPLICAS_BENCH_REPLICA_CORES`), so that the replicas, not core 0, are the limit, and a
-//! second replica brings cores of its own. The same two runs for one replica on SQLite (the
+//! (`REPLICAS_BENCH_REPLICA_CORES`, at most half: two budgets share core 1), so that the
+//! replicas, not core 0, are the limit, and a second replica brings CPU of its own. The same two runs for one replica on SQLite (the
 //! baseline), then one and two replicas on PostgreSQL behind a link adding 0, 0.5 and 2 ms to
 //! each round trip. A replica held to its budget stalls when it spends it (CFS throttling), so
 //! the ack latencies of this mode show the budget more than the database.

@@ -13,10 +13,11 @@
 //! Every minute one of two replicas, in turn, is killed (kill -9) and started again 5 s later on
 //! its data directory; the third lives throughout, so its memory shows a leak. PostgreSQL is
 //! restarted once, at the half (3 s down). Once the traffic has drained:
-//! - every acknowledged mention was replied to once; every run and chat ended (a run whose
-//!   replica was killed ends `error`: runs are not retried); no approved note was written twice;
-//!   no schedule slot fired twice; each install answered on every live replica within 5 s; no
-//!   task is left `running`;
+//! - every mention acknowledged (after the platform's retries) and replied to once; every run
+//!   ended (a run whose replica was killed ends `error`: runs are not retried); every approved
+//!   note written once; the schedule fired in each minute, never twice in one; each install
+//!   answered on every live replica within 5 s; no task is left `running`; how the streamed
+//!   chats ended is shown, not checked (a stream whose replica is killed is cut);
 //! - the witness's memory (VmRSS) and PostgreSQL's connections, sampled every 30 s, are flat:
 //!   in the second half, memory grows less than 10 %, and connections end no higher than the
 //!   most of the first half.
@@ -336,25 +337,24 @@ enum Event<'a> {
 struct Sample {
     at: Duration,
     rss_mib: f64,
-    connections: usize,
+    connections: Option<usize>,
 }
 
 fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: f64 = status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_default();
+        .expect("VmRSS in /proc/<pid>/status");
     kib / 1024.0
 }
 
-fn connections(server: &postgres::PostgresServer, database: &str) -> usize {
+/// `None` while PostgreSQL restarts.
+fn connections(server: &postgres::PostgresServer, database: &str) -> Option<usize> {
     let name = database.rsplit('/').next().unwrap();
     let sql = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'");
-    server
-        .psql(&sql)
-        .map_or(0, |count| count.parse().unwrap_or(0))
+    Some(server.psql(&sql).ok()?.parse().unwrap())
 }
 
 fn main() {
@@ -414,8 +414,12 @@ fn main() {
             tokio::spawn(async move {
                 let mut samples = Vec::new();
                 let mut tick = tokio::time::interval(Duration::from_secs(30));
-                while Instant::now() < until + Duration::from_secs(1) {
+                loop {
                     tick.tick().await;
+                    // The last sample as the traffic ends, not after.
+                    if Instant::now() > until + Duration::from_secs(1) {
+                        break;
+                    }
                     let pid = cluster.pid(WITNESS).unwrap();
                     samples.push(Sample {
                         at: started.elapsed(),
@@ -494,15 +498,13 @@ fn main() {
         let drained = wait::until(Duration::from_secs(60), wait::EVERY, drained).await.is_some();
         let mut run_outcomes = Tally::default();
         for id in &run_ids {
-            let run: Value = client
-                .get(format!("{base}/api/runs/{id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            run_outcomes.add(run["status"].as_str().unwrap_or("unknown"));
+            let answer = client.get(format!("{base}/api/runs/{id}")).send().await.unwrap();
+            if answer.status() != 200 {
+                run_outcomes.add(format!("unanswered ({})", answer.status().as_u16()));
+                continue;
+            }
+            let run: Value = answer.json().await.unwrap();
+            run_outcomes.add(run["status"].as_str().unwrap_or("without a status"));
         }
         let notes = |n: usize| {
             let sql = format!("SELECT count(*) FROM notes WHERE title = 'note #{n}'");
@@ -527,29 +529,33 @@ fn main() {
             half.as_secs_f64()
         );
         println!(
-            "mentions: {acknowledged} of {} acknowledged (with the platform's retries), {lost} lost, {twice} replied twice (target 0 and 0: {})",
+            "mentions: {acknowledged} of {} acknowledged (with the platform's retries), {lost} lost, {twice} replied twice (target all, 0 and 0: {})",
             acks.acked.len(),
-            check(lost == 0 && twice == 0)
+            check(acknowledged == acks.acked.len() && lost == 0 && twice == 0)
         );
-        let unfinished = run_outcomes.count("running") + run_outcomes.count("pending");
+        let ended: usize = ["completed", "error", "cancelled"]
+            .iter()
+            .map(|status| run_outcomes.count(status))
+            .sum();
         println!(
             "runs: {} started ({runs_refused} not taken), ended: {run_outcomes} (target none unfinished: {})",
             run_ids.len(),
-            check(unfinished == 0)
+            check(ended == run_ids.len())
         );
+        // Not a target: a stream whose replica is killed is cut.
         println!("streamed chats: {chats}");
-        let twice_noted = written.iter().filter(|w| **w > 1).count();
+        let once = written.iter().filter(|w| **w == 1).count();
         println!(
-            "approvals: {approvals}; notes written once {}, never {}, twice or more {twice_noted} (target none twice: {})",
-            written.iter().filter(|w| **w == 1).count(),
+            "approvals: {approvals}; notes written once {once}, never {}, twice or more {} (target each once: {})",
             written.iter().filter(|w| **w == 0).count(),
-            check(twice_noted == 0)
+            written.iter().filter(|w| **w > 1).count(),
+            check(once == written.len())
         );
         let fired_twice = slots.iter().filter(|c| **c > 1).count();
         println!(
-            "schedule: {} minutes fired, {fired_twice} fired twice (target 0: {})",
+            "schedule: {} minutes fired, {fired_twice} fired twice (target one a minute, none twice: {})",
             slots.len(),
-            check(fired_twice == 0)
+            check(slots.len() >= minutes as usize && fired_twice == 0)
         );
         for (answer, took) in &installs {
             println!(
@@ -559,22 +565,27 @@ fn main() {
             );
         }
         println!("tasks left running after the drain: none within 60 s: {}", check(drained));
+        let count = |c: Option<usize>| c.map_or("-".into(), |c| c.to_string());
         let series: Vec<String> = samples
             .iter()
-            .map(|s| format!("{:.0}s {:.0} MiB {} conn", s.at.as_secs_f64(), s.rss_mib, s.connections))
+            .map(|s| {
+                let connections = count(s.connections);
+                format!("{:.0}s {:.0} MiB {connections} conn", s.at.as_secs_f64(), s.rss_mib)
+            })
             .collect();
         println!("witness memory and PostgreSQL connections: {}", series.join(", "));
         let first_half: Vec<Sample> = samples.iter().filter(|s| s.at <= half).copied().collect();
         let at_half = *first_half.last().unwrap_or(&samples[0]);
-        let most = first_half.iter().map(|s| s.connections).max().unwrap_or_default();
+        let most = first_half.iter().filter_map(|s| s.connections).max();
         let last = *samples.last().unwrap();
         let growth = last.rss_mib / at_half.rss_mib - 1.0;
         println!(
-            "flat: memory {:+.1} % in the second half (target < 10 %: {}), connections at most {most} in the first half, {} at the end (target no more: {})",
+            "flat: memory {:+.1} % in the second half (target < 10 %: {}), connections at most {} in the first half, {} at the end (target no more: {})",
             growth * 100.0,
             check(growth < 0.10),
-            last.connections,
-            check(last.connections <= most)
+            count(most),
+            count(last.connections),
+            check(last.connections.is_some() && last.connections <= most)
         );
         if !met {
             let kept = root.keep();

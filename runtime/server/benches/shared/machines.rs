@@ -37,13 +37,23 @@ fn ip(args: &[&str]) {
     );
 }
 
-/// Removes what a bench made (now, or before it was killed).
+fn kill(pids: &str) {
+    for pid in pids.split_whitespace() {
+        let _ = Command::new("kill").args(["-KILL", pid]).output();
+    }
+}
+
+/// Removes what a bench made (now, or before it was killed: then its servers may still run
+/// on the machines, and go first).
 fn clean() {
     let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
     if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let name = line.split_whitespace().next().unwrap_or_default();
             if name.starts_with(PREFIX) {
+                if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
+                    kill(&String::from_utf8_lossy(&pids.stdout));
+                }
                 let _ = Command::new("ip").args(["netns", "del", name]).output();
             }
         }
@@ -51,7 +61,16 @@ fn clean() {
     if let Ok(entries) = std::fs::read_dir(CGROUPS) {
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().starts_with(PREFIX) {
-                let _ = std::fs::remove_dir(entry.path());
+                kill(
+                    &std::fs::read_to_string(entry.path().join("cgroup.procs")).unwrap_or_default(),
+                );
+                // A killed process leaves its cgroup once it has been reaped.
+                for _ in 0..50 {
+                    if std::fs::remove_dir(entry.path()).is_ok() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
     }
@@ -95,6 +114,8 @@ impl Lan {
         ip(&["-n", &netns, "link", "set", &inside, "up"]);
         ip(&["-n", &netns, "link", "set", "lo", "up"]);
         let cgroup = budget.map(|cores| {
+            // The kernel refuses a quota under 1 ms.
+            assert!(cores >= 0.1, "a budget of at least 0.1 core, not {cores}");
             let dir = PathBuf::from(CGROUPS).join(&netns);
             std::fs::create_dir(&dir).unwrap();
             std::fs::write(dir.join("cpu.cfs_period_us"), PERIOD_US.to_string()).unwrap();
@@ -225,7 +246,7 @@ fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
     std::thread::spawn(move || {
         // Sleeps end on time, not up to 50 µs late (the default slack).
         // SAFETY: prctl with an integer argument.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
         while let Ok((at, chunk)) = due.recv() {
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
             if to.write_all(&chunk).is_err() {

@@ -107,6 +107,11 @@ impl IntoResponses for PromptRefusals {
 }
 
 pub(super) fn run_error(e: RunError) -> ApiError {
+    // The store's error keeps its own kind: a database that went away is a 503.
+    let e = match e {
+        RunError::Internal(e) => return ApiError::from(e),
+        e => e,
+    };
     let status = match &e {
         RunError::EmptyPrompt => StatusCode::BAD_REQUEST,
         RunError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
@@ -114,14 +119,7 @@ pub(super) fn run_error(e: RunError) -> ApiError {
         RunError::Failed { .. } => StatusCode::BAD_GATEWAY,
         RunError::Cancelled { .. } => StatusCode::SERVICE_UNAVAILABLE,
         RunError::Paused { .. } => StatusCode::ACCEPTED,
-        // The error's own kind: a database that went away is a 503, anything else a 500
-        // whose details stay in the log.
-        RunError::Internal(_) => {
-            let RunError::Internal(e) = e else {
-                unreachable!("matched above")
-            };
-            return ApiError::from(e);
-        }
+        RunError::Internal(_) => unreachable!("answered above"),
     };
     let trace_id = e.trace_id().map(str::to_owned);
     ApiError::new(status, e.to_string()).with_trace(trace_id.as_deref())
