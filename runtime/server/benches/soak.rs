@@ -24,7 +24,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,10 +45,10 @@ mod guests;
 
 use stats::verdict;
 use teamchat_load::{
-    ASK_FOR_A_NOTE, Fakes, Server, Targets, burst, data_dir, resend_unacknowledged, targets, wait,
+    ASK_FOR_A_NOTE, BIN, Fakes, Server, Targets, burst, data_dir, resend_unacknowledged, serve,
+    targets, wait,
 };
 
-const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 const REPLICAS: usize = 3;
 /// The replica that is never killed.
 const WITNESS: usize = 0;
@@ -288,11 +287,8 @@ async fn install(
     let grant = dir.join("echo-grant.toml");
     std::fs::write(&grant, GRANT).unwrap();
     let started = Instant::now();
-    let mut command = Command::new(BIN);
+    let mut command = serve::clean_command(BIN, &dir, "warn");
     command
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &dir)
         .env("SERVICE_DATABASE_URL", &cluster.database)
         .arg("--data-dir")
         .arg(&dir)

@@ -22,15 +22,15 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
 
-// The tests' way of starting the binary.
-// The one way tests and benches wait (each bench uses a part of it).
+// The tests' way of starting the binary (and of running its commands).
 #[path = "../../../../tests/shared/serve.rs"]
-mod serve;
+pub mod serve;
+// The one way tests and benches wait (each bench uses a part of it).
 #[allow(dead_code)]
 #[path = "../../../../tests/shared/wait.rs"]
 pub mod wait;
 
-const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
+pub const BIN: &str = env!("CARGO_BIN_EXE_service-runtime");
 pub const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 /// The ack latency p99 must stay under.
 pub const ACK_TARGET: Duration = Duration::from_millis(5);
