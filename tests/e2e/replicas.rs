@@ -1042,6 +1042,55 @@ async fn a_paused_replica_keeps_its_jobs_and_nothing_is_answered_twice() {
 }
 
 #[tokio::test]
+async fn jobs_ending_while_the_database_is_away_are_recorded_once_it_is_back() {
+    const EVENTS: usize = 3;
+    let Some(database) = private_postgres_server("mid-reply", Durability::None).map(Arc::new)
+    else {
+        return;
+    };
+    let (replies, answers): (Vec<Reply>, Vec<_>) = (0..EVENTS).map(|_| llm::by_hand()).unzip();
+    let llm = llm::openai(replies).await;
+    let api = platform(json!({"ok": true})).await;
+    let mut env = api.env(SIGNING_SECRET);
+    env.extend(openai_env(&llm.url));
+    let cluster = Cluster::on(&database, 2, &env).expect("a database is given");
+    let mut channels = Vec::new();
+    for (channel, event) in burst(EVENTS) {
+        let (status, body) = signed(cluster.at(0), "events", &event).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        channels.push(channel);
+    }
+    eventually(30, async || (llm.requests().len() == EVENTS).then_some(())).await;
+    // Every run waits for its model; the database goes, and the runs end while it is away:
+    // each is answered (an apology: its trace cannot be written) and its job's outcome waits
+    // for the database. Once, such a job stayed `running` for good, its lease renewed by a
+    // replica that no longer ran it, and a retry it asked for never came.
+    let restarting = std::thread::spawn({
+        let database = Arc::clone(&database);
+        move || database.restart_after(Duration::from_secs(6))
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for answer in answers {
+        answer.send("on it").unwrap();
+    }
+    let answered = replied(&api, EVENTS, 30).await;
+    restarting.join().unwrap();
+    assert_eq!(answered, channels, "each once");
+    eventually(30, async || {
+        let open = sql_in(
+            &database,
+            &cluster.database,
+            "SELECT count(*) FROM adapter_jobs j JOIN tasks t ON t.task_id = j.task_id \
+             WHERE t.status IN ('pending', 'running') OR j.lease_holder IS NOT NULL",
+        );
+        (open == "0").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(api.posted().len(), EVENTS, "and never again");
+}
+
+#[tokio::test]
 async fn a_recording_made_on_one_replica_is_read_and_replayed_on_the_other() {
     let llm = llm::openai(vec![Reply::Text("after the outage")]).await;
     let api = platform(json!({"ok": true})).await;

@@ -5,7 +5,7 @@
 //! while the job runs; a job whose lease ran out (its replica died) or whose replica restarted
 //! goes back to pending, until it has started `[jobs] attempts` times.
 
-use crate::db::{self, Backend, Conn, Row};
+use crate::db::{self, Backend, Conn, Row, ToParam};
 use crate::error::{Error, Result};
 use crate::kv_store;
 use crate::params;
@@ -276,14 +276,22 @@ pub fn claim_next(
     })
 }
 
-/// Extends the lease of every job `lease.holder` runs; returns how many.
-pub fn renew(conn: &Conn, lease: Lease<'_>) -> Result<u64> {
+/// Extends the lease of the jobs `task_ids` that `lease.holder` holds; returns how many.
+pub fn renew(conn: &Conn, lease: Lease<'_>, task_ids: &[String]) -> Result<u64> {
+    if task_ids.is_empty() {
+        return Ok(0);
+    }
+    let listed: Vec<String> = (3..task_ids.len() + 3).map(|i| format!("?{i}")).collect();
+    let mut params: Vec<&dyn ToParam> = vec![&lease.holder, &lease.ms];
+    params.extend(task_ids.iter().map(|id| id as &dyn ToParam));
     conn.execute(
         &format!(
-            "UPDATE adapter_jobs SET lease_until = {} + ?2 WHERE lease_holder = ?1",
-            conn.clock_ms()
+            "UPDATE adapter_jobs SET lease_until = {} + ?2 \
+             WHERE lease_holder = ?1 AND task_id IN ({})",
+            conn.clock_ms(),
+            listed.join(", ")
         ),
-        params![lease.holder, lease.ms],
+        &params,
     )
 }
 
@@ -611,11 +619,17 @@ mod tests {
                 ms: -1,
             };
             claim_next(conn, "a", now_ms(), dying).unwrap().unwrap();
-            assert_eq!(renew(conn, HERE).unwrap(), 0, "not this replica's job");
+            let held = [job.clone()];
+            assert_eq!(
+                renew(conn, HERE, &held).unwrap(),
+                0,
+                "not this replica's job"
+            );
             assert_eq!(reclaim(conn, 3, None).unwrap(), (1, 0));
             let taken = claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
             assert_eq!((taken.task_id.as_str(), taken.attempt), (job.as_str(), 2));
-            assert_eq!(renew(conn, HERE).unwrap(), 1);
+            assert_eq!(renew(conn, HERE, &held).unwrap(), 1);
+            assert_eq!(renew(conn, HERE, &[]).unwrap(), 0, "only the jobs it holds");
             // The first replica comes back and finishes late: its outcome is not recorded.
             assert!(!finish(conn, &job, dying.holder, Outcome::Completed).unwrap());
             assert_eq!(status(conn, &job), TaskStatus::Running);

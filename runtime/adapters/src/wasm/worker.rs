@@ -10,7 +10,7 @@
 //! back in the queue, so they run elsewhere.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -27,6 +27,7 @@ use crate::adapters::Supervisor;
 use crate::config::JobsSection;
 use crate::db::Db;
 use crate::db::now_ms;
+use crate::error::{Error, Result};
 use crate::job_queue::{self, Job, Lease, Outcome, Waiting};
 use crate::task_runs;
 use crate::tasks::{self, RunningTasks};
@@ -38,6 +39,16 @@ struct Claimed {
     job: Job,
     generation: Arc<Generation>,
     place: AdapterPlace,
+}
+
+/// The task ids of the jobs a worker holds (claimed, and not yet recorded as ended).
+#[derive(Default, Clone)]
+struct Held(Arc<Mutex<HashSet<String>>>);
+
+impl Held {
+    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The longest wait a component may ask for before a retry.
@@ -59,8 +70,10 @@ impl Worker {
     pub fn run(self, stop: CancellationToken) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let this = Arc::new(self);
+            let held = Held::default();
             let leases_stop = CancellationToken::new();
-            let leases = tokio::spawn(Arc::clone(&this).keep_leases(leases_stop.clone()));
+            let leases =
+                tokio::spawn(Arc::clone(&this).keep_leases(held.clone(), leases_stop.clone()));
             let slots = Arc::new(Semaphore::new(this.settings.workers()));
             let mut in_flight = JoinSet::new();
             let mut last: Option<String> = None;
@@ -73,9 +86,12 @@ impl Worker {
                 };
                 match this.next(&mut last, &mut backlog).await {
                     Some(claimed) => {
-                        let worker = Arc::clone(&this);
+                        let task_id = claimed.job.task_id.clone();
+                        held.lock().insert(task_id.clone());
+                        let (worker, held) = (Arc::clone(&this), held.clone());
                         in_flight.spawn(async move {
                             worker.run_one(claimed).await;
+                            held.lock().remove(&task_id);
                             drop(permit);
                             // A slot is free, and a retry may have been scheduled.
                             worker.ready.notify_one();
@@ -115,9 +131,11 @@ impl Worker {
         }
     }
 
-    /// Renews the leases of this replica's running jobs a quarter of the way through, and
-    /// requeues jobs whose lease ran out, until `stop`.
-    async fn keep_leases(self: Arc<Self>, stop: CancellationToken) {
+    /// Renews the leases of the jobs this worker holds a quarter of the way through, and
+    /// requeues jobs whose lease ran out, until `stop`. Only the jobs it holds: one leased to
+    /// this replica that it does not hold (a claim whose answer was lost with the database
+    /// connection) lets its lease run out and runs again, rather than stay `running` for good.
+    async fn keep_leases(self: Arc<Self>, held: Held, stop: CancellationToken) {
         let every = self.settings.lease() / 4;
         let attempts = self.settings.attempts();
         loop {
@@ -126,16 +144,15 @@ impl Worker {
                 () = stop.cancelled() => return,
             }
             let (holder, ms) = (self.replica.clone(), self.lease().ms);
+            let jobs: Vec<String> = held.lock().iter().cloned().collect();
             let kept = self
                 .db
                 .call(move |conn| {
-                    job_queue::renew(
-                        conn,
-                        Lease {
-                            holder: &holder,
-                            ms,
-                        },
-                    )?;
+                    let lease = Lease {
+                        holder: &holder,
+                        ms,
+                    };
+                    job_queue::renew(conn, lease, &jobs)?;
                     job_queue::reclaim(conn, attempts, None)
                 })
                 .await;
@@ -306,43 +323,88 @@ impl Worker {
         let Some(outcome) = outcome else {
             return;
         };
-        let max = self.settings.attempts();
-        let holder = self.replica.clone();
-        let recorded = self
-            .db
-            .call(move |conn| {
-                let note;
-                let outcome = match outcome {
-                    Ok(()) => Outcome::Completed,
-                    Err(JobFailure {
-                        message,
-                        retry_after_ms: Some(after),
-                    }) if attempt < max => {
-                        let after = Duration::from_millis(after).min(MAX_RETRY_AFTER);
-                        note = format!(
-                            "attempt {attempt} failed: {message}; runs again in {} s",
-                            after.as_secs()
-                        );
-                        Outcome::RetryLater {
-                            run_after: now_ms() + after.as_millis() as i64,
-                            note: &note,
-                        }
-                    }
-                    Err(JobFailure { message, .. }) => {
-                        note = format!("failed (attempt {attempt}): {message}");
-                        Outcome::Failed { note: &note }
-                    }
-                };
-                job_queue::finish(conn, &task_id, &holder, outcome)
-            })
-            .await;
-        if let Ok(false) = recorded {
-            tracing::warn!(
+        let ended = Arc::new(Ended::of(outcome, attempt, self.settings.attempts()));
+        match self.record(&task_id, &ended).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
                 "a job outlived its lease and ran elsewhere too; its outcome here is dropped"
-            );
+            ),
+            Err(e) => tracing::error!("cannot record a job's outcome: {e}"),
         }
-        if let Err(e) = recorded {
-            tracing::error!("cannot record a job's outcome: {e}");
+    }
+
+    /// Records how a job ended. While the database is unreachable it tries again, every
+    /// [`RECORD_PAUSE`] at first and then less often: the job stays this worker's meanwhile
+    /// (its lease renewed once the database is back), so its outcome is kept, not lost with
+    /// the job left `running` (a retry it asked for included).
+    async fn record(&self, task_id: &str, ended: &Arc<Ended>) -> Result<bool> {
+        let mut pause = RECORD_PAUSE;
+        loop {
+            let (task_id, holder, ended) =
+                (task_id.to_owned(), self.replica.clone(), Arc::clone(ended));
+            let recorded = self
+                .db
+                .call(move |conn| job_queue::finish(conn, &task_id, &holder, ended.outcome()))
+                .await;
+            match recorded {
+                Err(Error::Unavailable(e)) => {
+                    if pause == RECORD_PAUSE {
+                        tracing::warn!(
+                            "cannot record a job's outcome yet ({e}); trying again until the database answers"
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RECORD_PAUSE);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The first pause before a job's outcome is recorded again, and the longest.
+const RECORD_PAUSE: Duration = Duration::from_millis(250);
+const MAX_RECORD_PAUSE: Duration = Duration::from_secs(5);
+
+/// How a job ended, kept until it is recorded.
+enum Ended {
+    Completed,
+    RetryLater { run_after: i64, note: String },
+    Failed { note: String },
+}
+
+impl Ended {
+    /// A failure the component asked to retry runs again while it has `max` attempts left.
+    fn of(outcome: Result<(), JobFailure>, attempt: u32, max: u32) -> Self {
+        match outcome {
+            Ok(()) => Self::Completed,
+            Err(JobFailure {
+                message,
+                retry_after_ms: Some(after),
+            }) if attempt < max => {
+                let after = Duration::from_millis(after).min(MAX_RETRY_AFTER);
+                Self::RetryLater {
+                    run_after: now_ms() + after.as_millis() as i64,
+                    note: format!(
+                        "attempt {attempt} failed: {message}; runs again in {} s",
+                        after.as_secs()
+                    ),
+                }
+            }
+            Err(JobFailure { message, .. }) => Self::Failed {
+                note: format!("failed (attempt {attempt}): {message}"),
+            },
+        }
+    }
+
+    fn outcome(&self) -> Outcome<'_> {
+        match self {
+            Self::Completed => Outcome::Completed,
+            Self::RetryLater { run_after, note } => Outcome::RetryLater {
+                run_after: *run_after,
+                note,
+            },
+            Self::Failed { note } => Outcome::Failed { note },
         }
     }
 }
