@@ -62,13 +62,14 @@ struct Answer {
     approval: Option<String>,
 }
 
-/// How far a job got, kept in kv under its task id.
+/// How far a job got, kept in kv under its task id as one value (one read, one write a
+/// step): its answer and how many of its messages were posted, or `"all"` once every one was
+/// (the answer then forgotten).
 struct Progress {
-    sent_key: String,
-    answer_key: String,
+    key: String,
 }
 
-/// `sent_key`'s value once every message is posted.
+/// The count's value once every message is posted.
 const ALL_SENT: &str = "all";
 
 /// The metadata event type that marks a message as part of a reply.
@@ -77,69 +78,55 @@ const REPLY_EVENT: &str = "service_reply";
 impl Progress {
     fn of(job_id: &str) -> Self {
         Self {
-            sent_key: format!("sent:{job_id}"),
-            answer_key: format!("answer:{job_id}"),
+            key: format!("reply:{job_id}"),
         }
     }
 
-    /// Messages already posted; `None` once all were.
-    fn sent(&self) -> Result<Option<usize>, Failure> {
-        let value = kv::get(&self.sent_key).map_err(unreadable)?;
-        let text = value.map(|v| String::from_utf8_lossy(&v).into_owned());
-        Ok(match text.as_deref() {
-            Some(ALL_SENT) => None,
-            Some(count) => Some(count.parse().unwrap_or(0)),
-            None => Some(0),
-        })
-    }
-
-    fn answer(&self) -> Result<Option<Answer>, Failure> {
-        let Some(bytes) = kv::get(&self.answer_key).map_err(unreadable)? else {
-            return Ok(None);
+    /// Messages already posted and the answer they come from, if it was kept; `None` once
+    /// every message was posted.
+    fn load(&self) -> Result<Option<(usize, Option<Answer>)>, Failure> {
+        let Some(bytes) = kv::get(&self.key).map_err(unreadable)? else {
+            return Ok(Some((0, None)));
         };
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let field = |name: &str| value[name].as_str().map(str::to_owned);
-        Ok(field("text").map(|text| Answer {
+        if value["sent"] == ALL_SENT {
+            return Ok(None);
+        }
+        let sent = value["sent"].as_u64().map_or(0, |n| n as usize);
+        let field = |name: &str| value["answer"][name].as_str().map(str::to_owned);
+        let answer = field("text").map(|text| Answer {
             text,
             trace_id: field("trace_id"),
             failed: field("failed"),
             approval: field("approval"),
-        }))
-    }
-
-    fn keep(&self, answer: &Answer) {
-        let value = json!({
-            "text": answer.text, "trace_id": answer.trace_id, "failed": answer.failed,
-            "approval": answer.approval,
         });
-        if let Err(e) = kv::set(
-            &self.answer_key,
-            value.to_string().as_bytes(),
-            Some(MEMORY_TTL_MS),
-        ) {
-            log::log(
-                Level::Warn,
-                &format!("cannot keep the answer; a retry asks the agent again: {e}"),
-            );
-        }
+        Ok(Some((sent, answer)))
     }
 
-    fn posted(&self, count: usize) {
-        self.set_sent(&count.to_string());
+    /// The answer, with `sent` of its messages posted.
+    fn keep(&self, answer: &Answer, sent: usize) {
+        let value = json!({
+            "sent": sent,
+            "answer": {
+                "text": answer.text, "trace_id": answer.trace_id, "failed": answer.failed,
+                "approval": answer.approval,
+            },
+        });
+        self.write(&value, "cannot keep the answer; a retry asks the agent again");
     }
 
     /// Every message is out (or never will be): later attempts post nothing.
     fn finish(&self) {
-        self.set_sent(ALL_SENT);
-        let _ = kv::delete(&self.answer_key);
+        self.write(
+            &json!({ "sent": ALL_SENT }),
+            "cannot record a posted message; a retry may post it again",
+        );
     }
 
-    fn set_sent(&self, value: &str) {
-        if let Err(e) = kv::set(&self.sent_key, value.as_bytes(), Some(MEMORY_TTL_MS)) {
-            log::log(
-                Level::Warn,
-                &format!("cannot record a posted message; a retry may post it again: {e}"),
-            );
+    fn write(&self, value: &Value, failed: &str) {
+        let bytes = value.to_string();
+        if let Err(e) = kv::set(&self.key, bytes.as_bytes(), Some(MEMORY_TTL_MS)) {
+            log::log(Level::Warn, &format!("{failed}: {e}"));
         }
     }
 }
@@ -175,14 +162,14 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
         },
         Failure::Final(message) => give_up(message),
     };
-    let Some(mut posted) = progress.sent().map_err(later)? else {
+    let Some((mut posted, kept)) = progress.load().map_err(later)? else {
         return Ok(());
     };
-    let answer = match progress.answer().map_err(later)? {
+    let answer = match kept {
         Some(answer) => answer,
         None => {
             let answer = answer(&work, job.attempt)?;
-            progress.keep(&answer);
+            progress.keep(&answer, posted);
             answer
         }
     };
@@ -193,8 +180,7 @@ pub fn run(job: Job) -> Result<(), JobFailure> {
     {
         posted = posted.max(already_posted(event, &job.id));
     }
-    let approval = answer.approval.as_deref();
-    match deliver(&work, &messages, approval, posted, &job.id, &progress) {
+    match deliver(&work, &messages, &answer, posted, &job.id, &progress) {
         Ok(()) => {
             progress.finish();
             answer.failed.map_or(Ok(()), |failed| Err(give_up(failed)))
@@ -349,7 +335,7 @@ fn already_posted(event: &EventJob, job_id: &str) -> usize {
 fn deliver(
     work: &Work,
     messages: &[String],
-    approval: Option<&str>,
+    answer: &Answer,
     from: usize,
     job_id: &str,
     progress: &Progress,
@@ -368,7 +354,7 @@ fn deliver(
                 if let Some(thread_ts) = &event.thread_ts {
                     message["thread_ts"] = json!(thread_ts);
                 }
-                if let Some(approval) = approval {
+                if let Some(approval) = &answer.approval {
                     message["blocks"] = approval::blocks(text, approval);
                 }
                 platform::post("chat.postMessage", &message)?;
@@ -380,7 +366,7 @@ fn deliver(
         }
         // The last one is recorded by `finish`, the next write either way.
         if i + 1 < messages.len() {
-            progress.posted(i + 1);
+            progress.keep(answer, i + 1);
         }
     }
     Ok(())

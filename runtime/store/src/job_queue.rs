@@ -312,6 +312,27 @@ pub enum Outcome<'a> {
 /// Records how a job ended and gives up its lease. Returns false, recording nothing, when
 /// the job is no longer `holder`'s: its lease ran out and another replica took it over.
 pub fn finish(conn: &mut Conn, task_id: &str, holder: &str, outcome: Outcome<'_>) -> Result<bool> {
+    if matches!(outcome, Outcome::Completed) && conn.backend() == Backend::Postgres {
+        // Most jobs end so: one statement, where the transaction below is five in two round
+        // trips. The lease let go (when it is still ours), the payload dropped, the task done.
+        let released: i64 = conn.query_one(
+            "WITH released AS (UPDATE adapter_jobs \
+               SET lease_holder = NULL, lease_until = NULL, payload = ?3 \
+               WHERE task_id = ?1 AND lease_holder = ?2 RETURNING task_id), \
+             done AS (UPDATE tasks t SET status = ?4, updated_at = ?5 FROM released \
+               WHERE t.task_id = released.task_id AND t.status != 'cancelled') \
+             SELECT count(*) FROM released",
+            params![
+                task_id,
+                holder,
+                b"".as_slice(),
+                TaskStatus::Completed.as_str(),
+                db::now()
+            ],
+            |r| r.get(0),
+        )?;
+        return Ok(released == 1);
+    }
     conn.transaction(|tx| {
         let released = tx.execute(
             "UPDATE adapter_jobs SET lease_holder = NULL, lease_until = NULL \

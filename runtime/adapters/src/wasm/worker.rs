@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use tokio::sync::{Notify, Semaphore};
@@ -51,6 +51,22 @@ impl Held {
     }
 }
 
+/// Where the worker is in its round of the adapters with jobs.
+#[derive(Default)]
+struct Turns {
+    /// The adapter whose job was claimed last.
+    last: Option<String>,
+    /// Adapters that had a job ready when the queue was last read, in name order.
+    ready: Vec<String>,
+    read_at: Option<Instant>,
+    /// Adapters whose backlog the registry shows.
+    shown: HashSet<String>,
+}
+
+/// How long the adapters read as having jobs ready are tried before the queue is read again
+/// (another adapter's first job waits at most this long behind a busy one's).
+const LOOK_AGAIN: Duration = Duration::from_millis(250);
+
 /// The longest wait a component may ask for before a retry.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
@@ -76,15 +92,14 @@ impl Worker {
                 tokio::spawn(Arc::clone(&this).keep_leases(held.clone(), leases_stop.clone()));
             let slots = Arc::new(Semaphore::new(this.settings.workers()));
             let mut in_flight = JoinSet::new();
-            let mut last: Option<String> = None;
-            let mut backlog = HashSet::new();
+            let mut turns = Turns::default();
             loop {
                 while in_flight.try_join_next().is_some() {}
                 let permit = tokio::select! {
                     permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
                     () = stop.cancelled() => break,
                 };
-                match this.next(&mut last, &mut backlog).await {
+                match this.next(&mut turns).await {
                     Some(claimed) => {
                         let task_id = claimed.job.task_id.clone();
                         held.lock().insert(task_id.clone());
@@ -171,41 +186,44 @@ impl Worker {
         }
     }
 
-    /// The next job, from the first adapter after `last` (in name order, wrapping) that has a
-    /// job ready, serves, and has an instance free within its background share (the rest stays
-    /// free for its requests; taken here, so a job never holds a worker while it waits for one).
-    /// Also brings each adapter's backlog on its registry entry up to date.
-    async fn next(
-        &self,
-        last: &mut Option<String>,
-        backlog: &mut HashSet<String>,
-    ) -> Option<Claimed> {
+    /// The next job, from the first adapter after the last one served (in name order,
+    /// wrapping) that has a job ready, serves, and has an instance free within its background
+    /// share (the rest stays free for its requests; taken here, so a job never holds a worker
+    /// while it waits for one). Which adapters have jobs ready is read again when none is
+    /// left to try or [`LOOK_AGAIN`] has passed, not before every claim: that read counts
+    /// the whole queue. Each read also brings the backlogs on the registry entries up to date.
+    async fn next(&self, turns: &mut Turns) -> Option<Claimed> {
         let now = now_ms();
-        let waiting = match self
-            .db
-            .call(move |conn| job_queue::waiting(conn, now))
-            .await
-        {
-            Ok(waiting) => waiting,
-            Err(e) => {
-                tracing::error!("cannot read the job queue: {e}");
-                return None;
-            }
-        };
-        self.show_backlog(&waiting, backlog);
-        let ready: Vec<&String> = waiting
+        if turns.ready.is_empty() || turns.read_at.is_none_or(|at| at.elapsed() >= LOOK_AGAIN) {
+            let waiting = match self
+                .db
+                .call(move |conn| job_queue::waiting(conn, now))
+                .await
+            {
+                Ok(waiting) => waiting,
+                Err(e) => {
+                    tracing::error!("cannot read the job queue: {e}");
+                    return None;
+                }
+            };
+            self.show_backlog(&waiting, &mut turns.shown);
+            turns.ready = waiting
+                .into_iter()
+                .filter(|w| w.ready)
+                .map(|w| w.adapter)
+                .collect();
+            turns.read_at = Some(Instant::now());
+        }
+        let after = |adapter: &String| turns.last.as_ref().is_none_or(|last| adapter > last);
+        let order: Vec<String> = turns
+            .ready
             .iter()
-            .filter(|w| w.ready)
-            .map(|w| &w.adapter)
+            .filter(|a| after(a))
+            .chain(turns.ready.iter().filter(|a| !after(a)))
+            .cloned()
             .collect();
-        let after = |adapter: &&String| last.as_ref().is_none_or(|last| *adapter > last);
-        let turn = ready
-            .iter()
-            .copied()
-            .filter(after)
-            .chain(ready.iter().copied().filter(|a| !after(a)));
-        for adapter in turn {
-            let Some((generation, place)) = self.components.job_place(adapter) else {
+        for adapter in order {
+            let Some((generation, place)) = self.components.job_place(&adapter) else {
                 continue;
             };
             let (name, holder, ms) = (adapter.clone(), self.replica.clone(), self.lease().ms);
@@ -225,14 +243,15 @@ impl Worker {
                 .await;
             match claimed {
                 Ok(Some(job)) => {
-                    *last = Some(adapter.clone());
+                    turns.last = Some(adapter);
                     return Some(Claimed {
                         job,
                         generation,
                         place,
                     });
                 }
-                Ok(None) => {}
+                // None ready now: not tried again until the queue is read again.
+                Ok(None) => turns.ready.retain(|a| *a != adapter),
                 Err(e) => tracing::error!("cannot claim a job: {e}"),
             }
         }
