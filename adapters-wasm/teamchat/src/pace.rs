@@ -20,38 +20,64 @@ const KEY: &str = "pace:recent";
 const SAMPLES: usize = 5;
 /// The slowest recent run a command may still be answered inline after.
 pub const INLINE_BUDGET_MS: u64 = 1_500;
-const UNFINISHED: &str = "?";
 
-/// One run: its duration, or `None` while it runs inline (or when it was cut off).
-type Sample = Option<u64>;
+/// One run, as far as the choice goes: within the budget, past it, or still running inline
+/// (or cut off: unfinished counts as slow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sample {
+    Fast,
+    Slow,
+    Unfinished,
+}
+
+impl Sample {
+    fn took(ms: u64) -> Self {
+        if ms <= INLINE_BUDGET_MS {
+            Self::Fast
+        } else {
+            Self::Slow
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "f" => Self::Fast,
+            "s" => Self::Slow,
+            // Durations, as a build before this one kept them.
+            ms => ms.parse().map_or(Self::Unfinished, Self::took),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Fast => "f",
+            Self::Slow => "s",
+            Self::Unfinished => "?",
+        }
+    }
+}
 
 fn parse(value: &str) -> Vec<Sample> {
     value
         .split(',')
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok())
+        .map(Sample::parse)
         .collect()
 }
 
 fn format(samples: &[Sample]) -> String {
-    let text: Vec<String> = samples
-        .iter()
-        .map(|s| s.map_or(UNFINISHED.to_owned(), |ms| ms.to_string()))
-        .collect();
+    let text: Vec<&str> = samples.iter().map(|s| s.as_str()).collect();
     text.join(",")
 }
 
 /// Inline only after at least one run, with every recent run finished within the budget.
 fn fast(samples: &[Sample]) -> bool {
-    !samples.is_empty()
-        && samples
-            .iter()
-            .all(|s| s.is_some_and(|ms| ms <= INLINE_BUDGET_MS))
+    !samples.is_empty() && samples.iter().all(|s| *s == Sample::Fast)
 }
 
 /// `sample` added as the newest; an unfinished run it completes no longer counts.
 fn with(mut samples: Vec<Sample>, sample: Sample, completes_unfinished: bool) -> Vec<Sample> {
-    if completes_unfinished && let Some(i) = samples.iter().position(Option::is_none) {
+    if completes_unfinished && let Some(i) = samples.iter().position(|s| *s == Sample::Unfinished) {
         samples.remove(i);
     }
     samples.push(sample);
@@ -67,9 +93,14 @@ fn load() -> Vec<Sample> {
     }
 }
 
-fn store(samples: &[Sample]) {
-    // Best effort: a lost sample only makes the estimate older.
-    let _ = kv::set(KEY, format(samples).as_bytes(), None);
+/// Adds `sample`, writing only a change: runs as fast as the last few leave nothing to write.
+fn remember(sample: Sample, completes_unfinished: bool) {
+    let before = load();
+    let after = with(before.clone(), sample, completes_unfinished);
+    if after != before {
+        // Best effort: a lost sample only makes the estimate older.
+        let _ = kv::set(KEY, format(&after).as_bytes(), None);
+    }
 }
 
 /// Whether the agent has been fast enough lately to answer inline.
@@ -88,16 +119,16 @@ pub fn run(
         Some((key, then)) => agent::run_in_conversation_or_wait(key, request, then),
         None => agent::run(request).map(RunOutcome::Answered),
     };
-    store(&with(load(), Some(elapsed_ms(started)), false));
+    remember(Sample::took(elapsed_ms(started)), false);
     result
 }
 
 /// Runs the agent inside a request's deadline: counted as slow until it finishes.
 pub fn run_inline(request: &RunRequest) -> Result<RunReply, RunError> {
-    store(&with(load(), None, false));
+    remember(Sample::Unfinished, false);
     let started = Instant::now();
     let result = agent::run(request);
-    store(&with(load(), Some(elapsed_ms(started)), true));
+    remember(Sample::took(elapsed_ms(started)), true);
     result
 }
 
@@ -112,36 +143,44 @@ mod tests {
     #[test]
     fn fast_only_when_every_recent_run_was() {
         assert!(!fast(&[]), "nothing known yet: defer");
-        assert!(fast(&parse("120,1500,30")));
-        assert!(!fast(&parse("120,1501,30")));
+        assert!(fast(&parse("f,f,f")));
+        assert!(!fast(&parse("f,s,f")));
         assert!(
-            !fast(&parse("120,?,30")),
+            !fast(&parse("f,?,f")),
             "an inline run still going or cut off"
         );
+        // Durations kept by an earlier build.
+        assert!(fast(&parse("120,1500,30")));
+        assert!(!fast(&parse("120,1501,30")));
     }
 
     #[test]
     fn keeps_the_last_runs_and_completes_an_unfinished_one() {
-        let samples = with(parse("1,2,3,4,5"), Some(6), false);
-        assert_eq!(format(&samples), "2,3,4,5,6");
-        let started = with(samples, None, false);
-        assert_eq!(format(&started), "3,4,5,6,?");
-        assert_eq!(format(&with(started, Some(7), true)), "3,4,5,6,7");
+        let samples = with(parse("s,f,f,f,f"), Sample::Fast, false);
+        assert_eq!(format(&samples), "f,f,f,f,f");
+        assert_eq!(
+            with(samples.clone(), Sample::Fast, false),
+            samples,
+            "nothing to write"
+        );
+        let started = with(samples, Sample::Unfinished, false);
+        assert_eq!(format(&started), "f,f,f,f,?");
+        assert_eq!(format(&with(started, Sample::Slow, true)), "f,f,f,f,s");
     }
 
     #[test]
     fn a_cut_off_run_stays_slow_until_newer_runs_push_it_out() {
-        let mut samples = with(parse("100,100"), None, false);
+        let mut samples = with(parse("f,f"), Sample::Unfinished, false);
         for _ in 0..SAMPLES - 1 {
-            samples = with(samples, Some(100), false);
+            samples = with(samples, Sample::Fast, false);
             assert!(!fast(&samples), "{}", format(&samples));
         }
-        samples = with(samples, Some(100), false);
+        samples = with(samples, Sample::Fast, false);
         assert!(fast(&samples), "{}", format(&samples));
     }
 
     #[test]
     fn unreadable_samples_count_as_slow() {
-        assert_eq!(parse("12,x,"), [Some(12), None]);
+        assert_eq!(parse("12,x,"), [Sample::Fast, Sample::Unfinished]);
     }
 }

@@ -112,7 +112,10 @@ impl Progress {
                 "approval": answer.approval,
             },
         });
-        self.write(&value, "cannot keep the answer; a retry asks the agent again");
+        self.write(
+            &value,
+            "cannot keep the answer; a retry asks the agent again",
+        );
     }
 
     /// Every message is out (or never will be): later attempts post nothing.

@@ -145,6 +145,8 @@ pub struct NewTrace<'a> {
     pub prompt: &'a str,
     /// The replica running it.
     pub runner: Option<&'a str>,
+    /// What the run goes without (a tool its profile names that is not offered, say).
+    pub warnings: &'a [String],
 }
 
 /// How a run ended. `error: Some(..)` makes the trace's status `error`.
@@ -191,10 +193,15 @@ pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
     let id = trace
         .id
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let warnings = if trace.warnings.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(trace.warnings).map_err(anyhow::Error::from)?)
+    };
     conn.execute_later(
         "INSERT INTO traces (id, parent_trace_id, agent_profile_name, source, provider, model, \
-         prompt, status, created_at, runner, started_by) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10)",
+         prompt, status, created_at, runner, started_by, warnings) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11)",
         params![
             id,
             trace.parent_trace_id,
@@ -205,7 +212,8 @@ pub fn start(conn: &Conn, trace: &NewTrace<'_>) -> Result<String> {
             trace.prompt,
             db::now(),
             trace.runner,
-            trace.started_by
+            trace.started_by,
+            warnings
         ],
     )?;
     Ok(id)
@@ -253,19 +261,6 @@ pub fn record_tool_invocation(
             call.started_at,
             call.latency_ms
         ],
-    )?;
-    Ok(())
-}
-
-/// Stores the run's warnings (nothing is written for none).
-pub fn set_warnings(conn: &Conn, trace_id: &str, warnings: &[String]) -> Result<()> {
-    if warnings.is_empty() {
-        return Ok(());
-    }
-    let json = serde_json::to_string(warnings).map_err(anyhow::Error::from)?;
-    conn.execute_later(
-        "UPDATE traces SET warnings = ?2 WHERE id = ?1",
-        params![trace_id, json],
     )?;
     Ok(())
 }

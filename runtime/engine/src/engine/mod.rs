@@ -31,7 +31,7 @@ use self::provider::{ChatRequest, Message, Provider, ProviderError, Usage};
 use self::settings::{ProviderChoice, ProviderSettings};
 use crate::agents::profiles::{self, Profile};
 use crate::conversations;
-use crate::db::{Conn, Db};
+use crate::db::Db;
 use crate::settings_store::SettingsStore;
 use crate::telemetry::genai;
 use crate::telemetry::metrics::metrics;
@@ -298,49 +298,43 @@ impl Engine {
             model: model.to_owned(),
             prompt: prompt.to_owned(),
         };
-        Ok(self
-            .start_trace(started, move |tx, id| {
-                traces::finish(
-                    tx,
-                    id,
-                    &traces::Outcome {
-                        error: Some(&error),
-                        ..Default::default()
-                    },
-                )
-            })
-            .await?)
+        Ok(self.start_trace(started, Vec::new(), Some(error)).await?)
     }
 
-    /// Writes a run's trace and, in the same transaction, what `then` adds to it.
+    /// Writes a run's trace, with the warnings of its start; a run that failed before it
+    /// began (`failed`) has it finished with that error in the same transaction.
     async fn start_trace(
         &self,
         run: StartTrace,
-        then: impl FnOnce(&Conn, &str) -> crate::error::Result<()> + Send + 'static,
+        warnings: Vec<String>,
+        failed: Option<String>,
     ) -> crate::error::Result<String> {
         let replica = self.replica.clone();
         self.db
             .call(move |conn| {
+                let trace = traces::NewTrace {
+                    id: run.id.as_deref(),
+                    parent_trace_id: run.request.parent.as_ref().map(|p| p.trace_id.as_str()),
+                    agent_profile_name: run.profile.as_deref(),
+                    source: &run.request.source,
+                    started_by: run.request.started_by(),
+                    provider: run.provider,
+                    model: &run.model,
+                    prompt: &run.prompt,
+                    runner: Some(&replica),
+                    warnings: &warnings,
+                };
+                let Some(error) = &failed else {
+                    // One statement: no transaction to begin and commit.
+                    return traces::start(conn, &trace);
+                };
                 conn.transaction(|tx| {
-                    let id = traces::start(
-                        tx,
-                        &traces::NewTrace {
-                            id: run.id.as_deref(),
-                            parent_trace_id: run
-                                .request
-                                .parent
-                                .as_ref()
-                                .map(|p| p.trace_id.as_str()),
-                            agent_profile_name: run.profile.as_deref(),
-                            source: &run.request.source,
-                            started_by: run.request.started_by(),
-                            provider: run.provider,
-                            model: &run.model,
-                            prompt: &run.prompt,
-                            runner: Some(&replica),
-                        },
-                    )?;
-                    then(tx, &id)?;
+                    let id = traces::start(tx, &trace)?;
+                    let outcome = traces::Outcome {
+                        error: Some(error),
+                        ..Default::default()
+                    };
+                    traces::finish(tx, &id, &outcome)?;
                     Ok(id)
                 })
             })
@@ -374,7 +368,7 @@ impl Engine {
                 prompt: prompt.clone(),
             };
             let trace_id = self
-                .start_trace(run, move |tx, id| traces::set_warnings(tx, id, &warnings))
+                .start_trace(run, warnings, None)
                 .await?;
             if let Some(events) = events {
                 let _ = events.send(Event::Started {

@@ -253,32 +253,35 @@ const APPEND: &str = "INSERT INTO conversation_messages \
                       SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 \
                       FROM conversation_messages WHERE conversation_id = ?1";
 
-/// Appends an exchange and moves the conversation to the top of the list, in one transaction.
+/// Appends an exchange (the prompt, and its answer when there is one: both in one statement)
+/// and moves the conversation to the top of the list, in one transaction.
 pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> {
+    let calls = exchange
+        .tool_calls
+        .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
+        .map(Value::to_string);
     conn.transaction(|tx| {
         let now = db::now();
         // With PostgreSQL the transaction is one round trip.
         tx.execute_later(
-            APPEND,
+            "INSERT INTO conversation_messages \
+             (conversation_id, seq, role, text, tool_calls, trace_id, at) \
+             SELECT ?1, m.last + v.n, v.role, v.text, v.calls, ?5, ?6 \
+             FROM (SELECT coalesce(max(seq), 0) AS last FROM conversation_messages \
+                   WHERE conversation_id = ?1) m, \
+                  (SELECT 1 AS n, 'user' AS role, CAST(?2 AS TEXT) AS text, \
+                          CAST(NULL AS TEXT) AS calls \
+                   UNION ALL SELECT 2, 'assistant', CAST(?3 AS TEXT), CAST(?4 AS TEXT)) v \
+             WHERE v.text IS NOT NULL",
             params![
                 id,
-                "user",
                 exchange.prompt,
-                None::<String>,
+                exchange.answer,
+                calls,
                 exchange.trace_id,
                 now
             ],
         )?;
-        if let Some(answer) = exchange.answer {
-            let calls = exchange
-                .tool_calls
-                .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
-                .map(Value::to_string);
-            tx.execute_later(
-                APPEND,
-                params![id, "assistant", answer, calls, exchange.trace_id, now],
-            )?;
-        }
         tx.execute_later(
             "UPDATE conversations SET turns = turns + 1, updated_at = ?2 WHERE id = ?1",
             params![id, now],
