@@ -367,9 +367,7 @@ impl Engine {
                 model: model.clone(),
                 prompt: prompt.clone(),
             };
-            let trace_id = self
-                .start_trace(run, warnings, None)
-                .await?;
+            let trace_id = self.start_trace(run, warnings, None).await?;
             if let Some(events) = events {
                 let _ = events.send(Event::Started {
                     trace_id: trace_id.clone(),
