@@ -190,8 +190,9 @@ impl Worker {
     /// wrapping) that has a job ready, serves, and has an instance free within its background
     /// share (the rest stays free for its requests; taken here, so a job never holds a worker
     /// while it waits for one). Which adapters have jobs ready is read again when none is
-    /// left to try or [`LOOK_AGAIN`] has passed, not before every claim: that read counts
-    /// the whole queue. Each read also brings the backlogs on the registry entries up to date.
+    /// left to try, after a call that took none, or once [`LOOK_AGAIN`] has passed; not
+    /// before every claim, as that read counts the whole queue. Each read also brings the
+    /// backlogs on the registry entries up to date.
     async fn next(&self, turns: &mut Turns) -> Option<Claimed> {
         let now = now_ms();
         if turns.ready.is_empty() || turns.read_at.is_none_or(|at| at.elapsed() >= LOOK_AGAIN) {
@@ -255,6 +256,9 @@ impl Worker {
                 Err(e) => tracing::error!("cannot claim a job: {e}"),
             }
         }
+        // Nothing taken: the next call comes after a wake-up (a job queued, one ended), so it
+        // reads the queue again.
+        turns.ready.clear();
         None
     }
 
