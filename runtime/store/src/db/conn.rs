@@ -4,16 +4,19 @@
 //!
 //! The stores are plain synchronous functions over a `Conn`: they run on the blocking pool
 //! (see [`Db::call`](super::Db::call)), where a SQLite statement runs directly and a
-//! PostgreSQL statement is driven to completion on the runtime. A unit of work always runs
+//! PostgreSQL statement is driven to completion on the same thread (see
+//! [`connections`](super::connections)). A unit of work always runs
 //! to its end, even when whoever asked for it has gone away, so a transaction is never cut
 //! half way by a client that disconnected.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use tokio_postgres::types::ToSql;
 
+use super::connections::Connection;
 use super::postgres::classify;
 use super::value::{FromValue, Param, ToParam, Value, postgres_column};
 use crate::error::{Error, Result};
@@ -42,8 +45,7 @@ pub struct Conn<'c> {
 enum Inner<'c> {
     Sqlite(&'c rusqlite::Connection),
     Postgres {
-        client: &'c deadpool_postgres::ClientWrapper,
-        runtime: &'c tokio::runtime::Handle,
+        connection: RefCell<&'c mut Connection>,
         /// Statements whose answer nothing waits for (`BEGIN`, a lock, an insert), sent in one
         /// pipeline with the next statement that is waited for: a round trip saved each.
         deferred: RefCell<Vec<Deferred>>,
@@ -100,14 +102,10 @@ impl<'c> Conn<'c> {
         }
     }
 
-    pub(super) fn postgres(
-        client: &'c deadpool_postgres::ClientWrapper,
-        runtime: &'c tokio::runtime::Handle,
-    ) -> Self {
+    pub(super) fn postgres(connection: &'c mut Connection) -> Self {
         Self {
             inner: Inner::Postgres {
-                client,
-                runtime,
+                connection: RefCell::new(connection),
                 deferred: RefCell::default(),
             },
             in_transaction: false,
@@ -149,8 +147,7 @@ impl<'c> Conn<'c> {
     /// Sends what was deferred and then `sql`, in one pipeline, and waits for the answers.
     fn round_trip(&self, sql: &str, params: &[&dyn ToParam], ask: Ask) -> Result<Answer> {
         let Inner::Postgres {
-            client,
-            runtime,
+            connection,
             deferred,
         } = &self.inner
         else {
@@ -158,44 +155,41 @@ impl<'c> Conn<'c> {
         };
         let earlier = std::mem::take(&mut *deferred.borrow_mut());
         let bound: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        runtime
-            .block_on(async {
-                // Prepared first (cached after the first use), so the pipeline keeps its order.
-                let mut statements = Vec::with_capacity(earlier.len());
-                for statement in &earlier {
-                    statements.push(client.prepare_cached(&statement.sql).await?);
-                }
-                let sent = futures_util::future::join_all(statements.iter().zip(&earlier).map(
-                    |(statement, deferred)| {
-                        let params = postgres_params(&deferred.params);
-                        async move { client.execute(statement, &params).await }
-                    },
-                ));
-                let main = async {
-                    match ask {
-                        Ask::Batch => client.batch_execute(sql).await.map(|()| Answer::Done),
-                        Ask::Execute => {
-                            let statement = client.prepare_cached(&numbered(sql)).await?;
-                            let params = postgres_params(&bound);
-                            client
-                                .execute(&statement, &params)
-                                .await
-                                .map(Answer::Changed)
-                        }
-                        Ask::Query => {
-                            let statement = client.prepare_cached(&numbered(sql)).await?;
-                            let params = postgres_params(&bound);
-                            client.query(&statement, &params).await.map(Answer::Rows)
-                        }
+        connection.borrow_mut().drive(async |client, prepared| {
+            // Prepared first (once per connection), so the pipeline keeps its order.
+            let mut statements = Vec::with_capacity(earlier.len());
+            for statement in &earlier {
+                statements.push(prepare(client, prepared, &statement.sql).await?);
+            }
+            let main = match ask {
+                Ask::Batch => None,
+                Ask::Execute | Ask::Query => Some(prepare(client, prepared, &numbered(sql)).await?),
+            };
+            let sent = futures_util::future::join_all(statements.iter().zip(&earlier).map(
+                |(statement, deferred)| {
+                    let params = postgres_params(&deferred.params);
+                    async move { client.execute(statement, &params).await }
+                },
+            ));
+            let asked = async {
+                let params = postgres_params(&bound);
+                match (ask, &main) {
+                    (Ask::Execute, Some(statement)) => client
+                        .execute(statement, &params)
+                        .await
+                        .map(Answer::Changed),
+                    (Ask::Query, Some(statement)) => {
+                        client.query(statement, &params).await.map(Answer::Rows)
                     }
-                };
-                let (sent, answer) = tokio::join!(sent, main);
-                for earlier in sent {
-                    earlier?;
+                    _ => client.batch_execute(sql).await.map(|()| Answer::Done),
                 }
-                answer
-            })
-            .map_err(classify)
+            };
+            let (sent, answer) = tokio::join!(sent, asked);
+            for earlier in sent {
+                earlier?;
+            }
+            answer
+        })
     }
 
     /// Every row of a query, each turned into a `T` by `read`.
@@ -396,6 +390,20 @@ impl<'c> Conn<'c> {
 
 fn sqlite_params<'p>(params: &'p [&dyn ToParam]) -> impl Iterator<Item = Param<'p>> {
     params.iter().map(|p| p.to_param())
+}
+
+/// `sql` prepared on this connection, once.
+async fn prepare(
+    client: &tokio_postgres::Client,
+    prepared: &mut HashMap<String, tokio_postgres::Statement>,
+    sql: &str,
+) -> std::result::Result<tokio_postgres::Statement, tokio_postgres::Error> {
+    if let Some(statement) = prepared.get(sql) {
+        return Ok(statement.clone());
+    }
+    let statement = client.prepare(sql).await?;
+    prepared.insert(sql.to_owned(), statement.clone());
+    Ok(statement)
 }
 
 fn postgres_params<'p>(bound: &'p [Param<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {

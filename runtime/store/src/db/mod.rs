@@ -8,6 +8,7 @@
 //! slow disk or network never stalls the executor.
 
 mod conn;
+mod connections;
 pub(crate) mod migrations;
 mod postgres;
 pub mod sqlite;
@@ -139,7 +140,7 @@ impl Db {
             Store::Sqlite { .. } => None,
             Store::Postgres(pg) => {
                 let status = pg.pool.status();
-                Some((status.size, status.available, status.waiting))
+                Some((status.open, status.idle, status.waiting))
             }
         }
     }
@@ -253,12 +254,8 @@ impl Store {
                 with_sqlite(&conn, work)
             }
             Self::Postgres(pg) => {
-                // On the I/O runtime, where a new connection's task then lives.
-                let client = pg
-                    .runtime
-                    .block_on(pg.pool.get())
-                    .map_err(postgres::unavailable)?;
-                let mut conn = Conn::postgres(&client, &pg.runtime);
+                let mut connection = pg.pool.get()?;
+                let mut conn = Conn::postgres(&mut connection);
                 let outcome = work(&mut conn);
                 conn.finish(outcome)
             }

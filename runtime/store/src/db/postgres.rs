@@ -1,32 +1,33 @@
 //! The shared backend: a PostgreSQL server named by `SERVICE_DATABASE_URL`, reached through a
-//! bounded pool of connections per replica (tokio-postgres, deadpool-postgres; TLS by rustls
-//! when the URL's `sslmode` asks for it or the server offers it).
+//! bounded pool of connections per replica (tokio-postgres, [`connections`](super::connections);
+//! TLS by rustls when the URL's `sslmode` asks for it or the server offers it).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::connections::Pool;
 use crate::error::Error;
 
 /// How long a unit of work waits for a pooled connection, and a new connection for the
 /// server, before it is answered "unavailable".
 pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
-/// The pool, and the runtime its connections live on: a thread of their own, so a statement's
-/// answer is read off the socket at once, never after the server's busy workers get to it.
+/// The pool, and the runtime of the connections outside it (listening, advisory locks): a
+/// thread of their own, reading their sockets as messages come.
 pub(super) struct Postgres {
-    pub pool: Pool,
-    /// Where the connections' I/O runs (`io`), to block on from the blocking pool.
-    pub runtime: tokio::runtime::Handle,
+    pub pool: Arc<Pool>,
+    /// Where the connections outside the pool run.
+    runtime: tokio::runtime::Handle,
     _io: IoRuntime,
     /// `host:port/database`, for messages: never the password.
     pub target: String,
-    /// For connections outside the pool (listening for notifications).
+    /// For connections outside the pool.
     config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
 }
@@ -35,50 +36,28 @@ pub(super) struct Postgres {
 /// a wrong password or an unreachable server is a start-up error naming the problem.
 pub(super) async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> {
     let config = parse(url)?;
-    let io = IoRuntime(Some(
+    let io = IoRuntime::new(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("db-io")
             .enable_all()
             .build()
             .context("cannot start the database's I/O thread")?,
-    ));
-    let handle = io.0.as_ref().expect("just built").handle().clone();
+    );
+    let handle = io.get().handle().clone();
     let target = describe(&config);
     let tls = MakeRustlsConnect::new(
         crate::net::rustls_config().context("cannot set up TLS for the database")?,
     );
-    let manager = Manager::from_config(
-        config.clone(),
-        tls.clone(),
-        ManagerConfig {
-            // A broken connection shows as closed after its failed statement; checking each
-            // one with a round trip before use would cost every unit of work.
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(size)
-        .wait_timeout(Some(WAIT))
-        .create_timeout(Some(WAIT))
-        .recycle_timeout(Some(WAIT))
-        .runtime(Runtime::Tokio1)
-        .build()
-        .context("cannot set up the database pool")?;
-    // Connections are made (and their tasks spawned) on the I/O runtime.
-    let first = handle.spawn({
-        let pool = pool.clone();
-        async move { pool.get().await.map(drop) }
+    let pool = Arc::new(Pool::new(config.clone(), tls.clone(), size));
+    let first = tokio::task::spawn_blocking({
+        let pool = Arc::clone(&pool);
+        move || pool.get().map(drop)
     });
     first
         .await
-        .context("the database's I/O thread stopped")?
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot connect to the database at {target}: {}",
-                unavailable(e)
-            )
-        })?;
+        .context("the first connection's thread stopped")?
+        .map_err(|e| anyhow::anyhow!("cannot connect to the database at {target}: {e}"))?;
     Ok(Postgres {
         pool,
         runtime: handle,
@@ -89,9 +68,19 @@ pub(super) async fn connect(url: &str, size: usize) -> anyhow::Result<Postgres> 
     })
 }
 
-/// The connections' runtime, which ends without waiting wherever it is dropped (a runtime
-/// dropped the usual way would block, which an async caller must not).
-struct IoRuntime(Option<tokio::runtime::Runtime>);
+/// A runtime that ends without waiting wherever it is dropped (a runtime dropped the usual
+/// way would block, which an async caller must not).
+pub(super) struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl IoRuntime {
+    pub(super) fn new(runtime: tokio::runtime::Runtime) -> Self {
+        Self(Some(runtime))
+    }
+
+    pub(super) fn get(&self) -> &tokio::runtime::Runtime {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
 
 impl Drop for IoRuntime {
     fn drop(&mut self) {
@@ -248,18 +237,6 @@ pub(super) fn classify(e: tokio_postgres::Error) -> Error {
         Error::Unavailable(format!("the database is unreachable: {e}"))
     } else {
         Error::Internal(e.into())
-    }
-}
-
-/// What a failure to get a pooled connection means to a caller.
-pub(super) fn unavailable(e: PoolError) -> Error {
-    match e {
-        PoolError::Backend(e) => classify(e),
-        PoolError::Timeout(_) => Error::Unavailable(format!(
-            "the database did not answer within {} s",
-            WAIT.as_secs()
-        )),
-        other => Error::Unavailable(format!("the database is unreachable: {other}")),
     }
 }
 
