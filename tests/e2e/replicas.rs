@@ -166,18 +166,23 @@ async fn replicas_show_what_any_of_them_wrote() {
     assert_eq!((status, &trace["status"]), (StatusCode::OK, &json!("ok")));
 
     // An operator's choice made on one replica is followed by the other at once.
-    let disabled = a.post("/api/adapters/email/disable", json!({})).await;
-    assert!(disabled.0.is_success(), "{disabled:?}");
-    eventually(5, async || {
-        let entry = b.adapter("email").await?;
-        (entry["note"] == "disabled from the dashboard").then_some(())
-    })
-    .await;
+    disable_email_on(a, b, 5).await;
     let enabled = b.post("/api/adapters/email/enable", json!({})).await;
     assert!(enabled.0.is_success(), "{enabled:?}");
     eventually(5, async || {
         let entry = a.adapter("email").await?;
         (entry["note"] != "disabled from the dashboard").then_some(())
+    })
+    .await;
+}
+
+/// Disables the email adapter on `one`; `other` follows within `seconds`.
+async fn disable_email_on(one: &Server, other: &Server, seconds: u64) {
+    let disabled = one.post("/api/adapters/email/disable", json!({})).await;
+    assert!(disabled.0.is_success(), "{disabled:?}");
+    eventually(seconds, async || {
+        let entry = other.adapter("email").await?;
+        (entry["note"] == "disabled from the dashboard").then_some(())
     })
     .await;
 }
@@ -579,14 +584,7 @@ async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_i
     );
     // The replicas hear each other again: the connection that listens was lost with the
     // database, and is taken again (it once stayed deaf, its loss unnoticed).
-    let other = cluster.at(1);
-    let disabled = server.post("/api/adapters/email/disable", json!({})).await;
-    assert!(disabled.0.is_success(), "{disabled:?}");
-    eventually(15, async || {
-        let entry = other.adapter("email").await?;
-        (entry["note"] == "disabled from the dashboard").then_some(())
-    })
-    .await;
+    disable_email_on(server, cluster.at(1), 15).await;
     drop(cluster);
 }
 

@@ -650,11 +650,31 @@ mod tests {
             let taken = claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
             assert_eq!((taken.task_id.as_str(), taken.attempt), (job.as_str(), 2));
             assert_eq!(renew(conn, HERE, &held).unwrap(), 1);
-            assert_eq!(renew(conn, HERE, &[]).unwrap(), 0, "only the jobs it holds");
             // The first replica comes back and finishes late: its outcome is not recorded.
             assert!(!finish(conn, &job, dying.holder, Outcome::Completed).unwrap());
             assert_eq!(status(conn, &job), TaskStatus::Running);
             assert!(finish(conn, &job, HERE.holder, Outcome::Completed).unwrap());
+        });
+    }
+
+    #[test]
+    fn a_job_leased_here_but_no_longer_held_is_not_renewed_and_runs_again() {
+        each_conn(Backends::Both, |conn| {
+            let short = Lease {
+                holder: HERE.holder,
+                ms: -1,
+            };
+            let held = enqueue(conn, "a", b"x", None, 10).unwrap();
+            let lost = enqueue(conn, "a", b"y", None, 10).unwrap();
+            claim_next(conn, "a", now_ms(), short).unwrap().unwrap();
+            claim_next(conn, "a", now_ms(), short).unwrap().unwrap();
+            // Both leases ran out; the worker renews the one job it still runs.
+            assert_eq!(renew(conn, HERE, std::slice::from_ref(&held)).unwrap(), 1);
+            assert_eq!(reclaim(conn, 3, None).unwrap(), (1, 0));
+            assert_eq!(status(conn, &held), TaskStatus::Running);
+            assert_eq!(status(conn, &lost), TaskStatus::Pending);
+            let again = claim_next(conn, "a", now_ms(), HERE).unwrap().unwrap();
+            assert_eq!((again.task_id.as_str(), again.attempt), (lost.as_str(), 2));
         });
     }
 

@@ -45,12 +45,7 @@ impl Connection {
         let (client, connection) = runtime.block_on(async {
             tokio::time::timeout(WAIT, config.connect(tls.clone()))
                 .await
-                .map_err(|_| {
-                    Error::Unavailable(format!(
-                        "the database did not answer within {} s",
-                        WAIT.as_secs()
-                    ))
-                })?
+                .map_err(|_| timed_out())?
                 .map_err(classify)
         })?;
         Ok(Self {
@@ -106,6 +101,13 @@ impl Connection {
         });
         self.ended
     }
+}
+
+fn timed_out() -> Error {
+    Error::Unavailable(format!(
+        "the database did not answer within {} s",
+        WAIT.as_secs()
+    ))
 }
 
 fn lost() -> Error {
@@ -173,10 +175,7 @@ impl Pool {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left == Duration::ZERO {
-                return Err(Error::Unavailable(format!(
-                    "the database did not answer within {} s",
-                    WAIT.as_secs()
-                )));
+                return Err(timed_out());
             }
             state.waiting += 1;
             state = self
