@@ -312,9 +312,14 @@ async fn a_hostile_guests_recordings_are_bounded_and_hold_no_secret() {
 
     // A call that did not finish is recorded as such.
     assert!(get("/panic").await.0.is_server_error());
-    let (_, errors) = server
-        .get("/api/adapters/hostile/recordings?outcome=error")
-        .await;
+    // Kept after the answer, by the recordings' writer.
+    let errors = eventually(10, async || {
+        let (_, errors) = server
+            .get("/api/adapters/hostile/recordings?outcome=error")
+            .await;
+        (!errors["recordings"][0].is_null()).then_some(errors)
+    })
+    .await;
     let panicked = &errors["recordings"][0];
     assert_eq!(panicked["error_kind"], "Panic", "{errors}");
 
