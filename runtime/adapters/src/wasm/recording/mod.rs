@@ -65,8 +65,8 @@ struct Reel {
     /// Off between calls: a clock read while the host prepares an instance is no call's.
     rolling: bool,
     secrets: Secrets,
-    /// Each import noted, as JSON text.
-    imports: Vec<String>,
+    /// Each import noted, in order.
+    imports: Vec<Entry>,
     bytes: usize,
     most: usize,
     /// Imports not kept past `most`.
@@ -129,6 +129,24 @@ impl Tape {
         reel.keep(text);
     }
 
+    /// Notes a clock's reading: kept as the number until the recording is written (an
+    /// interpreter reads clocks often, and most tapes are never written).
+    pub(super) fn note_clock(&self, import: &'static str, reading: u64) {
+        let mut reel = self.reel();
+        if !reel.rolling || reel.script.is_some() {
+            return;
+        }
+        // At most what it writes: `{"import":"..","args":null,"result":N}`, N of 20 digits.
+        let size = import.len() + 55;
+        if reel.cut > 0 || reel.bytes + size > reel.most {
+            reel.cut += 1;
+            return;
+        }
+        reel.flush_drawn();
+        reel.bytes += size;
+        reel.imports.push(Entry::Clock(import, reading));
+    }
+
     /// Random bytes into `dst`: the replayed recording's, else `fill`'s, noted. A run of draws
     /// (a guest's allocator or interpreter draws a word at a time) is one import, kept as
     /// bytes until another import comes. One lock a draw: interpreters draw thousands.
@@ -184,25 +202,73 @@ impl Reel {
     /// Counted already: the bytes of random runs are counted as they are drawn.
     fn flush_drawn(&mut self) {
         if let Some((import, drawn)) = self.drawn.take() {
-            let text = format!(
-                "{{\"import\":\"{import}\",\"bytes\":\"{}\"}}",
-                hex::encode(drawn)
-            );
-            self.imports.push(text);
+            self.imports.push(Entry::Drawn(import, drawn));
         }
     }
 
     fn keep(&mut self, text: String) {
         self.bytes += text.len();
-        self.imports.push(text);
+        self.imports.push(Entry::Noted(text));
     }
+}
+
+/// One import on a tape. Clock readings and random bytes stay as they came until the
+/// recording is written or replayed: most tapes (`record = "errors"`, a call that went well)
+/// are dropped unread.
+#[derive(Clone)]
+enum Entry {
+    /// `{import, args, result}` as JSON text, secrets hidden.
+    Noted(String),
+    /// A clock's reading: `{import, args: null, result}`.
+    Clock(&'static str, u64),
+    /// A run of random bytes: `{import, bytes}`, the bytes in hex.
+    Drawn(&'static str, Vec<u8>),
+}
+
+impl Entry {
+    fn write(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        match self {
+            Self::Noted(text) => out.push_str(text),
+            Self::Clock(import, reading) => {
+                let _ = write!(
+                    out,
+                    "{{\"import\":\"{import}\",\"args\":null,\"result\":{reading}}}"
+                );
+            }
+            Self::Drawn(import, bytes) => {
+                let _ = write!(
+                    out,
+                    "{{\"import\":\"{import}\",\"bytes\":\"{}\"}}",
+                    hex(bytes)
+                );
+            }
+        }
+    }
+
+    fn value(&self) -> Option<Value> {
+        match self {
+            Self::Noted(text) => serde_json::from_str(text).ok(),
+            Self::Clock(import, reading) => {
+                Some(json!({"import": import, "args": null, "result": reading}))
+            }
+            Self::Drawn(import, bytes) => Some(json!({"import": import, "bytes": hex(bytes)})),
+        }
+    }
+}
+
+/// Bytes in hex, through a table (`hex::encode` goes a char at a time).
+fn hex(bytes: &[u8]) -> String {
+    let mut text = vec![0; bytes.len() * 2];
+    hex::encode_to_slice(bytes, &mut text).expect("twice as long as the bytes");
+    String::from_utf8(text).expect("hex is ASCII")
 }
 
 /// What a call's tape holds once it stopped.
 #[derive(Clone)]
 struct Noted {
     secrets: Secrets,
-    imports: Vec<String>,
+    imports: Vec<Entry>,
     bytes: usize,
     cut: usize,
     most: usize,
@@ -235,11 +301,7 @@ impl Noted {
             export: export.to_owned(),
             outcome: outcome.as_str().to_owned(),
             input: self.secrets.hidden(input),
-            imports: self
-                .imports
-                .iter()
-                .filter_map(|text| serde_json::from_str(text).ok())
-                .collect(),
+            imports: self.imports.iter().filter_map(Entry::value).collect(),
             output: self.secrets.hidden(output),
         }
     }
@@ -268,10 +330,19 @@ impl Noted {
             }
         };
         let (input, output) = (kept(input), kept(output));
-        let body = format!(
-            "{{\"input\":{input},\"imports\":[{}],\"output\":{output}}}",
-            self.imports.join(",")
-        );
+        let mut body = String::with_capacity(self.bytes + input.len() + output.len() + 64);
+        body.push_str("{\"input\":");
+        body.push_str(&input);
+        body.push_str(",\"imports\":[");
+        for (i, entry) in self.imports.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            entry.write(&mut body);
+        }
+        body.push_str("],\"output\":");
+        body.push_str(&output);
+        body.push('}');
         Finished {
             export,
             outcome,

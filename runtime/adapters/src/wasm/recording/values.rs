@@ -47,28 +47,36 @@ impl Secrets {
     }
 
     /// `value` as a recording keeps it: byte lists written as text, secrets hidden.
-    pub(crate) fn hidden(&self, value: Value) -> Value {
+    pub(crate) fn hidden(&self, mut value: Value) -> Value {
+        self.hide(&mut value);
+        value
+    }
+
+    /// In place: most of a value stays as it is, and maps are not rebuilt.
+    fn hide(&self, value: &mut Value) {
         match value {
-            Value::String(text) => Value::String(self.hide_text(&text)),
-            Value::Array(items) => match as_bytes(&items) {
-                Some(bytes) => written_bytes(&self.hide_bytes(bytes)),
-                None => Value::Array(items.into_iter().map(|v| self.hidden(v)).collect()),
+            Value::String(text) => {
+                if self
+                    .0
+                    .iter()
+                    .any(|(secret, _)| text.contains(secret.as_str()))
+                {
+                    *text = self.hide_text(text);
+                }
+            }
+            Value::Array(items) => match as_bytes(items) {
+                Some(bytes) => *value = written_bytes(&self.hide_bytes(bytes)),
+                None => items.iter_mut().for_each(|item| self.hide(item)),
             },
             // Bytes written already (an export's input and output): text is hidden as text
             // is, base64 once decoded.
             Value::Object(fields) if fields.len() == 1 && fields.contains_key("base64") => {
-                match fields["base64"].as_str().map(|b| STANDARD.decode(b)) {
-                    Some(Ok(bytes)) => written_bytes(&self.hide_bytes(bytes)),
-                    _ => Value::Object(fields),
+                if let Some(Ok(bytes)) = fields["base64"].as_str().map(|b| STANDARD.decode(b)) {
+                    *value = written_bytes(&self.hide_bytes(bytes));
                 }
             }
-            Value::Object(fields) => Value::Object(
-                fields
-                    .into_iter()
-                    .map(|(k, v)| (k, self.hidden(v)))
-                    .collect(),
-            ),
-            other => other,
+            Value::Object(fields) => fields.values_mut().for_each(|field| self.hide(field)),
+            _ => {}
         }
     }
 }

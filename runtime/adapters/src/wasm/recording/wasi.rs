@@ -45,8 +45,8 @@ impl HostWallClock for RecordedClocks<WallClock> {
             return Duration::from_nanos(answer.as_u64().unwrap_or_default());
         }
         let now = self.clock.now();
-        self.tape
-            .note("wall-clock.now", || Value::Null, &now.as_nanos());
+        let nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        self.tape.note_clock("wall-clock.now", nanos);
         now
     }
 }
@@ -63,7 +63,7 @@ impl HostMonotonicClock for RecordedClocks<MonotonicClock> {
             return answer.as_u64().unwrap_or_default();
         }
         let now = self.clock.now();
-        self.tape.note("monotonic-clock.now", || Value::Null, &now);
+        self.tape.note_clock("monotonic-clock.now", now);
         now
     }
 }
