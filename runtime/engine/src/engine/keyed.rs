@@ -54,29 +54,31 @@ impl Engine {
             Ok(prepared) => self.execute(prepared, None, cancel).await,
             Err(e) => Err(e),
         };
-        keep_exchange(&self.db, &conversation.id, &prompt, &result).await;
         // Recorded first, so the next turn in line sees this exchange; held on while the
         // caller still works with the answer.
         if held {
+            keep_exchange(&self.db, &conversation.id, &prompt, &result, None).await;
             let cancel = cancel.clone();
             tokio::spawn(async move {
                 cancel.cancelled().await;
                 drop(place);
             });
         } else {
-            drop(place);
+            keep_exchange(&self.db, &conversation.id, &prompt, &result, Some(place)).await;
         }
         result
     }
 }
 
 /// Keeps a turn's exchange in its conversation: the prompt always, the answer (with its tool
-/// calls) when the run gave one. A failure to record is logged; the run's outcome stands.
+/// calls) when the run gave one; and leaves the line with it when the turn's `place` is given
+/// (one round trip for both). A failure to record is logged; the run's outcome stands.
 pub fn keep_exchange<'a>(
     db: &'a Db,
     conversation: &'a str,
     prompt: &'a str,
     result: &'a Result<RunOutput, RunError>,
+    place: Option<Place>,
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
         let (answer, calls, trace_id) = match result {
@@ -88,6 +90,7 @@ pub fn keep_exchange<'a>(
             Err(e) => (None, None, e.trace_id().map(str::to_owned)),
         };
         let (conversation, prompt) = (conversation.to_owned(), prompt.to_owned());
+        let leaving = place.as_ref().map(Place::ticket);
         let recorded = db
             .call(move |conn| {
                 conversations::record(
@@ -98,12 +101,16 @@ pub fn keep_exchange<'a>(
                         answer: answer.as_deref(),
                         tool_calls: calls.as_ref(),
                         trace_id: trace_id.as_deref(),
+                        leaving,
                     },
                 )
             })
             .await;
-        if let Err(e) = recorded {
-            tracing::warn!("cannot record an exchange in its conversation: {e}");
+        match (recorded, place) {
+            (Ok(()), Some(place)) => place.left(),
+            // Dropped, the place leaves the line on its own.
+            (Ok(()), None) => {}
+            (Err(e), _) => tracing::warn!("cannot record an exchange in its conversation: {e}"),
         }
     })
 }

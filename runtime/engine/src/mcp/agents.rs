@@ -331,6 +331,7 @@ impl Agents {
                         answer: answer.as_deref(),
                         tool_calls: None,
                         trace_id: trace_id.as_deref(),
+                        leaving: None,
                     },
                 )
             })

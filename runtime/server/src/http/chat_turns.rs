@@ -158,9 +158,8 @@ impl Begun {
             app.engine.execute(prepared, events, &cancel).await
         })
         .await;
-        keep_exchange(&app.db, &conversation_id, &prompt, &result).await;
-        // Recorded first, so the next turn in line sees this exchange.
-        drop(place);
+        // Recorded as the turn leaves the line, so the next turn in line sees this exchange.
+        keep_exchange(&app.db, &conversation_id, &prompt, &result, Some(place)).await;
         result
     }
 }

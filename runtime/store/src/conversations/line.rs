@@ -21,6 +21,8 @@ pub struct Place {
     ticket: i64,
     /// Turns ahead when the ticket was taken: none, and it is this one's turn already.
     first_ahead: i64,
+    /// Left already, with what the turn recorded.
+    left: bool,
     _renewing: AbortOnDropHandle<()>,
 }
 
@@ -59,6 +61,7 @@ impl Place {
             conversation: conversation.to_owned(),
             ticket,
             first_ahead: ahead,
+            left: false,
             _renewing: AbortOnDropHandle::new(renewing),
         }))
     }
@@ -82,8 +85,24 @@ impl Place {
     }
 }
 
+impl Place {
+    /// Its ticket in the line.
+    pub fn ticket(&self) -> i64 {
+        self.ticket
+    }
+
+    /// Its turn left the line in the transaction that recorded its exchange
+    /// (`Exchange::leaving`): nothing more to write.
+    pub fn left(mut self) {
+        self.left = true;
+    }
+}
+
 impl Drop for Place {
     fn drop(&mut self) {
+        if self.left {
+            return;
+        }
         let (db, id, ticket) = (self.db.clone(), self.conversation.clone(), self.ticket);
         tokio::spawn(async move {
             if let Err(e) = db.call(move |conn| super::leave(conn, &id, ticket)).await {

@@ -132,17 +132,32 @@ pub fn keyed(
             from_row,
         )
     };
-    if let Some(conversation) = found()? {
+    let backend = conn.backend();
+    // SQLite answers in process: found first, started when it is not.
+    if backend == Backend::Sqlite
+        && let Some(conversation) = found()?
+    {
         return Ok(conversation);
     }
     let title: String = prompt.trim().chars().take(TITLE_CHARS).collect();
     let now = db::now();
-    // No row back when another replica started it at the same time: then it is found.
-    let started = conn.query_opt(
-        &format!(
-            "INSERT INTO conversations (id, agent, title, source, key, turns, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+    let start = format!(
+        "INSERT INTO conversations (id, agent, title, source, key, turns, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+    );
+    // PostgreSQL: one round trip, which finds the conversation when it was there already.
+    let start_or_find = match backend {
+        Backend::Sqlite => start,
+        Backend::Postgres => format!(
+            "WITH started AS ({start}) SELECT {COLUMNS} FROM started UNION ALL \
+             SELECT {COLUMNS} FROM conversations WHERE source = ?4 AND key = ?5 \
+             AND NOT EXISTS (SELECT 1 FROM started)"
         ),
+    };
+    // No row back when another replica started it at the same time (after this statement
+    // began): then it is found.
+    let started = conn.query_opt(
+        &start_or_find,
         params![
             uuid::Uuid::new_v4().to_string(),
             agent,
@@ -244,6 +259,8 @@ pub struct Exchange<'a> {
     /// The answer's tool calls, kept for people to read.
     pub tool_calls: Option<&'a Value>,
     pub trace_id: Option<&'a str>,
+    /// The turn's ticket, when it leaves the line with this exchange recorded.
+    pub leaving: Option<i64>,
 }
 
 /// Appends a message (conversation, role, text, tool calls, trace, time), numbered after the
@@ -253,8 +270,9 @@ const APPEND: &str = "INSERT INTO conversation_messages \
                       SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 \
                       FROM conversation_messages WHERE conversation_id = ?1";
 
-/// Appends an exchange (the prompt, and its answer when there is one: both in one statement)
-/// and moves the conversation to the top of the list, in one transaction.
+/// Appends an exchange (the prompt, and its answer when there is one: both in one statement),
+/// moves the conversation to the top of the list and, when its turn is `leaving`, leaves the
+/// line, in one transaction.
 pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> {
     let calls = exchange
         .tool_calls
@@ -286,6 +304,9 @@ pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> 
             "UPDATE conversations SET turns = turns + 1, updated_at = ?2 WHERE id = ?1",
             params![id, now],
         )?;
+        if let Some(ticket) = exchange.leaving {
+            tx.execute_later(LEAVE, params![id, ticket])?;
+        }
         Ok(())
     })
 }
@@ -402,12 +423,11 @@ pub(crate) fn renew(conn: &Conn, id: &str, ticket: i64, lease_ms: i64) -> Result
     Ok(())
 }
 
+const LEAVE: &str = "DELETE FROM conversation_turns WHERE conversation_id = ?1 AND ticket = ?2";
+
 /// Leaves the line.
 pub(crate) fn leave(conn: &Conn, id: &str, ticket: i64) -> Result<()> {
-    conn.execute(
-        "DELETE FROM conversation_turns WHERE conversation_id = ?1 AND ticket = ?2",
-        params![id, ticket],
-    )?;
+    conn.execute(LEAVE, params![id, ticket])?;
     Ok(())
 }
 
@@ -470,6 +490,7 @@ mod tests {
                 answer: Some("the answer"),
                 tool_calls: None,
                 trace_id: Some(&asked),
+                leaving: None,
             };
             record(conn, &chat.id, &exchange).unwrap();
 
@@ -509,6 +530,7 @@ mod tests {
                         answer: Some(&format!("answer {n}")),
                         tool_calls: Some(&calls),
                         trace_id: Some("t1"),
+                        leaving: None,
                     },
                 )
                 .unwrap();
@@ -521,6 +543,7 @@ mod tests {
                     answer: None,
                     tool_calls: None,
                     trace_id: None,
+                    leaving: None,
                 },
             )
             .unwrap();
@@ -578,7 +601,15 @@ mod tests {
                 (0, 1)
             );
             assert_eq!(queue(conn, &chat.id, "r3", 60_000, true).unwrap(), None);
-            leave(conn, &chat.id, first).unwrap();
+            // A turn leaves the line as its exchange is recorded.
+            let exchange = Exchange {
+                prompt: "first in line",
+                answer: Some("answered"),
+                tool_calls: None,
+                trace_id: None,
+                leaving: Some(first),
+            };
+            record(conn, &chat.id, &exchange).unwrap();
             assert_eq!(ahead(conn, &chat.id, second).unwrap(), 0);
             // A ticket no one renews expires.
             renew(conn, &chat.id, second, -1).unwrap();
