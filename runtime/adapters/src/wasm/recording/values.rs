@@ -55,14 +55,13 @@ impl Secrets {
     /// In place: most of a value stays as it is, and maps are not rebuilt.
     fn hide(&self, value: &mut Value) {
         match value {
-            Value::String(text) => {
+            Value::String(text)
                 if self
                     .0
                     .iter()
-                    .any(|(secret, _)| text.contains(secret.as_str()))
-                {
-                    *text = self.hide_text(text);
-                }
+                    .any(|(secret, _)| text.contains(secret.as_str())) =>
+            {
+                *text = self.hide_text(text);
             }
             Value::Array(items) => match as_bytes(items) {
                 Some(bytes) => *value = written_bytes(&self.hide_bytes(bytes)),
