@@ -35,7 +35,11 @@ impl Engine {
                 ))
             })?;
         place.ready().await?;
-        if request.history.is_empty() {
+        // A conversation with no exchange when it was found, whose line gave out its first
+        // ticket to this turn, has none now: every turn of the line records in its turn (an
+        // MCP client's exchange, which takes no place, is unordered against the line's).
+        let first = conversation.turns == 0 && place.ticket() == 1;
+        if request.history.is_empty() && !first {
             let (id, budget) = (conversation.id.clone(), self.conversation_budget);
             request.history = self
                 .db
