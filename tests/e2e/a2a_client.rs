@@ -225,7 +225,8 @@ async fn agents_call_skills_of_an_sdk_agent_streamed_or_not_with_its_secret_and_
         "{:?}",
         plain.said()
     );
-    // The timed-out task was cancelled there.
+    // The timed-out task was cancelled there (its id came after the call's 1 s: the call read
+    // on for it).
     let canceled = |count: usize| {
         let said = streaming.said();
         async move {
@@ -239,7 +240,8 @@ async fn agents_call_skills_of_an_sdk_agent_streamed_or_not_with_its_secret_and_
     };
     eventually(10, async || canceled(1).await).await;
 
-    // A run cancelled while it waits on a remote agent cancels the remote task.
+    // A run cancelled while it waits on a remote agent cancels the remote task, though it was
+    // cancelled before the agent told the task (1.5 s after the message).
     let (status, run) = server
         .post(
             "/api/runs",

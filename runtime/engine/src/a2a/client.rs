@@ -2,6 +2,7 @@
 //! it streams), followed until its task settles, read into what the model gets back. All that
 //! is read is bounded, and a task left behind (timed out, cancelled, cut) is cancelled there.
 
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use service_contract::tools::MAX_RESULT_BYTES;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::telemetry::propagation;
 
@@ -22,6 +24,9 @@ pub(crate) const MAX_STREAM_BYTES: usize = 8 << 20;
 const KEPT_BYTES: usize = MAX_RESULT_BYTES - 256;
 /// How long cancelling a task left behind may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a call abandoned before its task's id came reads on for the id, to cancel the
+/// task there.
+const ID_WAIT: Duration = Duration::from_secs(10);
 /// How soon a task that has not settled when its answer or stream ended is read again; each
 /// wait doubles up to the last.
 const FIRST_POLL: Duration = Duration::from_millis(250);
@@ -48,7 +53,8 @@ pub(crate) struct Agent {
 
 impl Agent {
     /// Sends the message and follows its task until it settles, within `timeout`, abandoned
-    /// (and its task cancelled there) when the run is cancelled. The answer, or why not.
+    /// (and its task cancelled there) when the run is cancelled or the call dropped. The
+    /// answer, or why not.
     pub(crate) async fn ask(
         self: &Arc<Self>,
         ask: &Ask<'_>,
@@ -56,38 +62,74 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<String, String> {
         let params = json!({"message": message(ask)});
-        let mut followed = Followed {
-            agent: Arc::clone(self),
-            progress: Progress::default(),
-            over: false,
-        };
-        let progress = &mut followed.progress;
-        let exchange = async {
-            if self.streaming {
-                self.stream(&params, progress).await?;
-            } else {
-                progress.take(&self.call("SendMessage", &params).await?)?;
-            }
-            self.settle(progress).await
-        };
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(timeout, exchange) => outcome.unwrap_or_else(|_| Err(format!(
-                "the agent {:?} did not finish within {} s", self.name, timeout.as_secs()
-            ))),
+        // The call goes on in a task of its own, so one abandoned before its task's id came
+        // still learns it, and cancels the task there.
+        let abandoned = CancellationToken::new();
+        let _abandon_when_dropped = abandoned.clone().drop_guard();
+        let follow = Arc::clone(self).follow(params, timeout, abandoned);
+        // In the caller's span: its trace goes on to the agent.
+        let call = tokio::spawn(follow.instrument(tracing::Span::current()));
+        tokio::select! {
+            joined = call => joined.unwrap_or_else(|e| {
+                Err(format!("the call to the agent {:?} failed: {e}", self.name))
+            }),
             () = cancel.cancelled() => Err("the run was cancelled".to_owned()),
+        }
+    }
+
+    /// [`Agent::ask`]'s call: the exchange, and the task cancelled there when the call leaves
+    /// it running (timed out, cut, abandoned).
+    async fn follow(
+        self: Arc<Self>,
+        params: Value,
+        timeout: Duration,
+        abandoned: CancellationToken,
+    ) -> Result<String, String> {
+        let mut progress = Progress::default();
+        let stopping = CancellationToken::new();
+        let outcome = {
+            let exchange = async {
+                if self.streaming {
+                    self.stream(&params, &mut progress, &stopping).await?;
+                } else {
+                    progress.take(&self.call("SendMessage", &params).await?)?;
+                }
+                self.settle(&mut progress, &stopping).await
+            };
+            let mut exchange = pin!(exchange);
+            let stopped = tokio::select! {
+                outcome = &mut exchange => Ok(outcome),
+                () = tokio::time::sleep(timeout) => Err(format!(
+                    "the agent {:?} did not finish within {} s", self.name, timeout.as_secs()
+                )),
+                () = abandoned.cancelled() => Err("the call was abandoned".to_owned()),
+            };
+            match stopped {
+                Ok(outcome) => outcome,
+                Err(why) => {
+                    // Stopped before its task's id came, the exchange reads on until it does
+                    // (a while at most), so the task is cancelled there; knowing it, it
+                    // stops at once.
+                    stopping.cancel();
+                    let _ = tokio::time::timeout(ID_WAIT, &mut exchange).await;
+                    Err(why)
+                }
+            }
         };
-        // A cancelled run does not wait for the task there to be cancelled: the guard sends it.
-        let cancelled = cancel.is_cancelled();
-        if followed.progress.left_behind(&outcome) && !cancelled {
-            self.cancel_task(followed.progress.task_id.as_deref().unwrap_or_default())
+        if progress.left_behind(&outcome) {
+            self.cancel_task(progress.task_id.as_deref().unwrap_or_default())
                 .await;
         }
-        followed.over = !cancelled;
-        outcome.and_then(|()| std::mem::take(&mut followed.progress).answer(&self.name))
+        outcome.and_then(|()| progress.answer(&self.name))
     }
 
     /// `SendStreamingMessage`, its events taken until the task settles or the stream ends.
-    async fn stream(&self, params: &Value, progress: &mut Progress) -> Result<(), String> {
+    async fn stream(
+        &self,
+        params: &Value,
+        progress: &mut Progress,
+        stopping: &CancellationToken,
+    ) -> Result<(), String> {
         let response = self
             .post("SendStreamingMessage", params, "text/event-stream")
             .await?;
@@ -110,7 +152,14 @@ impl Agent {
             Ok(chunk)
         });
         let mut events = bytes.eventsource();
-        while let Some(event) = events.next().await {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                () = stopping.cancelled(), if progress.task_id.is_some() => return Err(STOPPED.to_owned()),
+            };
+            let Some(event) = event else {
+                break;
+            };
             let event = event.map_err(|e| format!("the agent {:?}: {e}", self.name))?;
             if event.data.len() > MAX_RESPONSE_BYTES {
                 return Err(format!(
@@ -128,13 +177,20 @@ impl Agent {
             if progress.settled() {
                 break;
             }
+            if stopping.is_cancelled() && progress.task_id.is_some() {
+                return Err(STOPPED.to_owned());
+            }
         }
         Ok(())
     }
 
     /// Reads the task with `GetTask` until it settles: after an answer that came back at once,
     /// or a stream that ended early.
-    async fn settle(&self, progress: &mut Progress) -> Result<(), String> {
+    async fn settle(
+        &self,
+        progress: &mut Progress,
+        stopping: &CancellationToken,
+    ) -> Result<(), String> {
         let mut wait = FIRST_POLL;
         while !progress.settled() {
             let id = progress.task_id.clone().ok_or_else(|| {
@@ -143,7 +199,10 @@ impl Agent {
                     self.name
                 )
             })?;
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = stopping.cancelled() => return Err(STOPPED.to_owned()),
+            }
             wait = (wait * 2).min(LAST_POLL);
             let task = self.call("GetTask", &json!({"id": id})).await?;
             progress.take(&json!({"task": task}))?;
@@ -256,28 +315,8 @@ pub(crate) async fn bounded(response: reqwest::Response, max: usize) -> Result<V
     Ok(body)
 }
 
-/// The task a call follows. A call dropped before it is over (its run was cancelled and the
-/// run's future went) cancels the task there from its own task, as nobody awaits it.
-struct Followed {
-    agent: Arc<Agent>,
-    progress: Progress,
-    over: bool,
-}
-
-impl Drop for Followed {
-    fn drop(&mut self) {
-        let Some(id) = self.progress.task_id.clone() else {
-            return;
-        };
-        if self.over || !self.progress.unfinished() {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let agent = Arc::clone(&self.agent);
-            runtime.spawn(async move { agent.cancel_task(&id).await });
-        }
-    }
-}
+/// What an exchange told to stop ends with (whoever told it says why).
+const STOPPED: &str = "stopped";
 
 /// The message of a call.
 fn message(ask: &Ask<'_>) -> Value {

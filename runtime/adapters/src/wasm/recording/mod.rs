@@ -451,3 +451,28 @@ fn secrets_of(caller: &Caller) -> Secrets {
             .filter_map(|name| Some((name.clone(), caller.services.env.get(name)?))),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_written_as_a_replay_reads_it_and_a_reading_within_its_count() {
+        let noted = r#"{"import":"kv.get","args":{"key":"k"},"result":null}"#;
+        for entry in [
+            Entry::Noted(noted.to_owned()),
+            Entry::Clock("monotonic-clock.now", u64::MAX),
+            Entry::Drawn("random", vec![0x00, 0xab, 0xff]),
+        ] {
+            let mut written = String::new();
+            entry.write(&mut written);
+            let read: Value = serde_json::from_str(&written).unwrap();
+            assert_eq!(Some(read), entry.value(), "{written}");
+            if let Entry::Clock(import, _) = entry {
+                // What `note_clock` counts against the bound, at the largest reading.
+                assert_eq!(written.len(), import.len() + 55);
+            }
+        }
+        assert_eq!(hex(&[0x00, 0xab, 0xff]), "00abff");
+    }
+}
