@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use service_contract::tools::MAX_RESULT_BYTES;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -66,25 +67,28 @@ impl Agent {
         // still learns it, and cancels the task there.
         let abandoned = CancellationToken::new();
         let _abandon_when_dropped = abandoned.clone().drop_guard();
-        let follow = Arc::clone(self).follow(params, timeout, abandoned);
+        let (answered, answer) = oneshot::channel();
+        let follow = Arc::clone(self).follow(params, timeout, abandoned, answered);
         // In the caller's span: its trace goes on to the agent.
-        let call = tokio::spawn(follow.instrument(tracing::Span::current()));
+        tokio::spawn(follow.instrument(tracing::Span::current()));
         tokio::select! {
-            joined = call => joined.unwrap_or_else(|e| {
-                Err(format!("the call to the agent {:?} failed: {e}", self.name))
+            answer = answer => answer.unwrap_or_else(|_| {
+                Err(format!("the call to the agent {:?} ended without an answer", self.name))
             }),
             () = cancel.cancelled() => Err("the run was cancelled".to_owned()),
         }
     }
 
-    /// [`Agent::ask`]'s call: the exchange, and the task cancelled there when the call leaves
-    /// it running (timed out, cut, abandoned).
+    /// [`Agent::ask`]'s call: the exchange, its `answer`, and the task cancelled there when
+    /// the call leaves it running (timed out, cut, abandoned).
     async fn follow(
         self: Arc<Self>,
         params: Value,
         timeout: Duration,
         abandoned: CancellationToken,
-    ) -> Result<String, String> {
+        answer: oneshot::Sender<Result<String, String>>,
+    ) {
+        let mut answer = Some(answer);
         let mut progress = Progress::default();
         let stopping = CancellationToken::new();
         let outcome = {
@@ -107,9 +111,12 @@ impl Agent {
             match stopped {
                 Ok(outcome) => outcome,
                 Err(why) => {
-                    // Stopped before its task's id came, the exchange reads on until it does
-                    // (a while at most), so the task is cancelled there; knowing it, it
-                    // stops at once.
+                    // The caller is answered at once. Stopped before its task's id came, the
+                    // exchange reads on until it does (a while at most), so the task is
+                    // cancelled there; knowing it, it stops at once.
+                    if let Some(answer) = answer.take() {
+                        let _ = answer.send(Err(why.clone()));
+                    }
                     stopping.cancel();
                     let _ = tokio::time::timeout(ID_WAIT, &mut exchange).await;
                     Err(why)
@@ -120,7 +127,9 @@ impl Agent {
             self.cancel_task(progress.task_id.as_deref().unwrap_or_default())
                 .await;
         }
-        outcome.and_then(|()| progress.answer(&self.name))
+        if let Some(answer) = answer {
+            let _ = answer.send(outcome.and_then(|()| progress.answer(&self.name)));
+        }
     }
 
     /// `SendStreamingMessage`, its events taken until the task settles or the stream ends.
