@@ -162,9 +162,11 @@ impl Agent {
         });
         let mut events = bytes.eventsource();
         loop {
+            // Told to stop, it does once it knows the task's id (before reading on).
             let event = tokio::select! {
-                event = events.next() => event,
+                biased;
                 () = stopping.cancelled(), if progress.task_id.is_some() => return Err(STOPPED.to_owned()),
+                event = events.next() => event,
             };
             let Some(event) = event else {
                 break;
@@ -185,9 +187,6 @@ impl Agent {
             progress.take(&self.unwrap(response)?)?;
             if progress.settled() {
                 break;
-            }
-            if stopping.is_cancelled() && progress.task_id.is_some() {
-                return Err(STOPPED.to_owned());
             }
         }
         Ok(())

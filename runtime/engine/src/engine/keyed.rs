@@ -112,7 +112,7 @@ pub fn keep_exchange<'a>(
             .await;
         match (recorded, place) {
             (Ok(()), Some(place)) => place.left(),
-            // Dropped, the place leaves the line on its own.
+            // No place given: its holder lets it go.
             (Ok(()), None) => {}
             (Err(e), _) => tracing::warn!("cannot record an exchange in its conversation: {e}"),
         }

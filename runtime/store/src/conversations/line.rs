@@ -83,9 +83,7 @@ impl Place {
             tokio::time::sleep(POLL).await;
         }
     }
-}
 
-impl Place {
     /// Its ticket in the line.
     pub fn ticket(&self) -> i64 {
         self.ticket

@@ -112,17 +112,15 @@ impl Tape {
         if !reel.rolling || reel.script.is_some() {
             return;
         }
-        // Once one import is cut, the rest are: a recording has no holes.
-        if reel.cut > 0 || reel.bytes >= reel.most {
-            reel.cut += 1;
+        // Nothing made for an import that could not fit.
+        if !reel.fits(1) {
             return;
         }
         let result = serde_json::to_value(result).unwrap_or(Value::Null);
         let entry = json!({"import": import, "args": args(), "result": result});
         let text = reel.secrets.hidden(entry).to_string();
         // One import alone (a 4 MiB answer) must not carry the recording past its bound.
-        if reel.bytes + text.len() > reel.most {
-            reel.cut += 1;
+        if !reel.fits(text.len()) {
             return;
         }
         reel.flush_drawn();
@@ -138,8 +136,7 @@ impl Tape {
         }
         // At most what it writes: `{"import":"..","args":null,"result":N}`, N of 20 digits.
         let size = import.len() + 55;
-        if reel.cut > 0 || reel.bytes + size > reel.most {
-            reel.cut += 1;
+        if !reel.fits(size) {
             return;
         }
         reel.flush_drawn();
@@ -160,8 +157,7 @@ impl Tape {
         if !reel.rolling {
             return;
         }
-        if reel.cut > 0 || reel.bytes + dst.len() * 2 > reel.most {
-            reel.cut += 1;
+        if !reel.fits(dst.len() * 2) {
             return;
         }
         reel.bytes += dst.len() * 2;
@@ -199,6 +195,16 @@ impl Tape {
 }
 
 impl Reel {
+    /// Whether an import of `size` bytes fits; once one is cut, the rest are (a recording has
+    /// no holes), each counted in `cut`.
+    fn fits(&mut self, size: usize) -> bool {
+        if self.cut > 0 || self.bytes + size > self.most {
+            self.cut += 1;
+            return false;
+        }
+        true
+    }
+
     /// Counted already: the bytes of random runs are counted as they are drawn.
     fn flush_drawn(&mut self) {
         if let Some((import, drawn)) = self.drawn.take() {
