@@ -46,6 +46,11 @@ pub struct RunRequest {
     /// The task whose outcome this run is, when it may pause for a person's approval (a
     /// scheduled run): the task waits `pending` and the run finishes it once decided.
     pub task: Option<String>,
+    /// The task this run is done in, which it does not own (a job's): the run names it (its
+    /// title and agent, unless an earlier run of the task did) as its trace starts and links
+    /// it to that trace as it ends, in the same round trips; the task's status stays its
+    /// owner's business.
+    pub in_task: Option<String>,
     /// Lets a run in a conversation (`conversation` set) pause for a person's approval: once
     /// it goes on, the source adapter gets a job with this payload, which learns where the
     /// run got to from the host.
@@ -72,6 +77,7 @@ impl RunRequest {
             conversation: None,
             turn_held_until_cancelled: false,
             task: None,
+            in_task: None,
             then: None,
             started_by: None,
         }

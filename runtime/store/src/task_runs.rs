@@ -9,10 +9,7 @@ use service_contract::agent::{AgentRunner, RunFailure, RunFailureKind, RunReply,
 use tokio_util::sync::CancellationToken;
 
 use crate::db::Db;
-use crate::tasks::{self, NewTask, RunningTasks, TaskStatus};
-
-/// Task titles are the start of the prompt.
-const TITLE_CHARS: usize = 80;
+use crate::tasks::{self, NewTask, RunningTasks, TITLE_CHARS, TaskStatus};
 
 /// Runs `work` for `task_id`: the token it gets is cancelled when the task is deleted or
 /// `parent` is cancelled.
@@ -22,7 +19,28 @@ pub async fn cancellable<T>(
     parent: &CancellationToken,
     work: impl AsyncFnOnce(CancellationToken) -> T,
 ) -> T {
-    let deleted = running.register(task_id);
+    watched(running.register(task_id), running, task_id, parent, work).await
+}
+
+/// [`cancellable`] for a job just claimed from the database: a delete of its task since the
+/// claim has its token cancelled from the start (see [`RunningTasks::register_claimed`]).
+pub async fn claimed<T>(
+    running: &RunningTasks,
+    task_id: &str,
+    parent: &CancellationToken,
+    work: impl AsyncFnOnce(CancellationToken) -> T,
+) -> T {
+    let deleted = running.register_claimed(task_id);
+    watched(deleted, running, task_id, parent, work).await
+}
+
+async fn watched<T>(
+    deleted: CancellationToken,
+    running: &RunningTasks,
+    task_id: &str,
+    parent: &CancellationToken,
+    work: impl AsyncFnOnce(CancellationToken) -> T,
+) -> T {
     let cancel = parent.child_token();
     let mut work = pin!(work(cancel.clone()));
     // Deleted: the work is told, and what it makes of that is its outcome.
@@ -131,39 +149,30 @@ impl AgentTasks {
             self.agents.run(request, cancel).await
         })
         .await;
-        self.record(&task_id, Some(status_of(&result)), &result)
-            .await;
+        self.record(&task_id, status_of(&result), &result).await;
         (Some(task_id), result)
     }
 
-    /// An agent run inside a task that already exists (a job's): the task gets the trace; its
-    /// status is the job's business.
+    /// An agent run inside a task that already exists (a job's): the run names the task and
+    /// links its trace (see [`RunRequest::in_task`]); its status is the job's business.
     pub async fn in_task(
         &self,
         task_id: &str,
         request: RunRequest,
         cancel: CancellationToken,
     ) -> Result<RunReply, RunFailure> {
-        let (task, agent) = (task_id.to_owned(), request.profile.name().to_owned());
-        let title = format!("{}: {}", request.source, request.prompt.trim());
-        let title: String = title.chars().take(TITLE_CHARS).collect();
-        let named = self
-            .db
-            .call(move |conn| tasks::name_run(conn, &task, &title, &agent))
-            .await;
-        if let Err(e) = named {
-            tracing::warn!("cannot name a job's task after its run: {e}");
-        }
-        let result = self.agents.run(request, cancel).await;
-        self.record(task_id, None, &result).await;
-        result
+        let request = RunRequest {
+            in_task: Some(task_id.to_owned()),
+            ..request
+        };
+        self.agents.run(request, cancel).await
     }
 
-    /// Links a run's trace to its task (and moves the task to `status` when given).
+    /// Moves a run's task to `status` and links it to the run's trace.
     async fn record(
         &self,
         task_id: &str,
-        status: Option<TaskStatus>,
+        status: TaskStatus,
         result: &Result<RunReply, RunFailure>,
     ) {
         let trace_id = match result {
@@ -173,7 +182,7 @@ impl AgentTasks {
         let task_id = task_id.to_owned();
         let recorded = self
             .db
-            .call(move |conn| tasks::record_run(conn, &task_id, status, trace_id.as_deref()))
+            .call(move |conn| tasks::record_run(conn, &task_id, Some(status), trace_id.as_deref()))
             .await;
         if let Err(e) = recorded {
             tracing::warn!("cannot record a run on its task: {e}");

@@ -1,10 +1,11 @@
 //! Tasks: records of units of work with a status. Adapters, jobs and the scheduler create
 //! them through this module; the dashboard reads them and may cancel or delete one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -309,15 +310,29 @@ pub fn record_run(
     Ok(())
 }
 
-/// Names what a job's task did once its first agent run starts: titled by the run (`title`)
-/// and naming its agent, instead of `<adapter> job`. Later runs of the job change nothing.
-pub(crate) fn name_run(conn: &Conn, task_id: &str, title: &str, agent: &str) -> Result<()> {
-    conn.execute(
+/// Task titles are the start of the prompt.
+pub(crate) const TITLE_CHARS: usize = 80;
+
+/// Names what a job's task did once its first agent run starts: titled by the run (its
+/// source and prompt) and naming its agent, instead of `<adapter> job`. Later runs of the job
+/// change nothing. Sent with the next statement.
+pub fn name_run(conn: &Conn, task_id: &str, source: &str, prompt: &str, agent: &str) -> Result<()> {
+    let title = format!("{source}: {}", prompt.trim());
+    let title: String = title.chars().take(TITLE_CHARS).collect();
+    conn.execute_later(
         "UPDATE tasks SET title = ?2, agent_profile_name = ?3 \
          WHERE task_id = ?1 AND agent_profile_name IS NULL",
         params![task_id, title, agent],
-    )?;
-    Ok(())
+    )
+}
+
+/// Links a task to the trace of a run done in it (the latest, for a job that ran several),
+/// leaving its status as it is. Sent with the next statement.
+pub fn link_trace(conn: &Conn, task_id: &str, trace_id: &str) -> Result<()> {
+    conn.execute_later(
+        "UPDATE tasks SET trace_id = ?2, updated_at = ?3 WHERE task_id = ?1",
+        params![task_id, trace_id, db::now()],
+    )
 }
 
 /// Cancels a pending or running task; deletes a finished one.
@@ -341,31 +356,83 @@ pub fn cancel_or_delete(conn: &mut Conn, task_id: &str) -> Result<Removal> {
 /// Cancellation handles of work in progress, by task id, so deleting a task stops its work.
 #[derive(Default)]
 pub struct RunningTasks {
-    tokens: Mutex<HashMap<String, CancellationToken>>,
+    tokens: Mutex<Tokens>,
 }
+
+#[derive(Default)]
+struct Tokens {
+    running: HashMap<String, CancellationToken>,
+    /// Cancels that found no work, oldest first: a job's task deleted after its claim and
+    /// before its work registered, whichever replica heard the delete first.
+    unclaimed: VecDeque<(Instant, String)>,
+}
+
+/// How long, and how many, cancels that found no work are remembered: a job registers its
+/// work a moment after its claim, so a minute is far more than the gap.
+const UNCLAIMED_KEPT: Duration = Duration::from_secs(60);
+const UNCLAIMED_MOST: usize = 4_096;
 
 impl RunningTasks {
     /// A token the work for `task_id` watches; cancelled by [`RunningTasks::cancel`].
     pub fn register(&self, task_id: &str) -> CancellationToken {
         let token = CancellationToken::new();
-        self.lock().insert(task_id.to_owned(), token.clone());
+        self.lock()
+            .running
+            .insert(task_id.to_owned(), token.clone());
+        token
+    }
+
+    /// [`RunningTasks::register`] for a job just claimed from the database: its token is
+    /// cancelled already when its task was deleted since the claim (the cancel came first).
+    pub fn register_claimed(&self, task_id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        let mut tokens = self.lock();
+        tokens.forget_old();
+        if let Some(at) = tokens.unclaimed.iter().position(|(_, id)| id == task_id) {
+            tokens.unclaimed.remove(at);
+            token.cancel();
+        }
+        tokens.running.insert(task_id.to_owned(), token.clone());
         token
     }
 
     pub fn finish(&self, task_id: &str) {
-        self.lock().remove(task_id);
+        self.lock().running.remove(task_id);
     }
 
-    /// Cancels the work of a task; returns whether any was running.
+    /// Cancels the work of a task; returns whether any was running. One that was not is
+    /// remembered for a while, for a job whose claim came before the cancel and its
+    /// registration after.
     pub fn cancel(&self, task_id: &str) -> bool {
-        self.lock()
-            .remove(task_id)
-            .inspect(CancellationToken::cancel)
-            .is_some()
+        let mut tokens = self.lock();
+        if let Some(token) = tokens.running.remove(task_id) {
+            token.cancel();
+            return true;
+        }
+        tokens.forget_old();
+        if tokens.unclaimed.len() == UNCLAIMED_MOST {
+            tokens.unclaimed.pop_front();
+        }
+        tokens
+            .unclaimed
+            .push_back((Instant::now(), task_id.to_owned()));
+        false
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tokens> {
         self.tokens.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Tokens {
+    fn forget_old(&mut self) {
+        while self
+            .unclaimed
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() > UNCLAIMED_KEPT)
+        {
+            self.unclaimed.pop_front();
+        }
     }
 }
 
@@ -565,5 +632,33 @@ mod tests {
             assert_eq!(status(&gone), TaskStatus::Error);
             assert_eq!(status(&restarted), TaskStatus::Error);
         });
+    }
+
+    #[test]
+    fn a_cancel_before_a_claimed_job_registers_stops_it_and_only_it() {
+        let running = RunningTasks::default();
+        assert!(!running.cancel("job-1"), "nothing ran yet");
+        assert!(!running.cancel("conversation:c"));
+        assert!(running.register_claimed("job-1").is_cancelled());
+        running.finish("job-1");
+        assert!(
+            !running.register_claimed("job-1").is_cancelled(),
+            "a cancel counts once"
+        );
+        assert!(
+            !running.register("conversation:c").is_cancelled(),
+            "other work is not claimed: an old cancel of its key does not stop it"
+        );
+        let live = running.register_claimed("job-2");
+        assert!(running.cancel("job-2"));
+        assert!(live.is_cancelled());
+        for n in 0..=UNCLAIMED_MOST {
+            running.cancel(&format!("gone-{n}"));
+        }
+        assert!(
+            !running.register_claimed("gone-0").is_cancelled(),
+            "the oldest is forgotten past the bound"
+        );
+        assert!(running.register_claimed("gone-1").is_cancelled());
     }
 }

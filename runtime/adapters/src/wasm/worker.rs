@@ -30,7 +30,7 @@ use crate::db::now_ms;
 use crate::error::{Error, Result};
 use crate::job_queue::{self, Job, Lease, Outcome, Waiting};
 use crate::task_runs;
-use crate::tasks::{self, RunningTasks};
+use crate::tasks::RunningTasks;
 use crate::telemetry::{TARGET, propagation};
 use tracing::Instrument;
 
@@ -320,20 +320,13 @@ impl Worker {
             task_id: task_id.clone(),
             attempt,
         };
-        let outcome = task_runs::cancellable(
+        let outcome = task_runs::claimed(
             &self.running,
             &task_id,
             &CancellationToken::new(),
             async |cancel| {
-                // A delete between the claim and now left the task cancelled already.
-                let id = task_id.clone();
-                let wanted = self
-                    .db
-                    .call(move |conn| {
-                        Ok(tasks::get(conn, &id)?.is_some_and(|t| t.status.is_active()))
-                    })
-                    .await;
-                if matches!(wanted, Ok(false)) {
+                // Its task was deleted since the claim.
+                if cancel.is_cancelled() {
                     return None;
                 }
                 tokio::select! {

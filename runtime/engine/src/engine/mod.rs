@@ -35,7 +35,7 @@ use crate::db::Db;
 use crate::settings_store::SettingsStore;
 use crate::telemetry::genai;
 use crate::telemetry::metrics::metrics;
-use crate::traces;
+use crate::{tasks, traces};
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 /// LLM calls a top-level run and all the runs it delegates to may make together.
@@ -324,6 +324,11 @@ impl Engine {
                     runner: Some(&replica),
                     warnings: &warnings,
                 };
+                // A job's task is named in the trace's round trip.
+                if let Some(task) = &run.request.in_task {
+                    let (source, prompt) = (&run.request.source, &run.request.prompt);
+                    tasks::name_run(conn, task, source, prompt, run.request.profile.name())?;
+                }
                 let Some(error) = &failed else {
                     // One statement: no transaction to begin and commit.
                     return traces::start(conn, &trace);
@@ -335,6 +340,9 @@ impl Engine {
                         ..Default::default()
                     };
                     traces::finish(tx, &id, &outcome)?;
+                    if let Some(task) = &run.request.in_task {
+                        tasks::link_trace(tx, task, &id)?;
+                    }
                     Ok(id)
                 })
             })
@@ -407,6 +415,8 @@ impl Engine {
                 iterations: 0,
                 clock: Instant::now(),
                 earlier_ms: 0,
+                in_task: request.in_task.clone(),
+                unrecorded: None,
             };
             let messages = request
                 .history
@@ -445,18 +455,19 @@ impl Engine {
         chat: ChatRequest,
         paused: Option<PausedTurn>,
     ) -> Result<RunOutput, RunError> {
-        let (agent, trace_id, clock, earlier_ms) = (
+        let (agent, trace_id, clock, earlier_ms, in_task) = (
             run.agent.clone(),
             run.trace_id.clone(),
             run.clock,
             run.earlier_ms,
+            run.in_task.clone(),
         );
         let provider = run.provider.name();
         let span = genai::invoke_agent(&agent, provider, &chat.model, &trace_id, &run.source);
         let cancel = run.cancel.clone();
-        let outcome = tokio::select! {
+        let (outcome, unrecorded) = tokio::select! {
             outcome = run.go(chat, paused).instrument(span.clone()) => outcome,
-            () = cancel.cancelled() => Err((Stop::Cancelled, Usage::default())),
+            () = cancel.cancelled() => (Err((Stop::Cancelled, Usage::default())), None),
         };
         let latency_ms = earlier_ms + clock.elapsed().as_millis() as i64;
         let (result, usage) = match outcome {
@@ -482,11 +493,22 @@ impl Engine {
         }
         metrics().agent_run(&agent, outcome);
         let text = result.as_ref().ok().map(|(text, _)| text.clone());
-        // A paused run's trace stays open until the run goes on.
-        if !matches!(result, Err(Stop::Paused(_))) {
+        // A paused run's trace stays open until the run goes on. The last model call and
+        // the link from the run's task go in the same round trip.
+        let finished = !matches!(result, Err(Stop::Paused(_)));
+        if finished || in_task.is_some() {
             let trace_id = trace_id.clone();
             self.db
                 .call(move |conn| {
+                    if let Some(call) = &unrecorded {
+                        call.record(conn, &trace_id, provider)?;
+                    }
+                    if let Some(task) = &in_task {
+                        tasks::link_trace(conn, task, &trace_id)?;
+                    }
+                    if !finished {
+                        return Ok(());
+                    }
                     traces::finish(
                         conn,
                         &trace_id,
@@ -551,6 +573,10 @@ struct Run<'a> {
     clock: Instant,
     /// Time the run spent before it last paused.
     earlier_ms: i64,
+    /// The task it is done in and links to its trace (see [`RunRequest::in_task`]).
+    in_task: Option<String>,
+    /// The last model call, kept for the trace's end.
+    unrecorded: Option<turns::ModelCall>,
 }
 
 type Drive = Result<(String, Vec<ToolCallRecord>, Usage), (Stop, Usage)>;

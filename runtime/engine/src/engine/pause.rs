@@ -447,6 +447,9 @@ impl Engine {
             iterations: checkpoint.iterations,
             clock: Instant::now(),
             earlier_ms: checkpoint.elapsed_ms,
+            // Linked to the task it was done in as it paused.
+            in_task: None,
+            unrecorded: None,
         };
         let chat = ChatRequest {
             model: checkpoint.model,

@@ -28,11 +28,20 @@ impl Run<'_> {
         }
     }
 
-    pub(super) async fn go(mut self, mut chat: ChatRequest, paused: Option<PausedTurn>) -> Drive {
-        match self.turns(&mut chat, paused).await {
+    /// Runs the turns; with how they ended, the last model call when it is not recorded yet
+    /// (see [`Run::turns`]).
+    pub(super) async fn go(
+        mut self,
+        mut chat: ChatRequest,
+        paused: Option<PausedTurn>,
+    ) -> (Drive, Option<ModelCall>) {
+        let turns = self.turns(&mut chat, paused).await;
+        let unrecorded = self.unrecorded.take();
+        let drive = match turns {
             Ok(text) => Ok((text, self.tool_calls, self.usage)),
             Err(failure) => Err((failure, self.usage)),
-        }
+        };
+        (drive, unrecorded)
     }
 
     async fn turns(
@@ -90,18 +99,26 @@ impl Run<'_> {
                 result.is_ok(),
                 (usage.input_tokens, usage.output_tokens),
             );
-            let error = result.as_ref().err().map(ToString::to_string);
-            let turn = result.as_ref().ok();
-            self.record_llm_call(
-                self.step,
-                &chat.model,
-                turn,
-                error.as_deref(),
-                &started_at,
+            let call = ModelCall {
+                step: self.step,
+                model: chat.model.clone(),
+                error: result.as_ref().err().map(ToString::to_string),
+                text: result.as_ref().ok().map(|turn| turn.text.clone()),
+                usage,
+                started_at,
                 latency_ms,
-            )
-            .await?;
+            };
             self.step += 1;
+            if result
+                .as_ref()
+                .is_ok_and(|turn| !turn.tool_calls.is_empty())
+            {
+                self.record_llm_call(call).await?;
+            } else {
+                // The run ends with this call: its step is written with the trace's end, in
+                // the same round trip.
+                self.unrecorded = Some(call);
+            }
             let turn = result.map_err(|e| Stop::Error(e.to_string()))?;
             add_usage(&mut self.usage, turn.usage);
             if turn.tool_calls.is_empty() {
@@ -214,42 +231,11 @@ impl Run<'_> {
         });
     }
 
-    async fn record_llm_call(
-        &self,
-        step: i64,
-        model: &str,
-        turn: Option<&provider::Turn>,
-        error: Option<&str>,
-        started_at: &str,
-        latency_ms: i64,
-    ) -> Result<(), Stop> {
-        let (trace_id, provider, model, started_at) = (
-            self.trace_id.clone(),
-            self.provider.name(),
-            model.to_owned(),
-            started_at.to_owned(),
-        );
-        let (error, text) = (error.map(str::to_owned), turn.map(|t| t.text.clone()));
-        let usage = turn.map(|t| t.usage).unwrap_or_default();
+    async fn record_llm_call(&self, call: ModelCall) -> Result<(), Stop> {
+        let (trace_id, provider) = (self.trace_id.clone(), self.provider.name());
         self.engine
             .db
-            .call(move |conn| {
-                traces::record_llm_call(
-                    conn,
-                    &trace_id,
-                    &traces::LlmCall {
-                        step,
-                        provider,
-                        model: &model,
-                        error: error.as_deref(),
-                        response_text: text.as_deref(),
-                        input_tokens: usage.input_tokens,
-                        output_tokens: usage.output_tokens,
-                        started_at: &started_at,
-                        latency_ms,
-                    },
-                )
-            })
+            .call(move |conn| call.record(conn, &trace_id, provider))
             .await
             .map_err(|e| Stop::Error(format!("cannot record the trace: {e}")))
     }
@@ -358,4 +344,41 @@ fn add_usage(total: &mut Usage, turn: Usage) {
     };
     total.input_tokens = add(total.input_tokens, turn.input_tokens);
     total.output_tokens = add(total.output_tokens, turn.output_tokens);
+}
+
+/// A model call, as its step of the trace records it.
+pub(super) struct ModelCall {
+    step: i64,
+    model: String,
+    error: Option<String>,
+    text: Option<String>,
+    usage: Usage,
+    started_at: String,
+    latency_ms: i64,
+}
+
+impl ModelCall {
+    /// Sent with the next statement.
+    pub(super) fn record(
+        &self,
+        conn: &db::Conn,
+        trace_id: &str,
+        provider: &str,
+    ) -> crate::error::Result<()> {
+        traces::record_llm_call(
+            conn,
+            trace_id,
+            &traces::LlmCall {
+                step: self.step,
+                provider,
+                model: &self.model,
+                error: self.error.as_deref(),
+                response_text: self.text.as_deref(),
+                input_tokens: self.usage.input_tokens,
+                output_tokens: self.usage.output_tokens,
+                started_at: &self.started_at,
+                latency_ms: self.latency_ms,
+            },
+        )
+    }
 }

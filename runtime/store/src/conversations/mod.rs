@@ -270,42 +270,62 @@ const APPEND: &str = "INSERT INTO conversation_messages \
                       SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6 \
                       FROM conversation_messages WHERE conversation_id = ?1";
 
+/// Appends an exchange's messages, the prompt and its answer when there is one (`?1`
+/// conversation, `?2` prompt, `?3` answer, `?4` its tool calls, `?5` trace, `?6` time),
+/// numbered after the last. A macro, so PostgreSQL's one statement below can hold it.
+macro_rules! append_exchange {
+    () => {
+        "INSERT INTO conversation_messages \
+         (conversation_id, seq, role, text, tool_calls, trace_id, at) \
+         SELECT ?1, m.last + v.n, v.role, v.text, v.calls, ?5, ?6 \
+         FROM (SELECT coalesce(max(seq), 0) AS last FROM conversation_messages \
+               WHERE conversation_id = ?1) m, \
+              (SELECT 1 AS n, 'user' AS role, CAST(?2 AS TEXT) AS text, \
+                      CAST(NULL AS TEXT) AS calls \
+               UNION ALL SELECT 2, 'assistant', CAST(?3 AS TEXT), CAST(?4 AS TEXT)) v \
+         WHERE v.text IS NOT NULL"
+    };
+}
+
+/// Moves the conversation to the top of the list, one turn more (the parameters as above).
+macro_rules! turned {
+    () => {
+        "UPDATE conversations SET turns = turns + 1, updated_at = ?6 WHERE id = ?1"
+    };
+}
+
+/// [`record`] on PostgreSQL: one statement (atomic as such), `?7` the ticket leaving the line
+/// or null.
+const RECORD_IN_ONE: &str = concat!(
+    "WITH appended AS (",
+    append_exchange!(),
+    "), turned AS (",
+    turned!(),
+    ") DELETE FROM conversation_turns WHERE conversation_id = ?1 AND ticket = ?7"
+);
+
 /// Appends an exchange (the prompt, and its answer when there is one: both in one statement),
 /// moves the conversation to the top of the list and, when its turn is `leaving`, leaves the
-/// line, in one transaction.
+/// line, atomically: one statement on PostgreSQL, a transaction on SQLite.
 pub fn record(conn: &mut Conn, id: &str, exchange: &Exchange<'_>) -> Result<()> {
     let calls = exchange
         .tool_calls
         .filter(|calls| calls.as_array().is_some_and(|a| !a.is_empty()))
         .map(Value::to_string);
+    let now = db::now();
+    let (prompt, answer, trace) = (exchange.prompt, exchange.answer, exchange.trace_id);
+    if conn.backend() == Backend::Postgres {
+        let leaving = exchange.leaving;
+        let params = params![id, prompt, answer, calls, trace, now, leaving];
+        conn.execute(RECORD_IN_ONE, params)?;
+        return Ok(());
+    }
     conn.transaction(|tx| {
-        let now = db::now();
-        // With PostgreSQL the transaction is one round trip.
-        tx.execute_later(
-            "INSERT INTO conversation_messages \
-             (conversation_id, seq, role, text, tool_calls, trace_id, at) \
-             SELECT ?1, m.last + v.n, v.role, v.text, v.calls, ?5, ?6 \
-             FROM (SELECT coalesce(max(seq), 0) AS last FROM conversation_messages \
-                   WHERE conversation_id = ?1) m, \
-                  (SELECT 1 AS n, 'user' AS role, CAST(?2 AS TEXT) AS text, \
-                          CAST(NULL AS TEXT) AS calls \
-                   UNION ALL SELECT 2, 'assistant', CAST(?3 AS TEXT), CAST(?4 AS TEXT)) v \
-             WHERE v.text IS NOT NULL",
-            params![
-                id,
-                exchange.prompt,
-                exchange.answer,
-                calls,
-                exchange.trace_id,
-                now
-            ],
-        )?;
-        tx.execute_later(
-            "UPDATE conversations SET turns = turns + 1, updated_at = ?2 WHERE id = ?1",
-            params![id, now],
-        )?;
+        let params = params![id, prompt, answer, calls, trace, now];
+        tx.execute(append_exchange!(), params)?;
+        tx.execute(turned!(), params)?;
         if let Some(ticket) = exchange.leaving {
-            tx.execute_later(LEAVE, params![id, ticket])?;
+            tx.execute(LEAVE, params![id, ticket])?;
         }
         Ok(())
     })

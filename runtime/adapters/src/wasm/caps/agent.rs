@@ -272,6 +272,7 @@ impl HostState {
             // before the conversation's next turn is run.
             turn_held_until_cancelled: true,
             task: None,
+            in_task: None,
             then,
             // A run inside another carries its parent's.
             started_by: None,
