@@ -116,9 +116,16 @@ impl Tape {
         if !reel.fits(1) {
             return;
         }
-        let result = serde_json::to_value(result).unwrap_or(Value::Null);
-        let entry = json!({"import": import, "args": args(), "result": result});
-        let text = reel.secrets.hidden(entry).to_string();
+        let mut args = args();
+        let mut result = serde_json::to_value(result).unwrap_or(Value::Null);
+        reel.secrets.hide(&mut args);
+        reel.secrets.hide(&mut result);
+        // Written as `Entry::write` writes the others, without a map made for it.
+        let text = format!(
+            "{{\"import\":\"{import}\",\"args\":{},\"result\":{}}}",
+            json_text(&args),
+            json_text(&result)
+        );
         // One import alone (a 4 MiB answer) must not carry the recording past its bound.
         if !reel.fits(text.len()) {
             return;
@@ -263,6 +270,12 @@ impl Entry {
     }
 }
 
+/// A value as JSON text, written straight into its buffer (`Value`'s `Display` goes through
+/// the formatter a piece at a time).
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// Bytes in hex, through a table (`hex::encode` goes a char at a time).
 fn hex(bytes: &[u8]) -> String {
     let mut text = vec![0; bytes.len() * 2];
@@ -326,7 +339,7 @@ impl Noted {
         // The input and output count against the bound too: past it they are summarised.
         let mut room = self.most.saturating_sub(self.bytes);
         let mut kept = |value: Value| {
-            let text = self.secrets.hidden(value).to_string();
+            let text = json_text(&self.secrets.hidden(value));
             if text.len() <= room {
                 room -= text.len();
                 text

@@ -53,7 +53,7 @@ impl Secrets {
     }
 
     /// In place: most of a value stays as it is, and maps are not rebuilt.
-    fn hide(&self, value: &mut Value) {
+    pub(super) fn hide(&self, value: &mut Value) {
         match value {
             Value::String(text)
                 if self

@@ -71,7 +71,8 @@ impl HostMonotonicClock for RecordedClocks<MonotonicClock> {
 /// A random generator noting the bytes it gives (runs of them as one import); in a replay,
 /// giving the recorded ones.
 pub(in crate::wasm) struct RecordedRandom {
-    inner: Box<dyn Rng + Send>,
+    /// Seeded at the first draw: most calls of a small guest draw nothing.
+    inner: Option<Box<dyn Rng + Send>>,
     import: &'static str,
     tape: Tape,
 }
@@ -80,7 +81,7 @@ impl RecordedRandom {
     /// `wasi:random/random` (`secure`) or `wasi:random/insecure`.
     pub(in crate::wasm) fn new(tape: Tape, secure: bool) -> Self {
         Self {
-            inner: wasmtime_wasi::thread_rng(),
+            inner: None,
             import: if secure { "random" } else { "insecure-random" },
             tape,
         }
@@ -104,8 +105,11 @@ impl TryRng for RecordedRandom {
 
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
         let inner = &mut self.inner;
-        self.tape
-            .draw(self.import, dst, |dst| inner.fill_bytes(dst));
+        self.tape.draw(self.import, dst, |dst| {
+            inner
+                .get_or_insert_with(wasmtime_wasi::thread_rng)
+                .fill_bytes(dst);
+        });
         Ok(())
     }
 }
