@@ -262,7 +262,7 @@ pub fn finish(
 ) -> Result<()> {
     conn.transaction(|tx| {
         append_events(tx, run_id, first, frames)?;
-        tasks::record_run(tx, run_id, Some(finish.status), finish.trace_id.as_deref())?;
+        tasks::record_run(tx, run_id, finish.status, finish.trace_id.as_deref())?;
         match &finish.note {
             Some(note) => tasks::append_note(tx, run_id, note),
             None => Ok(()),

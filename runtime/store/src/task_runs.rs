@@ -182,7 +182,7 @@ impl AgentTasks {
         let task_id = task_id.to_owned();
         let recorded = self
             .db
-            .call(move |conn| tasks::record_run(conn, &task_id, Some(status), trace_id.as_deref()))
+            .call(move |conn| tasks::record_run(conn, &task_id, status, trace_id.as_deref()))
             .await;
         if let Err(e) = recorded {
             tracing::warn!("cannot record a run on its task: {e}");

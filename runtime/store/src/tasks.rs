@@ -288,21 +288,20 @@ pub(crate) fn set_status_later(conn: &Conn, task_id: &str, status: TaskStatus) -
 const SET_STATUS: &str = "UPDATE tasks SET status = ?2, updated_at = ?3 \
                           WHERE task_id = ?1 AND status != 'cancelled'";
 
-/// Records where a task's run got to, in one statement: its new status, if any (a cancelled
-/// task stays cancelled), and the run's trace, if any.
+/// Records where a task's run got to, in one statement: its new status (a cancelled task
+/// stays cancelled), and the run's trace, if any.
 pub fn record_run(
     conn: &Conn,
     task_id: &str,
-    status: Option<TaskStatus>,
+    status: TaskStatus,
     trace_id: Option<&str>,
 ) -> Result<()> {
     let changed = conn.execute(
         "UPDATE tasks SET \
-           status = CASE WHEN status = 'cancelled' THEN status \
-                         ELSE coalesce(CAST(?2 AS TEXT), status) END, \
+           status = CASE WHEN status = 'cancelled' THEN status ELSE ?2 END, \
            trace_id = coalesce(CAST(?3 AS TEXT), trace_id), updated_at = ?4 \
          WHERE task_id = ?1",
-        params![task_id, status.map(TaskStatus::as_str), trace_id, db::now()],
+        params![task_id, status.as_str(), trace_id, db::now()],
     )?;
     if changed == 0 {
         return Err(Error::not_found(format!("no task {task_id:?}")));
@@ -585,13 +584,13 @@ mod tests {
     fn cancel_then_delete_and_cancelled_stays_cancelled() {
         each_conn(Backends::Both, |conn| {
             let t = task(conn, "work");
-            record_run(conn, &t.task_id, Some(TaskStatus::Running), None).unwrap();
+            record_run(conn, &t.task_id, TaskStatus::Running, None).unwrap();
             assert_eq!(
                 cancel_or_delete(conn, &t.task_id).unwrap(),
                 Removal::Cancelled
             );
             assert!(!set_status(conn, &t.task_id, TaskStatus::Completed).unwrap());
-            record_run(conn, &t.task_id, Some(TaskStatus::Error), Some("trace-1")).unwrap();
+            record_run(conn, &t.task_id, TaskStatus::Error, Some("trace-1")).unwrap();
             let stored = get(conn, &t.task_id).unwrap().unwrap();
             assert_eq!(stored.status, TaskStatus::Cancelled);
             assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));

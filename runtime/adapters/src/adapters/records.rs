@@ -60,11 +60,9 @@ impl TaskTracker for DbTasks {
             TaskState::Cancelled => TaskStatus::Cancelled,
         };
         async move {
-            db.call(move |conn| {
-                tasks::record_run(conn, &task_id, Some(status), trace_id.as_deref())
-            })
-            .await
-            .map_err(|e| e.to_string())
+            db.call(move |conn| tasks::record_run(conn, &task_id, status, trace_id.as_deref()))
+                .await
+                .map_err(|e| e.to_string())
         }
         .boxed()
     }

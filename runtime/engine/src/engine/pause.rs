@@ -382,7 +382,7 @@ impl Engine {
                         conversations::answer(tx, &conversation, &text, &calls, &trace_id)?;
                     }
                     if let Some(task) = task {
-                        tasks::record_run(tx, &task, Some(status), Some(&trace_id))?;
+                        tasks::record_run(tx, &task, status, Some(&trace_id))?;
                     }
                     // Queued with the decision's outcome, so the adapter hears exactly once.
                     // Never refused for the adapter's queue bound: a person's decision is
