@@ -523,6 +523,64 @@ async fn cancelling_a_task_on_one_replica_stops_it_on_the_replica_running_it() {
 }
 
 #[tokio::test]
+async fn a_cancel_whose_notification_was_lost_stops_the_run_once_its_replica_listens_again() {
+    let fake = llm::openai(vec![Reply::Slow(Duration::from_secs(300), "never")]).await;
+    let Some(cluster) = Cluster::start(2, &openai_env(&fake.url)) else {
+        return;
+    };
+    let (status, started) = cluster
+        .at(0)
+        .post("/api/runs", json!({"prompt": "take your time"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    eventually(10, async || (!fake.requests().is_empty()).then_some(())).await;
+    let following = Follow::open(&cluster.at(0).url, &run_id, None).await;
+
+    // Both replicas' listening connections are ended, and none can come back while the
+    // database takes no new connections: the cancel's notification reaches no one. The
+    // replicas' pooled connections stay, so the cancel itself is answered.
+    let server = postgres_server().unwrap();
+    let database = cluster.database.rsplit('/').next().unwrap().to_owned();
+    let listeners = format!(
+        "FROM pg_stat_activity WHERE datname = '{database}' AND query = 'LISTEN service_events'"
+    );
+    let admin = |statement: &str| {
+        server
+            .psql(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"))
+    };
+    admin(&format!(
+        "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
+    ));
+    admin(&format!("SELECT pg_terminate_backend(pid) {listeners}"));
+    eventually(10, async || {
+        (admin(&format!("SELECT count(*) {listeners}")) == "0").then_some(())
+    })
+    .await;
+    let (status, cancelled) = cluster
+        .at(1)
+        .post(&format!("/api/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(admin(&format!("SELECT count(*) {listeners}")), "0");
+    admin(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"));
+
+    // Listening again, the replica running it reads which of its tasks were cancelled, and
+    // the run stops long before the model would answer.
+    let events = tokio::time::timeout(Duration::from_secs(20), following.rest())
+        .await
+        .expect("the run was stopped once its replica listened again");
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "error", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("cancelled"),
+        "{last}"
+    );
+    assert_eq!(status_of(cluster.at(0), &run_id).await, "cancelled");
+}
+
+#[tokio::test]
 async fn while_the_database_is_away_writes_answer_503_and_change_nothing_until_it_is_back() {
     let Some(database) = private_postgres_server("outage", Durability::None).map(Arc::new) else {
         return;

@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::bus::Event;
 use crate::db::{Backend, Db};
 use crate::settings_store::SettingsStore;
-use crate::tasks::RunningTasks;
+use crate::tasks::{self, RunningTasks};
 use crate::wasm;
 
 pub struct Peers {
@@ -59,6 +59,7 @@ impl Peers {
                 // Some events may be lost: everything they could have said is read again.
                 Ok(Event::Resync) | Err(RecvError::Lagged(_)) => {
                     self.jobs_ready.notify_one();
+                    self.stop_cancelled().await;
                     if let Err(e) = self.supervisor.reload_choices().await {
                         tracing::warn!("cannot re-read the adapter choices: {e}");
                     }
@@ -67,6 +68,27 @@ impl Peers {
                 }
                 Err(RecvError::Closed) => return,
             }
+        }
+    }
+
+    /// Stops the work here whose tasks were cancelled meanwhile, their notifications lost.
+    async fn stop_cancelled(&self) {
+        let running = self.running.keys();
+        if running.is_empty() {
+            return;
+        }
+        match self
+            .db
+            .call(move |conn| tasks::cancelled_among(conn, &running))
+            .await
+        {
+            Ok(cancelled) => {
+                for task_id in cancelled {
+                    tracing::info!(task_id, "stopping a task cancelled on another replica");
+                    self.running.cancel(&task_id);
+                }
+            }
+            Err(e) => tracing::warn!("cannot re-read which running tasks were cancelled: {e}"),
         }
     }
 

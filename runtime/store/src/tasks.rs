@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use service_contract::registry::clip;
 
-use crate::db::{self, Conn, Row};
+use crate::db::{self, Conn, Row, ToParam};
 use crate::error::{Error, Result};
 use crate::params;
 
@@ -352,6 +352,23 @@ pub fn cancel_or_delete(conn: &mut Conn, task_id: &str) -> Result<Removal> {
     })
 }
 
+/// Those of `task_ids` whose tasks are cancelled, for a replica that may have missed the
+/// cancels' notifications (see `bus`): it stops their work.
+pub fn cancelled_among(conn: &Conn, task_ids: &[String]) -> Result<Vec<String>> {
+    let mut cancelled = Vec::new();
+    // Within any backend's count of parameters a statement.
+    for some in task_ids.chunks(500) {
+        let marks: Vec<String> = (1..=some.len()).map(|n| format!("?{n}")).collect();
+        let sql = format!(
+            "SELECT task_id FROM tasks WHERE status = 'cancelled' AND task_id IN ({})",
+            marks.join(", ")
+        );
+        let params: Vec<&dyn ToParam> = some.iter().map(|id| id as &dyn ToParam).collect();
+        cancelled.extend(conn.query(&sql, &params, |r| r.get(0))?);
+    }
+    Ok(cancelled)
+}
+
 /// Cancellation handles of work in progress, by task id, so deleting a task stops its work.
 #[derive(Default)]
 pub struct RunningTasks {
@@ -397,6 +414,11 @@ impl RunningTasks {
 
     pub fn finish(&self, task_id: &str) {
         self.lock().running.remove(task_id);
+    }
+
+    /// The keys of the work running now.
+    pub fn keys(&self) -> Vec<String> {
+        self.lock().running.keys().cloned().collect()
     }
 
     /// Cancels the work of a task; returns whether any was running. One that was not is
@@ -594,6 +616,9 @@ mod tests {
             let stored = get(conn, &t.task_id).unwrap().unwrap();
             assert_eq!(stored.status, TaskStatus::Cancelled);
             assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));
+            let other = task(conn, "other");
+            let keys = [&t.task_id, &other.task_id, "conversation:c"].map(str::to_owned);
+            assert_eq!(cancelled_among(conn, &keys).unwrap(), [t.task_id.clone()]);
             assert_eq!(
                 cancel_or_delete(conn, &t.task_id).unwrap(),
                 Removal::Deleted
