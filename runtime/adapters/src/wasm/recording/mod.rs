@@ -324,22 +324,36 @@ impl Noted {
             output: self.secrets.hidden(output),
         }
     }
+}
 
-    /// The recording of a call to `export` with this `input`, `output` (null when it did not
-    /// finish) and `error`.
-    fn finish(
-        self,
-        export: &'static str,
-        input: Value,
-        output: Value,
-        outcome: Outcome,
-        error: Option<(String, String)>,
-        duration_ms: u64,
-    ) -> Finished {
+/// A recorded call as it ended, made into its text by the adapter's writer: after the answer,
+/// and never for a call whose recording is dropped before it is written.
+struct Ended {
+    noted: Noted,
+    export: &'static str,
+    input: Value,
+    /// Null when the call did not finish.
+    output: Value,
+    outcome: Outcome,
+    error: Option<(String, String)>,
+    duration_ms: u64,
+}
+
+impl Ended {
+    fn finish(self) -> Finished {
+        let Ended {
+            noted,
+            export,
+            input,
+            output,
+            outcome,
+            error,
+            duration_ms,
+        } = self;
         // The input and output count against the bound too: past it they are summarised.
-        let mut room = self.most.saturating_sub(self.bytes);
+        let mut room = noted.most.saturating_sub(noted.bytes);
         let mut kept = |value: Value| {
-            let text = json_text(&self.secrets.hidden(value));
+            let text = json_text(&noted.secrets.hidden(value));
             if text.len() <= room {
                 room -= text.len();
                 text
@@ -349,11 +363,11 @@ impl Noted {
             }
         };
         let (input, output) = (kept(input), kept(output));
-        let mut body = String::with_capacity(self.bytes + input.len() + output.len() + 64);
+        let mut body = String::with_capacity(noted.bytes + input.len() + output.len() + 64);
         body.push_str("{\"input\":");
         body.push_str(&input);
         body.push_str(",\"imports\":[");
-        for (i, entry) in self.imports.iter().enumerate() {
+        for (i, entry) in noted.imports.iter().enumerate() {
             if i > 0 {
                 body.push(',');
             }
@@ -365,9 +379,9 @@ impl Noted {
         Finished {
             export,
             outcome,
-            error: error.map(|(kind, message)| (kind, self.secrets.hide_text(&message))),
+            error: error.map(|(kind, message)| (kind, noted.secrets.hide_text(&message))),
             duration_ms,
-            cut: self.cut,
+            cut: noted.cut,
             body,
         }
     }
@@ -440,10 +454,17 @@ impl Recorder {
             }
             compare(noted.clone(), self.input.clone(), output.clone());
         }
-        let duration_ms = self.started.elapsed().as_millis() as u64;
-        let finished = noted.finish(self.export, self.input, output, outcome, error, duration_ms);
+        let ended = Ended {
+            noted,
+            export: self.export,
+            input: self.input,
+            output,
+            outcome,
+            error,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        };
         let queued = Queued {
-            finished,
+            ended,
             started_ms: self.started_ms,
         };
         self.caller.recordings.send(&self.caller, queued);

@@ -1,7 +1,8 @@
-//! Writing an adapter's recordings: after the answers, on the host's executor. The first after
-//! a quiet spell is written at once; then the writer rests, and writes what came meanwhile in
-//! one transaction (pruned once). A busy adapter recording every call pays one write every
-//! `REST`, not one a call, and its calls never wake the writer while it rests.
+//! Writing an adapter's recordings: made into text and stored after the answers, on the host's
+//! executor. The first after a quiet spell is written at once; then the writer rests, and
+//! writes what came meanwhile in one transaction (pruned once). A busy adapter recording every
+//! call pays one write every `REST`, not one a call, and its calls never wake the writer while
+//! it rests.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::Finished;
+use super::{Ended, Finished};
 use crate::db::Db;
 use crate::recordings::{self, Kept, NewRecording};
 use crate::wasm::state::Caller;
@@ -20,9 +21,9 @@ pub(crate) const QUEUED_MOST: usize = 256;
 /// Between two writes of one adapter's recordings, at least.
 const REST: Duration = Duration::from_millis(50);
 
-/// A finished recording and when its call started.
+/// A recorded call as it ended, and when it started.
 pub(super) struct Queued {
-    pub(super) finished: Finished,
+    pub(super) ended: Ended,
     pub(super) started_ms: i64,
 }
 
@@ -117,28 +118,28 @@ async fn write(queue: Arc<Queue>, db: Db, adapter: String, kept: Kept) {
             queue.wake.notified().await;
             continue;
         }
+        // Made into text here, not on the calls' path.
+        let finished: Vec<(Finished, i64)> = taken
+            .into_iter()
+            .map(|queued| (queued.ended.finish(), queued.started_ms))
+            .collect();
         let name = adapter.clone();
         let stored = db
             .call(move |conn| {
-                let news: Vec<NewRecording<'_>> = taken
+                let news: Vec<NewRecording<'_>> = finished
                     .iter()
-                    .map(
-                        |Queued {
-                             finished,
-                             started_ms,
-                         }| NewRecording {
-                            export: finished.export,
-                            outcome: finished.outcome.as_str(),
-                            started_ms: *started_ms,
-                            error: finished
-                                .error
-                                .as_ref()
-                                .map(|(kind, message)| (kind.as_str(), message.as_str())),
-                            duration_ms: finished.duration_ms,
-                            cut: finished.cut,
-                            body: &finished.body,
-                        },
-                    )
+                    .map(|(finished, started_ms)| NewRecording {
+                        export: finished.export,
+                        outcome: finished.outcome.as_str(),
+                        started_ms: *started_ms,
+                        error: finished
+                            .error
+                            .as_ref()
+                            .map(|(kind, message)| (kind.as_str(), message.as_str())),
+                        duration_ms: finished.duration_ms,
+                        cut: finished.cut,
+                        body: &finished.body,
+                    })
                     .collect();
                 recordings::add_all(conn, &name, &news, kept)
             })
