@@ -618,7 +618,10 @@ mod tests {
             assert_eq!(stored.trace_id.as_deref(), Some("trace-1"));
             let other = task(conn, "other");
             let keys = [&t.task_id, &other.task_id, "conversation:c"].map(str::to_owned);
-            assert_eq!(cancelled_among(conn, &keys).unwrap(), [t.task_id.clone()]);
+            assert_eq!(
+                cancelled_among(conn, &keys).unwrap(),
+                vec![t.task_id.clone()]
+            );
             assert_eq!(
                 cancel_or_delete(conn, &t.task_id).unwrap(),
                 Removal::Deleted
