@@ -16,7 +16,8 @@ use crate::fakes::llm::{self, Reply};
 use crate::fakes::webhook_receiver::Receiver;
 use crate::guests::guest;
 use crate::runs::{
-    Follow, WEBHOOK_CONFIG, settled_webhook, status_of, text_of, verified, webhook_env,
+    Follow, WEBHOOK_CONFIG, ends_in_error, settled_webhook, status_of, text_of, verified,
+    webhook_env,
 };
 use crate::support::postgres::{
     Durability, PostgresServer, postgres_server, private_postgres_server,
@@ -571,12 +572,7 @@ async fn a_cancel_whose_notification_was_lost_stops_the_run_once_its_replica_lis
     let events = tokio::time::timeout(Duration::from_secs(20), following.rest())
         .await
         .expect("the run was stopped once its replica listened again");
-    let (_, last) = events.last().unwrap();
-    assert_eq!(last["type"], "error", "{last}");
-    assert!(
-        last["message"].as_str().unwrap().contains("cancelled"),
-        "{last}"
-    );
+    ends_in_error(&events, "cancelled");
     assert_eq!(status_of(cluster.at(0), &run_id).await, "cancelled");
 }
 
@@ -949,12 +945,7 @@ async fn a_run_is_rejoined_on_the_other_replica_and_ends_when_its_replica_dies()
     let following = Follow::open(&cluster.at(1).url, &run_id, None).await;
     cluster.kill(0);
     let events = following.rest().await;
-    let (_, last) = events.last().unwrap();
-    assert_eq!(last["type"], "error", "{last}");
-    assert!(
-        last["message"].as_str().unwrap().contains("interrupted"),
-        "{last}"
-    );
+    ends_in_error(&events, "interrupted");
     assert_eq!(status_of(cluster.at(1), &run_id).await, "error");
     let webhook = settled_webhook(cluster.at(1), &run_id).await;
     assert_eq!(webhook["state"], "delivered", "{webhook}");

@@ -149,6 +149,14 @@ impl Follow {
     }
 }
 
+/// Asserts that a run's stream ended with an error frame whose message says `saying`.
+pub(crate) fn ends_in_error(events: &[(i64, Value)], saying: &str) {
+    let (_, last) = events.last().expect("a last frame");
+    assert_eq!(last["type"], "error", "{last}");
+    let message = last["message"].as_str().unwrap();
+    assert!(message.contains(saying), "{last}");
+}
+
 /// The text of the token frames among `events`.
 pub(crate) fn text_of(events: &[(i64, Value)]) -> String {
     events
@@ -289,12 +297,7 @@ async fn a_cancelled_run_stops_and_its_stream_says_so() {
     assert_eq!(status, StatusCode::OK, "{cancelled}");
     assert_eq!(cancelled["status"], "cancelled");
     let events = following.rest().await;
-    let (_, last) = events.last().unwrap();
-    assert_eq!(last["type"], "error", "{last}");
-    assert!(
-        last["message"].as_str().unwrap().contains("cancelled"),
-        "{last}"
-    );
+    ends_in_error(&events, "cancelled");
     assert_eq!(status_of(&server, &run_id).await, "cancelled");
 
     // Cancelling it again changes nothing.
