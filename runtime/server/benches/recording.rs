@@ -14,8 +14,9 @@
 //!
 //! Then shadowing: each guest with `"off"`, against the same with a shadow build of itself on
 //! every call (`shadow_percent` 100, the default), at the default `shadow_duty_percent` (10)
-//! and at 100: the live call's latency, and how many calls the shadow was run on and how many
-//! it skipped (busy or resting). Target: the live call at most 1.15x at the default duty.
+//! and at 100, three adapters a side (the median one counts): the live call's latency, and how
+//! many calls the shadow was run on and how many it skipped (busy or resting). Target: the live
+//! call at most 1.15x at the default duty.
 
 // Each bench uses some of the figures.
 #[allow(dead_code)]

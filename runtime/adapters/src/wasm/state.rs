@@ -299,7 +299,7 @@ impl HostState {
     /// recording.
     pub(crate) fn taped(
         &self,
-        import: &str,
+        import: &'static str,
         args: Option<serde_json::Value>,
         result: &impl serde::Serialize,
     ) {

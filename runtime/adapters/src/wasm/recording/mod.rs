@@ -107,7 +107,12 @@ impl Tape {
     }
 
     /// Notes one import, its arguments and its result.
-    pub(crate) fn note(&self, import: &str, args: impl FnOnce() -> Value, result: &impl Serialize) {
+    pub(crate) fn note(
+        &self,
+        import: &'static str,
+        args: impl FnOnce() -> Value,
+        result: &impl Serialize,
+    ) {
         let mut reel = self.reel();
         if !reel.rolling || reel.script.is_some() {
             return;
@@ -120,7 +125,8 @@ impl Tape {
         let mut result = serde_json::to_value(result).unwrap_or(Value::Null);
         reel.secrets.hide(&mut args);
         reel.secrets.hide(&mut result);
-        // Written as `Entry::write` writes the others, without a map made for it.
+        // Written as `Entry::write` writes the others, without a map made for it (the import's
+        // name is the host's own, so it needs no escaping).
         let text = format!(
             "{{\"import\":\"{import}\",\"args\":{},\"result\":{}}}",
             json_text(&args),
